@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package uroce needs to build, test and benchmark.
+# Safe to run any number of times: it asks apt only for packages that are missing.
+set -euo pipefail
+
+packages=(
+  # toolchain
+  build-essential cmake ninja-build pkg-config git
+  clang libclang-rt-14-dev            # libFuzzer + sanitizer runtimes
+  # libraries (see DEVELOPERS.md: Debian packages only, nothing vendored)
+  libdpdk-dev dpdk                    # DPDK 22.11: the daemon's ports
+  libboost-dev                        # Boost.Asio: the daemon's control socket
+  libspdlog-dev libfmt-dev            # logging
+  libpcap-dev                         # reading/writing captures (pcap and pcapng)
+  libisal-dev                         # CRC-32 for the ICRC (chosen by measurement: docs/icrc.md)
+  zlib1g-dev                          # CRC-32 candidate measured against ISA-L in the benchmark
+  libcli11-dev                        # command-line parsing
+  nlohmann-json3-dev                  # JSON output of `uroce dissect --json`
+  catch2                              # Catch2 v2 unit tests
+  # test tools
+  tshark                              # reference dissector the tests compare against
+  iproute2                            # veth pairs and network namespaces in integration tests
+  python3                             # test glue (tshark comparison)
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+echo "deps: installing ${missing[*]}"
+sudo_cmd=()
+if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"

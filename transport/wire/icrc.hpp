@@ -1,0 +1,26 @@
+// The RoCEv2 Invariant CRC.
+//
+// CRC-32 over: 8 bytes of 0xFF standing in for the InfiniBand LRH, the IP header with its variant fields
+// set to ones (IPv4: TOS, TTL, header checksum; IPv6: traffic class, flow label, hop limit), the UDP header
+// with its checksum set to ones, the BTH with byte 4 (FECN, BECN, reserved) set to 0xFF, and everything
+// after the BTH up to the ICRC. Stored on the wire least-significant byte first.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+namespace uroce::wire {
+
+enum class IpVersion : uint8_t { v4 = 4, v6 = 6 };
+
+// `packet` runs from the first byte of the IP header to the last byte before the ICRC (the pad included);
+// `ip_header_length` is 20+ for IPv4 (options are covered, unmasked), 40 for IPv6. Requires
+// packet.size() >= ip_header_length + 8 + 12.
+uint32_t compute_icrc(std::span<const uint8_t> packet, IpVersion version, size_t ip_header_length);
+
+// The ICRC as stored on the wire (4 bytes, least-significant first).
+uint32_t load_icrc(const uint8_t* p);
+void store_icrc(uint8_t* p, uint32_t icrc);
+
+}  // namespace uroce::wire
