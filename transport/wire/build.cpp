@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "transport/wire/frame.hpp"
+
 namespace uroce::wire {
 
 std::string_view to_string(BuildError e) {
@@ -85,6 +87,18 @@ BuildResult build_frame(const FrameSpec& s, std::span<uint8_t> out) {
   const uint32_t icrc = compute_icrc(std::span<const uint8_t>(p + l3, off - l3), s.ip_version, ip_len);
   store_icrc(p + off, icrc);
   return {BuildError::none, off + icrc_size};
+}
+
+FrameSpec spec_from_frame(const Frame& f) {
+  FrameSpec s;
+  s.eth = f.eth;
+  s.ip_version = f.ip_version;
+  s.ipv4 = f.ipv4;
+  s.ipv6 = f.ipv6;
+  s.udp_src_port = f.udp.src_port;
+  s.headers = f.roce.headers;
+  s.payload = f.roce.payload;
+  return s;
 }
 
 }  // namespace uroce::wire

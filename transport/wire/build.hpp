@@ -47,4 +47,10 @@ size_t frame_size(const FrameSpec& spec);
 
 BuildResult build_frame(const FrameSpec& spec, std::span<uint8_t> out);
 
+struct Frame;
+// The spec that rebuilds a parsed RoCEv2 frame (frame.is_roce()): building it gives back the same bytes
+// whenever the original had a valid IPv4 header checksum and ICRC, no IPv4 options, a UDP checksum of 0
+// and the reserved IPv4 flag clear. `uroce replay` edits such specs; the fuzz target checks the promise.
+FrameSpec spec_from_frame(const Frame& frame);
+
 }  // namespace uroce::wire

@@ -36,13 +36,24 @@ struct RocePacket {
   const Bth& bth() const { return headers.bth; }
 };
 
+// Layers the parser decoded completely (Frame::decoded). A dissector shows exactly these, so a malformed
+// frame never displays fields that were not read from it.
+enum LayerBits : uint8_t {
+  layer_ethernet = 1u << 0,
+  layer_arp = 1u << 1,
+  layer_ip = 1u << 2,
+  layer_udp = 1u << 3,
+  layer_bth = 1u << 4,
+  layer_transport = 1u << 5,  // the extension headers, payload, pad and ICRC
+};
+
 struct Frame {
   FrameKind kind = FrameKind::unknown;
+  uint8_t decoded = 0;  // LayerBits
   ParseError error = ParseError::none;
   size_t error_offset = 0;  // byte offset in `bytes` where the error was detected
 
   std::span<const uint8_t> bytes;  // the whole input
-  bool has_ethernet = false;
   EthernetHeader eth;
   ArpPacket arp;
   IpVersion ip_version = IpVersion::v4;
@@ -57,6 +68,7 @@ struct Frame {
   size_t end_offset = 0;  // one past the last byte of the IP packet; Ethernet padding/FCS lie beyond
 
   bool ok() const { return error == ParseError::none; }
+  bool has(LayerBits l) const { return (decoded & l) != 0; }
   bool is_roce() const { return kind == FrameKind::roce && ok(); }
   IpAddress src_ip() const { return ip_version == IpVersion::v4 ? IpAddress::from_v4(ipv4.src) : ipv6.src; }
   IpAddress dst_ip() const { return ip_version == IpVersion::v4 ? IpAddress::from_v4(ipv4.dst) : ipv6.dst; }

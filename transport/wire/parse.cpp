@@ -28,6 +28,7 @@ ParseError parse_transport(Frame& f, size_t bth_off, size_t end) {
   const Bth& bth = r.headers.bth;
   if (bth.tver != 0) return fail(f, ParseError::bad_tver, bth_off + 1);
   const OpcodeInfo& info = opcode_info(bth.opcode);
+  f.decoded |= layer_bth;
   if (!info.valid()) return fail(f, ParseError::unknown_opcode, bth_off);
   r.info = &info;
 
@@ -51,6 +52,7 @@ ParseError parse_transport(Frame& f, size_t bth_off, size_t end) {
   if (!info.has_payload && payload_len != 0) return fail(f, ParseError::unexpected_payload, payload_off);
   if (padded % 4 != 0) return fail(f, ParseError::payload_not_aligned, payload_off);
   r.payload = f.bytes.subspan(payload_off, payload_len);
+  f.decoded |= layer_transport;
   return ParseError::none;
 }
 
@@ -64,6 +66,7 @@ ParseError parse_udp(Frame& f, size_t l4, size_t end) {
   u.dst_port = load_be16(b + l4 + 2);
   u.length = load_be16(b + l4 + 4);
   u.checksum = load_be16(b + l4 + 6);
+  f.decoded |= layer_udp;
   if (u.length != end - l4) return fail(f, ParseError::udp_length_mismatch, l4 + 4);
   if (u.dst_port != roce_v2_udp_port) {
     f.kind = FrameKind::other_udp;
@@ -98,6 +101,7 @@ ParseError parse_ipv4(Frame& f, size_t l3) {
   h.dst = load_be32(p + 16);
   f.ip_version = IpVersion::v4;
   f.kind = FrameKind::other_ip;
+  f.decoded |= layer_ip;
 
   if (h.total_length < h.header_length || h.total_length > avail) {
     return fail(f, ParseError::ip_length_mismatch, l3 + 2);
@@ -125,6 +129,7 @@ ParseError parse_ipv6(Frame& f, size_t l3) {
   h.dst = IpAddress::from_v6_bytes(p + 24);
   f.ip_version = IpVersion::v6;
   f.kind = FrameKind::other_ip;
+  f.decoded |= layer_ip;
 
   if (h.payload_length > avail - ipv6_header_size) return fail(f, ParseError::ip_length_mismatch, l3 + 4);
   f.end_offset = l3 + ipv6_header_size + h.payload_length;
@@ -137,6 +142,7 @@ ParseError parse_arp(Frame& f, size_t l3) {
   if (f.bytes.size() - l3 < arp_ipv4_size) return fail(f, ParseError::truncated_arp, l3);
   f.kind = FrameKind::arp;
   if (!read_arp(f.bytes.data() + l3, f.arp)) return fail(f, ParseError::unsupported_arp, l3);
+  f.decoded |= layer_arp;
   f.end_offset = l3 + arp_ipv4_size;
   return ParseError::none;
 }
@@ -159,7 +165,7 @@ void reset(Frame& f, std::span<const uint8_t> bytes) {
   f.error = ParseError::none;
   f.error_offset = 0;
   f.bytes = bytes;
-  f.has_ethernet = false;
+  f.decoded = 0;
   f.roce.info = nullptr;
   f.roce.payload = {};
   f.l3_offset = f.l4_offset = f.bth_offset = f.end_offset = 0;
@@ -187,7 +193,7 @@ ParseError parse_frame(std::span<const uint8_t> bytes, Frame& out) {
     e.ethertype = load_be16(b + 16);
     l3 += vlan_tag_size;
   }
-  out.has_ethernet = true;
+  out.decoded |= layer_ethernet;
   return dispatch_l3(out, e.ethertype, l3);
 }
 

@@ -1,0 +1,51 @@
+// Reads captures (pcap and pcapng, from a file or "-" for stdin) through libpcap, and turns each record
+// into a parsed frame whatever the capture's link type.
+#pragma once
+
+#include <pcap/pcap.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "transport/wire/frame.hpp"
+
+namespace uroce::pcap_tools {
+
+struct Record {
+  uint64_t number = 0;           // 1-based, as tshark counts
+  int64_t time_ns = 0;           // capture timestamp, nanoseconds since the epoch
+  uint32_t wire_length = 0;      // length of the packet on the wire
+  std::span<const uint8_t> bytes;  // what was captured (wire_length may be larger: snaplen)
+  bool truncated_by_snaplen() const { return bytes.size() < wire_length; }
+};
+
+class CaptureReader {
+ public:
+  enum class Next { record, end, error };
+
+  // Opens `path` ("-" = standard input). On failure returns false and error() says why.
+  bool open(const std::string& path);
+  // The next record; Next::error with error() set when the file is damaged or truncated.
+  Next next(Record& out);
+  const std::string& error() const { return error_; }
+  int link_type() const { return link_type_; }
+  std::string link_type_name() const;
+
+  // Parses a record's bytes according to the link type (Ethernet, raw IP, Linux cooked v1/v2).
+  wire::ParseError decode(const Record& r, wire::Frame& frame) const;
+
+  static bool link_type_supported(int dlt);
+
+ private:
+  struct Closer {
+    void operator()(pcap_t* p) const { pcap_close(p); }
+  };
+  std::unique_ptr<pcap_t, Closer> handle_;
+  int link_type_ = -1;
+  uint64_t count_ = 0;
+  std::string error_;
+};
+
+}  // namespace uroce::pcap_tools

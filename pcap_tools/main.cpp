@@ -1,0 +1,27 @@
+// `uroce`: the command line for RoCEv2 captures.
+#include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "pcap_tools/dissect_command.hpp"
+
+int main(int argc, char** argv) {
+  // Diagnostics go to stderr through spdlog; stdout carries only the tool's output, so it can be piped.
+  auto logger = spdlog::stderr_color_mt("uroce");
+  logger->set_pattern("uroce: %^%l%$: %v");
+  spdlog::set_default_logger(logger);
+
+  CLI::App app{"uroce: dissect, explain and check RoCEv2 traffic"};
+  app.require_subcommand(1);
+  app.fallthrough();  // global options (--log-level) may also follow the subcommand
+  std::string log_level = "info";
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+  app.parse_complete_callback([&] { spdlog::set_level(spdlog::level::from_str(log_level)); });
+
+  int exit_code = 0;
+  uroce::pcap_tools::add_dissect_command(app, exit_code);
+
+  CLI11_PARSE(app, argc, argv);
+  return exit_code;
+}

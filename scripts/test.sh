@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh Debian 12 machine: installs what it needs, then
+#   1. a release build (gcc): unit tests, and integration tests of the tools against real captures and tshark;
+#   2. an AddressSanitizer + UBSan build (clang): the same tests again, plus the libFuzzer target for a
+#      bounded time (UROCE_FUZZ_SECONDS, default 60).
+# Exits non-zero if anything fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/deps.sh
+jobs=$(nproc)
+fuzz_seconds=${UROCE_FUZZ_SECONDS:-60}
+
+echo "== release build (gcc)"
+cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build/release -j"$jobs"
+ctest --test-dir build/release --output-on-failure -j"$jobs"
+
+echo "== AddressSanitizer + UBSan build (clang), with fuzzing"
+CC=clang CXX=clang++ cmake -S . -B build/sanitize -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+  -DUROCE_SANITIZE=ON -DUROCE_FUZZ=ON -DUROCE_FUZZ_SECONDS="$fuzz_seconds" >/dev/null
+cmake --build build/sanitize -j"$jobs"
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+ctest --test-dir build/sanitize --output-on-failure -j"$jobs"

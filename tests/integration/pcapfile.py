@@ -1,0 +1,39 @@
+"""Minimal classic-pcap reading and writing for tests (so tests can craft damaged or unusual captures)."""
+import pathlib
+import struct
+
+LINKTYPE_ETHERNET = 1
+LINKTYPE_LINUX_SLL = 113
+LINKTYPE_RAW = 101
+
+
+def read(path):
+    """Returns (linktype, [(ts_sec, ts_usec, orig_len, bytes)])."""
+    data = pathlib.Path(path).read_bytes()
+    magic, _, _, _, _, _, linktype = struct.unpack("<IHHiIII", data[:24])
+    assert magic == 0xA1B2C3D4, "test captures are little-endian microsecond pcap"
+    records, off = [], 24
+    while off + 16 <= len(data):
+        sec, usec, caplen, origlen = struct.unpack("<IIII", data[off:off + 16])
+        records.append((sec, usec, origlen, bytearray(data[off + 16:off + 16 + caplen])))
+        off += 16 + caplen
+    return linktype, records
+
+
+def write(path, linktype, records):
+    with open(path, "wb") as f:
+        f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, linktype))
+        for sec, usec, origlen, frame in records:
+            f.write(struct.pack("<IIII", sec, usec, len(frame), origlen))
+            f.write(bytes(frame))
+
+
+def roce_offset(frame):
+    """Offset of the BTH in an untagged IPv4 Ethernet frame carrying UDP 4791, else None."""
+    if len(frame) < 14 + 20 + 8 + 12 or frame[12:14] != b"\x08\x00" or frame[23] != 17:
+        return None
+    ihl = (frame[14] & 0x0F) * 4
+    udp = 14 + ihl
+    if struct.unpack(">H", frame[udp + 2:udp + 4])[0] != 4791:
+        return None
+    return udp + 8

@@ -1,0 +1,186 @@
+#!/usr/bin/env python3
+"""End-to-end tests of `uroce dissect` on real and deliberately damaged captures.
+
+Usage: test_dissect_cli.py UROCE_BINARY CAPTURE_DIR
+"""
+import json
+import pathlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import pcapfile
+
+UROCE = None
+CAPTURES = None
+
+
+def run(*args, stdin=None):
+    return subprocess.run([UROCE, "dissect", *args], capture_output=True, text=True, input=stdin, timeout=60)
+
+
+def json_rows(*args):
+    res = run("--json", *args)
+    assert res.returncode == 0, res.stderr
+    return [json.loads(line) for line in res.stdout.splitlines()]
+
+
+class DissectCli(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="uroce-dissect-test-")
+        self.send = os.path.join(CAPTURES, "01-rc-send-pingpong.pcap")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp)
+
+    def path(self, name):
+        return os.path.join(self.tmp, name)
+
+    def test_every_real_frame_is_ok(self):
+        for name in sorted(os.listdir(CAPTURES)):
+            if not name.endswith(".pcap"):
+                continue
+            res = run(os.path.join(CAPTURES, name))
+            self.assertEqual(res.returncode, 0, res.stderr)
+            lines = res.stdout.splitlines()
+            roce = [l for l in lines if "psn" in l]
+            self.assertGreater(len(roce), 0, name)
+            self.assertTrue(all(l.endswith("ICRC ok") for l in roce), name)
+            self.assertNotIn("MALFORMED", res.stdout)
+            self.assertIn("with a bad ICRC", res.stderr)
+
+    def flip_and_check(self, where):
+        linktype, records = pcapfile.read(self.send)
+        index = next(i for i, r in enumerate(records) if pcapfile.roce_offset(r[3]) is not None and len(r[3]) > 100)
+        frame = records[index][3]
+        bth = pcapfile.roce_offset(frame)
+        if where == "payload":
+            frame[bth + 12 + 5] ^= 0x01  # a payload byte of the SEND
+        else:
+            frame[bth + 11] ^= 0x01      # lowest PSN bit
+        out = self.path(f"flipped-{where}.pcap")
+        pcapfile.write(out, linktype, records)
+        rows = json_rows(out)
+        bad = [r["frame"]["number"] for r in rows if "icrc" in r and not r["icrc"]["ok"]]
+        self.assertEqual(bad, [index + 1])
+        summary = run(out).stdout.splitlines()[index]
+        self.assertTrue(summary.endswith("ICRC BAD"), summary)
+
+    def test_flipped_payload_bit_is_bad(self):
+        self.flip_and_check("payload")
+
+    def test_flipped_psn_bit_is_bad(self):
+        self.flip_and_check("psn")
+
+    def test_truncated_file_reports_error_after_good_frames(self):
+        data = pathlib.Path(self.send).read_bytes()
+        out = self.path("truncated.pcap")
+        pathlib.Path(out).write_bytes(data[:len(data) // 2 + 7])
+        res = run(out)
+        self.assertEqual(res.returncode, 2)
+        self.assertGreater(len(res.stdout.splitlines()), 10)  # the frames before the damage are shown
+        self.assertIn("damaged capture after frame", res.stderr)
+
+    def test_garbage_file_is_a_clear_error(self):
+        out = self.path("garbage.pcap")
+        pathlib.Path(out).write_bytes(b"this is not a capture at all" * 10)
+        res = run(out)
+        self.assertEqual(res.returncode, 2)
+        self.assertIn("error", res.stderr)
+        self.assertEqual(res.stdout, "")
+
+    def test_missing_file(self):
+        res = run(self.path("nope.pcap"))
+        self.assertEqual(res.returncode, 2)
+        self.assertIn("nope.pcap", res.stderr)
+
+    def test_empty_file(self):
+        out = self.path("empty.pcap")
+        pathlib.Path(out).write_bytes(b"")
+        self.assertEqual(run(out).returncode, 2)
+
+    def test_stdin(self):
+        data = pathlib.Path(self.send).read_bytes()
+        res = subprocess.run([UROCE, "dissect", "-"], input=data, capture_output=True, timeout=60)
+        self.assertEqual(res.returncode, 0)
+        self.assertEqual(res.stdout.decode(), run(self.send).stdout)
+
+    def test_pcapng(self):
+        out = self.path("send.pcapng")
+        subprocess.run(["editcap", "-F", "pcapng", self.send, out], check=True)
+        self.assertEqual(pathlib.Path(out).read_bytes()[:4], b"\x0a\x0d\x0d\x0a")
+        self.assertEqual(run(out).stdout, run(self.send).stdout)
+
+    def test_linux_cooked_capture(self):
+        _, records = pcapfile.read(self.send)
+        cooked = []
+        for sec, usec, orig, frame in records:
+            # SLL: packet type, ARPHRD_ETHER, address length, 8 address bytes, protocol = the ethertype.
+            sll = bytes([0, 0, 0, 1, 0, 6]) + bytes(frame[6:12]) + b"\0\0" + bytes(frame[12:14])
+            cooked.append((sec, usec, orig + 2, bytearray(sll) + frame[14:]))
+        out = self.path("cooked.pcap")
+        pcapfile.write(out, pcapfile.LINKTYPE_LINUX_SLL, cooked)
+        rows = json_rows(out)
+        roce = [r for r in rows if "bth" in r]
+        self.assertEqual(len(roce), 100)
+        self.assertTrue(all(r["icrc"]["ok"] for r in roce))
+
+    def test_malformed_frames_are_reported_not_fatal(self):
+        linktype, records = pcapfile.read(self.send)
+        first = next(r for r in records if pcapfile.roce_offset(r[3]) is not None)
+        bth = pcapfile.roce_offset(first[3])
+        bad_tver = bytearray(first[3])
+        bad_tver[bth + 1] |= 0x01
+        unknown_op = bytearray(first[3])
+        unknown_op[bth] = 0x80  # the InfiniBand CNP opcode, not valid on RoCEv2
+        truncated = bytearray(first[3][:bth + 6])
+        records = [(0, 0, len(f), f) for f in (bad_tver, unknown_op, truncated)] + records[:3]
+        out = self.path("malformed.pcap")
+        pcapfile.write(out, linktype, records)
+        res = run(out)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        lines = res.stdout.splitlines()
+        self.assertIn("MALFORMED: BTH header version is not 0", lines[0])
+        self.assertIn("MALFORMED: unknown BTH opcode", lines[1])
+        self.assertIn("MALFORMED", lines[2])
+        self.assertEqual(len(lines), 6)
+        rows = json_rows(out)
+        self.assertEqual(rows[0]["error"]["code"], "bad_tver")
+        self.assertEqual(rows[1]["error"]["code"], "unknown_opcode")
+        self.assertEqual(rows[2]["error"]["code"], "ip_length_mismatch")  # IP says more than was captured
+        self.assertIn("3 malformed", res.stderr)
+
+    def test_filters(self):
+        rping = os.path.join(CAPTURES, "10-rdma-cm-rping.pcap")
+        mads = json_rows("--qp", "1", rping)
+        self.assertEqual([r["mad"]["attribute_name"] for r in mads][:3], ["REQ", "REP", "RTU"])
+        self.assertTrue(all(r["bth"]["dest_qp"] == 1 for r in mads))
+        acks = json_rows("--opcode", "RC_ACKNOWLEDGE", self.send)
+        self.assertGreater(len(acks), 0)
+        self.assertTrue(all(r["bth"]["opcode"] == 0x11 for r in acks))
+        both = json_rows("--opcode", "SEND_FIRST", "--opcode", "0x11", self.send)
+        self.assertEqual({r["bth"]["opcode"] for r in both}, {0x00, 0x11})
+        self.assertEqual(len(json_rows("-c", "5", self.send)), 5)
+        res = run("--opcode", "NOT_AN_OPCODE", self.send)
+        self.assertNotEqual(res.returncode, 0)
+        self.assertIn("unknown opcode", res.stderr)
+
+    def test_verbose_tree_has_every_header(self):
+        out = run("-V", "--opcode", "ATOMIC_ACKNOWLEDGE", "-c", "1", os.path.join(CAPTURES, "07-rc-atomic.pcap")).stdout
+        for label in ("Ethernet II", "Internet Protocol Version 4", "User Datagram Protocol", "Base Transport Header",
+                      "ACK Extended Transport Header", "Atomic Acknowledge Extended Transport Header",
+                      "Invariant CRC", "Valid: True"):
+            self.assertIn(label, out)
+
+    def test_arp_is_shown_as_arp(self):
+        lines = run(self.send).stdout.splitlines()
+        self.assertIn("ARP who-has 10.77.0.11 tell 10.77.0.12", lines[0])
+        self.assertIn("is-at", lines[1])
+
+
+if __name__ == "__main__":
+    UROCE, CAPTURES = sys.argv[1], sys.argv[2]
+    unittest.main(argv=[sys.argv[0], "-v"])
