@@ -8,6 +8,7 @@
 
 #include "pcap_tools/capture_reader.hpp"
 #include "pcap_tools/dissection.hpp"
+#include "pcap_tools/explain.hpp"
 #include "pcap_tools/render.hpp"
 
 namespace uroce::pcap_tools {
@@ -114,6 +115,14 @@ void add_dissect_command(CLI::App& app, int& exit_code) {
                   "Only these opcodes (repeatable): RC_SEND_FIRST, SEND_ONLY (any transport), CNP, 0x11 ...");
   cmd->add_option("-c,--count", options->count, "Stop after showing this many frames");
   cmd->callback([options, &exit_code] { exit_code = run_dissect(*options); });
+}
+
+void add_explain_command(CLI::App& app, int& exit_code) {
+  auto options = std::make_shared<ExplainOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "explain", "Tell what happens in a capture: connections, messages, ACKs, NAKs, retransmissions");
+  cmd->add_option("file", options->path, "pcap or pcapng file, or - for standard input")->required();
+  cmd->callback([options, &exit_code] { exit_code = run_explain(*options); });
 }
 
 }  // namespace uroce::pcap_tools

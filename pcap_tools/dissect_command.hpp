@@ -21,6 +21,9 @@ struct DissectOptions {
 // Registers the subcommand on `app`; `run` is called with the options when it is chosen.
 void add_dissect_command(CLI::App& app, int& exit_code);
 
+// `uroce explain FILE`: the capture as a story (see explain.hpp).
+void add_explain_command(CLI::App& app, int& exit_code);
+
 // Runs the dissection; returns the process exit code (0 ok, 2 unreadable or damaged capture).
 int run_dissect(const DissectOptions& options);
 

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
 
   int exit_code = 0;
   uroce::pcap_tools::add_dissect_command(app, exit_code);
+  uroce::pcap_tools::add_explain_command(app, exit_code);
 
   CLI11_PARSE(app, argc, argv);
   return exit_code;

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 
+#include <cctype>
 #include <cstdio>
 #include <cstring>
 
@@ -56,6 +57,10 @@ std::string gid_string(const IpAddress& ip) {
 }
 
 std::optional<MacAddress> parse_mac(std::string_view text) {
+  // sscanf's %x would also accept a sign, a "0x" prefix and leading spaces ("-1:..." gave ff:...).
+  for (char c : text) {
+    if (c != ':' && !std::isxdigit(static_cast<unsigned char>(c))) return std::nullopt;
+  }
   MacAddress mac;
   unsigned v[6];
   char tail;
@@ -69,6 +74,7 @@ std::optional<MacAddress> parse_mac(std::string_view text) {
 }
 
 std::optional<IpAddress> parse_ip(std::string_view text) {
+  if (text.find('\0') != std::string_view::npos) return std::nullopt;  // c_str() would cut the text there
   std::string s(text);
   uint8_t buf[16];
   if (inet_pton(AF_INET, s.c_str(), buf) == 1) return IpAddress::from_v4_bytes(buf);

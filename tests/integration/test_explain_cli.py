@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""End-to-end tests of `uroce explain` on the real rxe captures.
+
+Usage: test_explain_cli.py UROCE_BINARY CAPTURE_DIR
+"""
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import pcapfile
+
+UROCE = None
+CAPTURES = None
+
+
+def explain(path):
+    res = subprocess.run([UROCE, "explain", path], capture_output=True, text=True, timeout=60)
+    return res
+
+
+def flow_rows(stdout):
+    """The closing flow table as {flow letter: {column: int}}."""
+    lines = stdout.split("Flows (one direction of one queue pair each):\n")[1].splitlines()
+    numeric = ["packets", "bytes", "messages", "retrans", "missing", "ACKs", "NAKs", "RNR", "CNP", "bad ICRC"]
+    assert lines[0].split()[-11:] == numeric[:-1] + ["bad", "ICRC"], lines[0]
+    rows = {}
+    for line in lines[1:]:
+        name = line[:4].strip()
+        values = line.split()[-len(numeric):]
+        rows[name] = dict(zip(numeric, map(int, values)))
+    return rows
+
+
+class ExplainCli(unittest.TestCase):
+    def capture(self, name):
+        return os.path.join(CAPTURES, name)
+
+    def test_clean_captures_have_no_loss(self):
+        for name in ("01-rc-send-pingpong.pcap", "05-rc-write.pcap", "06-rc-read.pcap", "07-rc-atomic.pcap",
+                     "08-rc-imm-zerolen-read-atomic.pcap", "10-rdma-cm-rping.pcap"):
+            res = explain(self.capture(name))
+            self.assertEqual(res.returncode, 0, res.stderr)
+            self.assertNotIn("retransmitted", res.stdout, name)
+            self.assertNotIn("missing", res.stdout.split("Flows")[0], name)
+            for flow, row in flow_rows(res.stdout).items():
+                self.assertEqual((row["retrans"], row["missing"], row["NAKs"], row["bad ICRC"]), (0, 0, 0, 0),
+                                 f"{name} flow {flow}")
+
+    def test_rdma_cm_handshake(self):
+        out = explain(self.capture("10-rdma-cm-rping.pcap")).stdout
+        self.assertRegex(out, r"CM REQ: 10\.77\.0\.12 asks to connect its QP 0x000011 \(starting PSN 14977723, "
+                              r"path MTU 1024.*rdma_cm port 7174 \(TCP port space\)")
+        self.assertIn("CM REP: 10.77.0.11 accepts with its QP 0x000011 (starting PSN 10914491)", out)
+        for step in ("CM RTU", "CM DREQ", "CM DREP"):
+            self.assertIn(step, out)
+        self.assertLess(out.index("CM REQ"), out.index("CM REP"))
+        self.assertLess(out.index("CM RTU"), out.index("RC SEND"))
+
+    def test_operations_are_told(self):
+        out = explain(self.capture("08-rc-imm-zerolen-read-atomic.pcap")).stdout
+        self.assertIn("RC SEND of 3000 bytes in 3 packets", out)
+        self.assertIn("with immediate data 0x22222222", out)
+        self.assertIn("RC RDMA WRITE of 0 bytes in 1 packet", out)
+        self.assertIn("RDMA READ request psn 15104888: asks for 3000 bytes", out)
+        self.assertIn("RC RDMA READ response of 3000 bytes in 3 packets (psn 15104888..15104890)", out)
+        self.assertRegex(out, r"FETCH_ADD psn \d+: add 5 to the 8 bytes")
+        self.assertIn("ATOMIC ACK psn 15104891 (MSN 9): the value at the address was 1000 before", out)
+        self.assertRegex(out, r"COMPARE_SWAP psn \d+: if the 8 bytes at .* equal 1005, replace them with 11259375")
+
+    def test_loss_and_go_back_n(self):
+        res = explain(self.capture("11-rc-write-loss5.pcap"))
+        out = res.stdout
+        self.assertEqual(res.returncode, 0)
+        rows = flow_rows(out)
+        self.assertEqual(rows["B"]["NAKs"], 8)
+        self.assertEqual(out.count("NAK PSN sequence error"), 8)
+        self.assertGreater(rows["A"]["retrans"], 0)
+        self.assertGreater(rows["A"]["missing"], 0)
+        self.assertIn("is missing: it was lost before the capture point", out)
+        self.assertIn("retransmitted RC RDMA WRITE", out)
+        # Every NAK is followed, later, by a retransmission starting at the NAKed PSN.
+        for psn in re.findall(r"NAK PSN sequence error at psn (\d+)", out):
+            after = out.split(f"NAK PSN sequence error at psn {psn}")[1]
+            self.assertRegex(after, rf"retransmitted RC RDMA WRITE of \d+ bytes in \d+ packets? \(psn {psn}\b")
+
+    def test_bad_icrc_and_damaged_file(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            linktype, records = pcapfile.read(self.capture("01-rc-send-pingpong.pcap"))
+            frame = records[2][3]
+            frame[pcapfile.roce_offset(frame) + 20] ^= 0x40
+            flipped = os.path.join(tmp, "flipped.pcap")
+            pcapfile.write(flipped, linktype, records)
+            out = explain(flipped).stdout
+            self.assertIn("has a BAD ICRC", out)
+            self.assertEqual(flow_rows(out)["A"]["bad ICRC"], 1)
+            damaged = os.path.join(tmp, "damaged.pcap")
+            pathlib.Path(damaged).write_bytes(pathlib.Path(flipped).read_bytes()[:5000])
+            res = explain(damaged)
+            self.assertEqual(res.returncode, 2)
+            self.assertIn("damaged capture", res.stderr)
+
+
+if __name__ == "__main__":
+    UROCE, CAPTURES = sys.argv[1], sys.argv[2]
+    unittest.main(argv=[sys.argv[0], "-v"])
