@@ -11,6 +11,7 @@ std::string_view to_string(BuildError e) {
     case BuildError::none: return "no error";
     case BuildError::unknown_opcode: return "unknown opcode";
     case BuildError::payload_not_allowed: return "payload on an opcode that carries none";
+    case BuildError::unaligned_payload: return "FIRST/MIDDLE payload that is not a multiple of 4";
     case BuildError::too_large: return "packet larger than 65535 bytes";
     case BuildError::buffer_too_small: return "output buffer too small";
   }
@@ -39,6 +40,10 @@ BuildResult build_frame(const FrameSpec& s, std::span<uint8_t> out) {
   const OpcodeInfo& info = opcode_info(s.headers.bth.opcode);
   if (!info.valid()) return {BuildError::unknown_opcode, 0};
   if (!info.has_payload && !s.payload.empty()) return {BuildError::payload_not_allowed, 0};
+  // FIRST and MIDDLE packets carry a whole path MTU: a pad there is malformed (the parser says so too).
+  if ((info.position == Position::first || info.position == Position::middle) && pad_for(s.payload.size()) != 0) {
+    return {BuildError::unaligned_payload, 0};
+  }
   const size_t ip_len = ip_header_size(s.ip_version);
   const size_t udp_len = udp_length(s, info);
   if (udp_len + ip_len > 0xffff) return {BuildError::too_large, 0};

@@ -27,6 +27,7 @@ enum class BuildError : uint8_t {
   none,
   unknown_opcode,       // bth.opcode is not in the opcode table
   payload_not_allowed,  // a payload on an opcode that carries none
+  unaligned_payload,    // a FIRST or MIDDLE packet whose payload is not a multiple of 4 (it would need a pad)
   too_large,            // the IP packet would exceed 65535 bytes
   buffer_too_small,
 };

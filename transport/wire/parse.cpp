@@ -205,6 +205,7 @@ ParseError parse_l3(uint16_t ethertype, std::span<const uint8_t> bytes, Frame& o
 }
 
 uint32_t compute_icrc(const Frame& f) {
+  if (!f.has(layer_transport)) return 0;  // not a RoCE frame that parsed: there is nothing to cover
   const size_t ip_header_length = f.ip_version == IpVersion::v4 ? f.ipv4.header_length : ipv6_header_size;
   const auto packet = f.bytes.subspan(f.l3_offset, f.end_offset - icrc_size - f.l3_offset);
   return compute_icrc(packet, f.ip_version, ip_header_length);
