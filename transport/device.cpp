@@ -1,0 +1,640 @@
+// Device: the control verbs, frame dispatch and the run loop. The protocol engines are in qp/.
+#include "transport/device.hpp"
+
+#include <algorithm>
+#include <cerrno>
+
+#include "transport/device_impl.hpp"
+#include "transport/verbs/qp_rules.hpp"
+
+namespace uroce::transport {
+
+using namespace uroce::verbs;
+
+// ---------------------------------------------------------------------------------------------------------
+// Helpers shared by the engines.
+
+QueuePair* DeviceImpl::find_qp(uint32_t qpn) {
+  const auto it = qps_.find(qpn);
+  return it == qps_.end() ? nullptr : it->second.get();
+}
+
+void DeviceImpl::schedule(QueuePair& qp) {
+  if (qp.req.scheduled) return;
+  qp.req.scheduled = true;
+  run_list_.push_back(&qp);
+}
+
+void DeviceImpl::post_completion(uint32_t cqn, const WorkCompletion& wc) {
+  const auto it = cqs_.find(cqn);
+  if (it == cqs_.end()) return;
+  if (!it->second.push(wc)) {
+    ++counters_.cq_overflows;
+    raise(EventType::cq_err, cqn);
+  }
+}
+
+void DeviceImpl::transmit(QueuePair& qp, const wire::TransportHeaders& h, std::span<const uint8_t> payload,
+                          const AddressVector* destination) {
+  OutPacket p;
+  p.destination = destination ? destination : &qp.attr.ah_attr;
+  p.src_qpn = qp.qpn;
+  p.udp_src_port = qp.udp_src_port;
+  p.headers = h;
+  p.headers.bth.pkey = pkey_;
+  p.payload = payload;
+  ++counters_.tx_packets;
+  sink_.transmit(p);
+}
+
+ReceiveQueue* DeviceImpl::receive_queue(QueuePair& qp) {
+  if (qp.srq == 0) return &qp.rq;
+  const auto it = srqs_.find(qp.srq);
+  return it == srqs_.end() ? nullptr : &it->second;
+}
+
+KeyCheck DeviceImpl::gather(const std::vector<Sge>& sges, uint32_t pd, uint32_t offset, std::span<uint8_t> bytes) {
+  size_t done = 0;
+  for (const Sge& sge : sges) {
+    if (done == bytes.size()) break;
+    if (offset >= sge.length) {
+      offset -= sge.length;
+      continue;
+    }
+    const uint32_t n = uint32_t(std::min<size_t>(sge.length - offset, bytes.size() - done));
+    const MemoryRegion* mr = nullptr;
+    const KeyCheck k = mrs_.check(sge.lkey, pd, sge.addr + offset, n, 0, &mr);
+    if (k != KeyCheck::ok) return k;
+    if (!mr->memory->read(mr->memory_offset + (sge.addr + offset - mr->iova), bytes.data() + done, n)) {
+      return KeyCheck::out_of_bounds;
+    }
+    done += n;
+    offset = 0;
+  }
+  return done == bytes.size() ? KeyCheck::ok : KeyCheck::out_of_bounds;
+}
+
+KeyCheck DeviceImpl::scatter(const std::vector<Sge>& sges, uint32_t pd, uint32_t offset,
+                             std::span<const uint8_t> bytes) {
+  size_t done = 0;
+  for (const Sge& sge : sges) {
+    if (done == bytes.size()) break;
+    if (offset >= sge.length) {
+      offset -= sge.length;
+      continue;
+    }
+    const uint32_t n = uint32_t(std::min<size_t>(sge.length - offset, bytes.size() - done));
+    const MemoryRegion* mr = nullptr;
+    const KeyCheck k = mrs_.check(sge.lkey, pd, sge.addr + offset, n, access_local_write, &mr);
+    if (k != KeyCheck::ok) return k;
+    if (!mr->memory->write(mr->memory_offset + (sge.addr + offset - mr->iova), bytes.data() + done, n)) {
+      return KeyCheck::out_of_bounds;
+    }
+    done += n;
+    offset = 0;
+  }
+  return done == bytes.size() ? KeyCheck::ok : KeyCheck::out_of_bounds;
+}
+
+void DeviceImpl::flush(QueuePair& qp) {
+  // Every outstanding send WR completes with WR_FLUSH_ERR (or the error it already carries), in order;
+  // flushed completions are generated whether the WR was signalled or not.
+  for (SendWqe& w : qp.sq) {
+    WorkCompletion wc;
+    wc.wr_id = w.wr.wr_id;
+    wc.status = w.state == WqeState::failed ? w.status : WcStatus::wr_flush_err;
+    wc.opcode = WcOpcode::send;
+    wc.qp_num = qp.qpn;
+    if (w.state == WqeState::done) {
+      if (!w.signaled) continue;
+      wc.status = WcStatus::success;
+    }
+    post_completion(qp.send_cq, wc);
+  }
+  qp.sq.clear();
+  qp.req = {};
+  qp.comp.timeout_at = never;
+  if (qp.srq == 0) {
+    for (const RecvWr& r : qp.rq.wrs) {
+      WorkCompletion wc;
+      wc.wr_id = r.wr_id;
+      wc.status = WcStatus::wr_flush_err;
+      wc.opcode = WcOpcode::recv;
+      wc.qp_num = qp.qpn;
+      post_completion(qp.recv_cq, wc);
+    }
+    qp.rq.wrs.clear();
+  }
+  if (qp.resp.recv) {
+    WorkCompletion wc;
+    wc.wr_id = qp.resp.recv->wr_id;
+    wc.status = WcStatus::wr_flush_err;
+    wc.opcode = WcOpcode::recv;
+    wc.qp_num = qp.qpn;
+    post_completion(qp.recv_cq, wc);
+    qp.resp.recv.reset();
+  }
+}
+
+void DeviceImpl::enter_error(QueuePair& qp, std::optional<EventType> event) {
+  if (qp.attr.qp_state == QpState::err) return;
+  qp.attr.qp_state = QpState::err;
+  flush(qp);
+  if (event) raise(*event, qp.qpn);
+  if (qp.srq != 0) raise(EventType::qp_last_wqe_reached, qp.qpn);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Device: control verbs.
+
+Device::Device(PacketSink& sink, DeviceLimits limits) : impl_(std::make_unique<DeviceImpl>(sink, limits)) {}
+Device::~Device() = default;
+
+void Device::set_gids(std::vector<wire::IpAddress> gids) { impl_->gids_ = std::move(gids); }
+void Device::set_active_mtu(Mtu mtu) { impl_->active_mtu_ = mtu; }
+const DeviceLimits& Device::limits() const { return impl_->limits_; }
+
+int Device::alloc_pd(uint32_t& pd) {
+  DeviceImpl& d = *impl_;
+  if (d.pds_.size() >= d.limits_.max_pd) return ENOMEM;
+  pd = d.next_pd_++;
+  d.pds_[pd] = 0;
+  return 0;
+}
+
+int Device::dealloc_pd(uint32_t pd) {
+  DeviceImpl& d = *impl_;
+  const auto it = d.pds_.find(pd);
+  if (it == d.pds_.end()) return EINVAL;
+  if (it->second != 0) return EBUSY;
+  d.pds_.erase(it);
+  return 0;
+}
+
+namespace {
+int check_mr_args(const DeviceImpl& d, uint32_t pd, uint64_t length, uint32_t access, const void* memory) {
+  if (!d.pds_.contains(pd) || memory == nullptr) return EINVAL;
+  if (length > d.limits_.max_mr_size) return EINVAL;
+  // Remote write and atomic access need local write too (ibv_reg_mr's rule).
+  if ((access & (access_remote_write | access_remote_atomic)) && !(access & access_local_write)) return EINVAL;
+  return 0;
+}
+}  // namespace
+
+int Device::reg_mr(uint32_t pd, uint64_t iova, uint64_t length, uint32_t access, std::shared_ptr<MemoryBackend> memory,
+                   uint64_t memory_offset, uint32_t& key) {
+  DeviceImpl& d = *impl_;
+  if (int e = check_mr_args(d, pd, length, access, memory.get())) return e;
+  const auto k = d.mrs_.add(MemoryRegion{pd, iova, length, access, std::move(memory), memory_offset, 0, true});
+  if (!k) return ENOMEM;
+  key = *k;
+  ++d.pds_[pd];
+  return 0;
+}
+
+int Device::rereg_mr(uint32_t key, uint32_t pd, uint64_t iova, uint64_t length, uint32_t access,
+                     std::shared_ptr<MemoryBackend> memory, uint64_t memory_offset, uint32_t& new_key) {
+  DeviceImpl& d = *impl_;
+  const MemoryRegion* old = d.mrs_.find(key);
+  if (old == nullptr) return EINVAL;
+  if (int e = check_mr_args(d, pd, length, access, memory.get())) return e;
+  const uint32_t old_pd = old->pd;
+  const auto k = d.mrs_.replace(key, MemoryRegion{pd, iova, length, access, std::move(memory), memory_offset, 0, true});
+  if (!k) return EINVAL;
+  --d.pds_[old_pd];
+  ++d.pds_[pd];
+  new_key = *k;
+  return 0;
+}
+
+int Device::dereg_mr(uint32_t key) {
+  DeviceImpl& d = *impl_;
+  const MemoryRegion* mr = d.mrs_.find(key);
+  if (mr == nullptr) return EINVAL;
+  --d.pds_[mr->pd];
+  d.mrs_.remove(key);
+  return 0;
+}
+
+int Device::create_cq(uint32_t cqe, uint32_t& cqn) {
+  DeviceImpl& d = *impl_;
+  if (cqe == 0 || cqe > d.limits_.max_cqe || d.cqs_.size() >= d.limits_.max_cq) return EINVAL;
+  cqn = d.next_cqn_++;
+  d.cqs_.emplace(cqn, CompletionQueue(cqe));
+  return 0;
+}
+
+int Device::resize_cq(uint32_t cqn, uint32_t cqe) {
+  DeviceImpl& d = *impl_;
+  const auto it = d.cqs_.find(cqn);
+  if (it == d.cqs_.end() || cqe == 0 || cqe > d.limits_.max_cqe) return EINVAL;
+  return it->second.resize(cqe) ? 0 : EINVAL;
+}
+
+int Device::destroy_cq(uint32_t cqn) {
+  DeviceImpl& d = *impl_;
+  if (!d.cqs_.contains(cqn)) return EINVAL;
+  for (const auto& [n, qp] : d.qps_) {
+    if (qp->send_cq == cqn || qp->recv_cq == cqn) return EBUSY;
+  }
+  d.cqs_.erase(cqn);
+  return 0;
+}
+
+int Device::create_srq(uint32_t pd, uint32_t max_wr, uint32_t max_sge, uint32_t limit, uint32_t& srqn) {
+  DeviceImpl& d = *impl_;
+  if (!d.pds_.contains(pd) || max_wr == 0 || max_wr > d.limits_.max_srq_wr || max_sge > d.limits_.max_sge ||
+      limit > max_wr || d.srqs_.size() >= d.limits_.max_srq) {
+    return EINVAL;
+  }
+  srqn = d.next_srqn_++;
+  ReceiveQueue q;
+  q.pd = pd;
+  q.max_wr = max_wr;
+  q.max_sge = max_sge;
+  q.limit = limit;
+  q.limit_armed = limit != 0;
+  d.srqs_.emplace(srqn, std::move(q));
+  ++d.pds_[pd];
+  return 0;
+}
+
+int Device::modify_srq(uint32_t srqn, uint32_t limit) {
+  DeviceImpl& d = *impl_;
+  const auto it = d.srqs_.find(srqn);
+  if (it == d.srqs_.end() || limit > it->second.max_wr) return EINVAL;
+  it->second.limit = limit;
+  it->second.limit_armed = limit != 0;
+  return 0;
+}
+
+int Device::destroy_srq(uint32_t srqn) {
+  DeviceImpl& d = *impl_;
+  const auto it = d.srqs_.find(srqn);
+  if (it == d.srqs_.end()) return EINVAL;
+  for (const auto& [n, qp] : d.qps_) {
+    if (qp->srq == srqn) return EBUSY;
+  }
+  --d.pds_[it->second.pd];
+  d.srqs_.erase(it);
+  return 0;
+}
+
+int Device::create_ah(uint32_t pd, const AddressVector& av, uint32_t& ahn) {
+  DeviceImpl& d = *impl_;
+  if (!d.pds_.contains(pd) || d.ahs_.size() >= d.limits_.max_ah) return EINVAL;
+  ahn = d.next_ahn_++;
+  d.ahs_[ahn] = {pd, av};
+  ++d.pds_[pd];
+  return 0;
+}
+
+int Device::destroy_ah(uint32_t ahn) {
+  DeviceImpl& d = *impl_;
+  const auto it = d.ahs_.find(ahn);
+  if (it == d.ahs_.end()) return EINVAL;
+  --d.pds_[it->second.pd];
+  d.ahs_.erase(it);
+  return 0;
+}
+
+int Device::create_qp(const QpInitAttr& a, uint32_t& qpn) {
+  DeviceImpl& d = *impl_;
+  const DeviceLimits& l = d.limits_;
+  if (!d.pds_.contains(a.pd) || !d.cqs_.contains(a.send_cq) || !d.cqs_.contains(a.recv_cq)) return EINVAL;
+  if (a.srq != 0 && !d.srqs_.contains(a.srq)) return EINVAL;
+  if (a.type != QpType::rc && a.type != QpType::uc && a.type != QpType::ud) return EINVAL;
+  if (a.cap.max_send_wr > l.max_qp_wr || a.cap.max_send_sge > l.max_sge || a.cap.max_inline_data > l.max_inline_data ||
+      (a.srq == 0 && (a.cap.max_recv_wr > l.max_qp_wr || a.cap.max_recv_sge > l.max_sge))) {
+    return EINVAL;
+  }
+  if (d.qps_.size() >= l.max_qp) return ENOMEM;
+  while (d.qps_.contains(d.next_qpn_) || d.next_qpn_ < 0x11) d.next_qpn_ = (d.next_qpn_ + 1) & wire::qpn_mask;
+  auto qp = std::make_unique<QueuePair>();
+  qp->qpn = d.next_qpn_;
+  d.next_qpn_ = (d.next_qpn_ + 1) & wire::qpn_mask;
+  qp->type = a.type;
+  qp->pd = a.pd;
+  qp->send_cq = a.send_cq;
+  qp->recv_cq = a.recv_cq;
+  qp->srq = a.srq;
+  qp->sq_sig_all = a.sq_sig_all;
+  qp->attr.cap = a.cap;
+  qp->rq.pd = a.pd;
+  qp->rq.max_wr = a.cap.max_recv_wr;
+  qp->rq.max_sge = a.cap.max_recv_sge;
+  ++d.pds_[a.pd];
+  qpn = qp->qpn;
+  d.qps_.emplace(qpn, std::move(qp));
+  return 0;
+}
+
+int Device::modify_qp(uint32_t qpn, const QpAttr& attr, uint32_t mask, Nanos now) {
+  DeviceImpl& d = *impl_;
+  QueuePair* qp = d.find_qp(qpn);
+  if (qp == nullptr) return EINVAL;
+  const QpState cur = (mask & attr_cur_state) ? attr.cur_qp_state : qp->attr.qp_state;
+  if ((mask & attr_cur_state) && attr.cur_qp_state != qp->attr.qp_state) return EINVAL;
+  const QpState next = (mask & attr_state) ? attr.qp_state : cur;
+  if (int e = check_modify_qp(qp->type, cur, next, mask)) return e;
+  AttrLimits limits;
+  limits.max_qp_rd_atom = d.limits_.max_qp_rd_atom;
+  limits.pkey_table_size = 1;
+  limits.gid_table_size = uint8_t(std::max<size_t>(1, std::min<size_t>(d.gids_.size(), 255)));
+  limits.active_mtu = d.active_mtu_;
+  limits.max_qp_wr = d.limits_.max_qp_wr;
+  limits.max_sge = d.limits_.max_sge;
+  limits.max_inline_data = d.limits_.max_inline_data;
+  if (int e = check_qp_attr_values(qp->type, attr, mask, limits)) return e;
+
+  QpAttr& q = qp->attr;
+  if (mask & attr_access_flags) q.qp_access_flags = attr.qp_access_flags;
+  if (mask & attr_pkey_index) q.pkey_index = attr.pkey_index;
+  if (mask & attr_port) q.port_num = attr.port_num;
+  if (mask & attr_qkey) q.qkey = attr.qkey;
+  if (mask & attr_av) q.ah_attr = attr.ah_attr;
+  if (mask & attr_path_mtu) q.path_mtu = attr.path_mtu;
+  if (mask & attr_timeout) q.timeout = attr.timeout;
+  if (mask & attr_retry_cnt) q.retry_cnt = attr.retry_cnt;
+  if (mask & attr_rnr_retry) q.rnr_retry = attr.rnr_retry;
+  if (mask & attr_min_rnr_timer) q.min_rnr_timer = attr.min_rnr_timer;
+  if (mask & attr_max_qp_rd_atomic) q.max_rd_atomic = attr.max_rd_atomic;
+  if (mask & attr_max_dest_rd_atomic) {
+    q.max_dest_rd_atomic = attr.max_dest_rd_atomic;
+    qp->resp.resources.assign(std::max<size_t>(1, attr.max_dest_rd_atomic), ResponderResource{});
+    qp->resp.next_resource = 0;
+  }
+  if (mask & attr_dest_qpn) q.dest_qp_num = attr.dest_qp_num;
+  if (mask & attr_en_sqd_async_notify) q.en_sqd_async_notify = attr.en_sqd_async_notify;
+  if (mask & attr_rq_psn) {
+    q.rq_psn = attr.rq_psn & wire::psn_mask;
+    qp->resp.psn = q.rq_psn;
+  }
+  if (mask & attr_sq_psn) {
+    q.sq_psn = attr.sq_psn & wire::psn_mask;
+    qp->req.psn = q.sq_psn;
+    qp->comp.psn = q.sq_psn;
+  }
+  if (mask & attr_retry_cnt) qp->comp.retry_left = q.retry_cnt;
+  if (mask & attr_rnr_retry) qp->comp.rnr_retry_left = q.rnr_retry;
+  if (mask & attr_timeout) {
+    // Local ACK timeout: 4.096 us * 2^timeout; 0 means wait forever.
+    qp->comp.timeout_period = q.timeout == 0 ? 0 : Nanos(4096) << q.timeout;
+  }
+  if (mask & (attr_dest_qpn | attr_av)) {
+    const uint32_t fl = q.ah_attr.flow_label != 0 ? q.ah_attr.flow_label
+                                                  : wire::flow_label_from_qpns(qp->qpn, q.dest_qp_num);
+    qp->udp_src_port = wire::udp_source_port_from_flow_label(fl);
+  }
+
+  if (next != cur || (mask & attr_state)) {
+    switch (next) {
+      case QpState::reset:
+        // Back to RESET: everything outstanding is dropped without completions (verbs semantics).
+        qp->sq.clear();
+        qp->rq.wrs.clear();
+        qp->req = {};
+        qp->comp = {};
+        qp->resp = {};
+        q.qp_state = QpState::reset;
+        break;
+      case QpState::err:
+        d.enter_error(*qp, std::nullopt);
+        break;
+      case QpState::rts:
+        q.qp_state = next;
+        d.schedule(*qp);
+        break;
+      case QpState::sqd:
+        q.qp_state = next;
+        if (qp->sq.empty() && q.en_sqd_async_notify) d.raise(EventType::sq_drained, qpn);
+        break;
+      default:
+        q.qp_state = next;
+        break;
+    }
+  }
+  (void)now;
+  return 0;
+}
+
+int Device::query_qp(uint32_t qpn, QpAttr& attr) const {
+  const auto it = impl_->qps_.find(qpn);
+  if (it == impl_->qps_.end()) return EINVAL;
+  attr = it->second->attr;
+  attr.cur_qp_state = attr.qp_state;
+  attr.sq_psn = it->second->req.psn;
+  attr.rq_psn = it->second->resp.psn;
+  return 0;
+}
+
+int Device::destroy_qp(uint32_t qpn) {
+  DeviceImpl& d = *impl_;
+  const auto it = d.qps_.find(qpn);
+  if (it == d.qps_.end()) return EINVAL;
+  QueuePair* qp = it->second.get();
+  std::erase(d.run_list_, qp);
+  --d.pds_[qp->pd];
+  d.qps_.erase(it);
+  return 0;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Data path verbs.
+
+namespace {
+
+uint64_t message_length(const SendWr& wr) {
+  if (wr.send_flags & send_inline) return wr.inline_data.size();
+  uint64_t n = 0;
+  for (const Sge& s : wr.sg_list) n += s.length;
+  return n;
+}
+
+}  // namespace
+
+int Device::post_send(uint32_t qpn, const SendWr& wr, Nanos now) {
+  DeviceImpl& d = *impl_;
+  QueuePair* qp = d.find_qp(qpn);
+  if (qp == nullptr) return EINVAL;
+  const QpState st = qp->attr.qp_state;
+  if (st == QpState::reset || st == QpState::init || st == QpState::rtr) return EINVAL;
+  if (qp->sq.size() >= qp->attr.cap.max_send_wr) return ENOMEM;
+  if (wr.sg_list.size() > qp->attr.cap.max_send_sge) return EINVAL;
+  if ((wr.send_flags & send_inline) && wr.inline_data.size() > qp->attr.cap.max_inline_data) return EINVAL;
+  const WrOpcode op = wr.opcode;
+  switch (qp->type) {
+    case QpType::ud:
+      if (op != WrOpcode::send && op != WrOpcode::send_with_imm) return EINVAL;
+      if (!d.ahs_.contains(wr.ah)) return EINVAL;
+      break;
+    case QpType::uc:
+      if (op != WrOpcode::send && op != WrOpcode::send_with_imm && op != WrOpcode::rdma_write &&
+          op != WrOpcode::rdma_write_with_imm && op != WrOpcode::local_inv) {
+        return EINVAL;
+      }
+      break;
+    case QpType::rc:
+      if (op == WrOpcode::bind_mw) return EINVAL;  // memory windows are not supported
+      break;
+  }
+  if ((op == WrOpcode::atomic_cmp_and_swp || op == WrOpcode::atomic_fetch_and_add) &&
+      ((wr.remote_addr & 7) != 0 || message_length(wr) < 8 || (wr.send_flags & send_inline))) {
+    return EINVAL;
+  }
+  const uint64_t length = message_length(wr);
+  if (length > 0x80000000ull) return EINVAL;  // max message size: 2 GiB
+
+  SendWqe w;
+  w.wr = wr;
+  w.length = uint32_t(op == WrOpcode::atomic_cmp_and_swp || op == WrOpcode::atomic_fetch_and_add ? 8 : length);
+  w.signaled = qp->sq_sig_all || (wr.send_flags & send_signaled);
+  qp->sq.push_back(std::move(w));
+  if (st == QpState::err) {
+    d.flush(*qp);  // posting to a QP in error completes at once with a flush error
+    return 0;
+  }
+  d.schedule(*qp);
+  (void)now;
+  return 0;
+}
+
+int Device::post_recv(uint32_t qpn, const RecvWr& wr) {
+  DeviceImpl& d = *impl_;
+  QueuePair* qp = d.find_qp(qpn);
+  if (qp == nullptr || qp->srq != 0) return EINVAL;
+  if (qp->attr.qp_state == QpState::reset) return EINVAL;
+  if (wr.sg_list.size() > qp->rq.max_sge) return EINVAL;
+  if (qp->rq.wrs.size() >= qp->rq.max_wr) return ENOMEM;
+  qp->rq.wrs.push_back(wr);
+  if (qp->attr.qp_state == QpState::err) d.flush(*qp);
+  return 0;
+}
+
+int Device::post_srq_recv(uint32_t srqn, const RecvWr& wr) {
+  DeviceImpl& d = *impl_;
+  const auto it = d.srqs_.find(srqn);
+  if (it == d.srqs_.end()) return EINVAL;
+  ReceiveQueue& q = it->second;
+  if (wr.sg_list.size() > q.max_sge) return EINVAL;
+  if (q.wrs.size() >= q.max_wr) return ENOMEM;
+  q.wrs.push_back(wr);
+  return 0;
+}
+
+int Device::poll_cq(uint32_t cqn, std::span<WorkCompletion> out) {
+  const auto it = impl_->cqs_.find(cqn);
+  if (it == impl_->cqs_.end()) return -EINVAL;
+  return int(it->second.poll(out));
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The engine.
+
+namespace {
+
+// A P_Key matches when the low 15 bits are equal and non-zero and at least one side is a full member.
+bool pkey_matches(uint16_t a, uint16_t b) {
+  return (a & 0x7fff) == (b & 0x7fff) && (a & 0x7fff) != 0 && ((a | b) & 0x8000) != 0;
+}
+
+bool transport_matches(QpType type, wire::Transport t) {
+  switch (type) {
+    case QpType::rc: return t == wire::Transport::rc;
+    case QpType::uc: return t == wire::Transport::uc;
+    case QpType::ud: return t == wire::Transport::ud;
+  }
+  return false;
+}
+
+}  // namespace
+
+void Device::receive(std::span<const uint8_t> bytes, Nanos now) {
+  DeviceImpl& d = *impl_;
+  DeviceCounters& c = d.counters_;
+  ++c.rx_frames;
+  wire::Frame& f = d.frame_;
+  if (wire::parse_frame(bytes, f) != wire::ParseError::none) {
+    ++c.rx_malformed;
+    return;
+  }
+  if (f.kind != wire::FrameKind::roce) {
+    ++c.rx_not_roce;
+    return;
+  }
+  if (!wire::icrc_ok(f)) {
+    ++c.rx_bad_icrc;
+    return;
+  }
+  const wire::Bth& bth = f.roce.bth();
+  if (f.roce.info->transport == wire::Transport::cnp) return;  // congestion control comes later
+  QueuePair* qp = d.find_qp(bth.dest_qp);
+  if (qp == nullptr) {
+    ++c.rx_unknown_qp;
+    return;
+  }
+  if (!pkey_matches(bth.pkey, d.pkey_)) {
+    ++c.rx_bad_pkey;
+    return;
+  }
+  if (!transport_matches(qp->type, f.roce.info->transport)) {
+    ++c.rx_wrong_transport;
+    return;
+  }
+  const QpState st = qp->attr.qp_state;
+  if (f.roce.info->is_request) {
+    if (st != QpState::rtr && st != QpState::rts && st != QpState::sqd) {
+      ++c.rx_qp_not_ready;
+      return;
+    }
+    d.on_request(*qp, f, now);
+  } else {
+    if (st != QpState::rts && st != QpState::sqd) {
+      ++c.rx_qp_not_ready;
+      return;
+    }
+    d.on_response(*qp, f, now);
+  }
+}
+
+void Device::run(Nanos now) {
+  DeviceImpl& d = *impl_;
+  // Timers: local ACK timeouts, and RNR waits that have ended. A linear scan keeps this simple; the number
+  // of QPs with a timer running is the number with traffic in flight.
+  for (auto& [n, qp] : d.qps_) {
+    if (qp->comp.timeout_at <= now) d.on_timer(*qp, now);
+    if (qp->req.rnr_wait_until != 0 && qp->req.rnr_wait_until <= now) {
+      qp->req.rnr_wait_until = 0;
+      d.schedule(*qp);
+    }
+  }
+  // Requesters, each until it is blocked (window, credits, fence, no work). New QPs scheduled while this
+  // runs wait for the next call, so one run() is bounded.
+  std::vector<QueuePair*> list;
+  list.swap(d.run_list_);
+  for (QueuePair* qp : list) {
+    qp->req.scheduled = false;
+    d.run_requester(*qp, now);
+  }
+}
+
+Nanos Device::next_deadline() const {
+  Nanos t = never;
+  for (const auto& [n, qp] : impl_->qps_) {
+    t = std::min(t, qp->comp.timeout_at);
+    if (qp->req.rnr_wait_until != 0) t = std::min(t, qp->req.rnr_wait_until);
+  }
+  return t;
+}
+
+bool Device::has_pending_work() const { return !impl_->run_list_.empty(); }
+
+std::vector<AsyncEvent> Device::take_events() {
+  std::vector<AsyncEvent> e;
+  e.swap(impl_->events_);
+  return e;
+}
+
+const DeviceCounters& Device::counters() const { return impl_->counters_; }
+
+}  // namespace uroce::transport

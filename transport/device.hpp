@@ -1,0 +1,129 @@
+// A RoCEv2 device: every resource of one port (PDs, MRs, CQs, SRQs, AHs, QPs) and the protocol engine.
+//
+// No I/O and no threads: the owner calls the control verbs, delivers received frames with receive(),
+// calls run() to let requesters send and timers fire, and transmits what comes out of the PacketSink.
+// Results are errno values (0 = success), which is what the verbs interface reports.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "transport/memory/memory_backend.hpp"
+#include "transport/packet_io.hpp"
+#include "transport/verbs/work.hpp"
+#include "transport/wire/address.hpp"
+
+namespace uroce::transport {
+
+struct DeviceLimits {
+  uint32_t max_qp = 4096;
+  uint32_t max_cq = 4096;
+  uint32_t max_mr = 65536;
+  uint32_t max_srq = 1024;
+  uint32_t max_ah = 65536;
+  uint32_t max_pd = 4096;
+  uint32_t max_cqe = 65536;
+  uint32_t max_qp_wr = 16384;
+  uint32_t max_sge = 32;
+  uint32_t max_inline_data = 256;
+  uint32_t max_srq_wr = 16384;
+  uint8_t max_qp_rd_atom = 128;       // max_rd_atomic and max_dest_rd_atomic ceiling
+  uint64_t max_mr_size = ~uint64_t(0);
+};
+
+struct QpInitAttr {
+  uint32_t pd = 0;
+  uint32_t send_cq = 0;
+  uint32_t recv_cq = 0;
+  uint32_t srq = 0;          // 0 = the QP has its own receive queue
+  verbs::QpCap cap;
+  verbs::QpType type = verbs::QpType::rc;
+  bool sq_sig_all = false;
+};
+
+struct AsyncEvent {
+  verbs::EventType type;
+  uint32_t object = 0;  // QP, CQ or SRQ number, by type
+};
+
+// Why received frames were dropped, and what the protocol engine did; read by `uroce stats`.
+struct DeviceCounters {
+  uint64_t rx_frames = 0;
+  uint64_t rx_malformed = 0;
+  uint64_t rx_bad_icrc = 0;
+  uint64_t rx_not_roce = 0;
+  uint64_t rx_unknown_qp = 0;
+  uint64_t rx_bad_pkey = 0;
+  uint64_t rx_bad_qkey = 0;
+  uint64_t rx_wrong_transport = 0;  // opcode of another transport than the QP's
+  uint64_t rx_qp_not_ready = 0;     // QP in a state that does not receive
+  uint64_t rx_duplicates = 0;
+  uint64_t rx_out_of_sequence = 0;
+  uint64_t tx_packets = 0;
+  uint64_t tx_retransmitted = 0;
+  uint64_t naks_sent = 0;
+  uint64_t naks_received = 0;
+  uint64_t rnr_naks_sent = 0;
+  uint64_t rnr_naks_received = 0;
+  uint64_t timeouts = 0;
+  uint64_t cq_overflows = 0;
+};
+
+class DeviceImpl;
+
+class Device {
+ public:
+  explicit Device(PacketSink& sink, DeviceLimits limits = {});
+  ~Device();
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  // Addressing: the port's GID table (index 0 first) and its active MTU.
+  void set_gids(std::vector<wire::IpAddress> gids);
+  void set_active_mtu(verbs::Mtu mtu);
+  const DeviceLimits& limits() const;
+
+  // Control verbs.
+  int alloc_pd(uint32_t& pd);
+  int dealloc_pd(uint32_t pd);
+  int reg_mr(uint32_t pd, uint64_t iova, uint64_t length, uint32_t access, std::shared_ptr<MemoryBackend> memory,
+             uint64_t memory_offset, uint32_t& key);
+  int rereg_mr(uint32_t key, uint32_t pd, uint64_t iova, uint64_t length, uint32_t access,
+               std::shared_ptr<MemoryBackend> memory, uint64_t memory_offset, uint32_t& new_key);
+  int dereg_mr(uint32_t key);
+  int create_cq(uint32_t cqe, uint32_t& cqn);
+  int resize_cq(uint32_t cqn, uint32_t cqe);
+  int destroy_cq(uint32_t cqn);
+  int create_srq(uint32_t pd, uint32_t max_wr, uint32_t max_sge, uint32_t limit, uint32_t& srqn);
+  int modify_srq(uint32_t srqn, uint32_t limit);  // arms the limit event
+  int destroy_srq(uint32_t srqn);
+  int create_ah(uint32_t pd, const verbs::AddressVector& av, uint32_t& ahn);
+  int destroy_ah(uint32_t ahn);
+  int create_qp(const QpInitAttr& attr, uint32_t& qpn);
+  int modify_qp(uint32_t qpn, const verbs::QpAttr& attr, uint32_t mask, Nanos now);
+  int query_qp(uint32_t qpn, verbs::QpAttr& attr) const;
+  int destroy_qp(uint32_t qpn);
+
+  // Data path verbs.
+  int post_send(uint32_t qpn, const verbs::SendWr& wr, Nanos now);
+  int post_recv(uint32_t qpn, const verbs::RecvWr& wr);
+  int post_srq_recv(uint32_t srqn, const verbs::RecvWr& wr);
+  // Takes up to out.size() completions; returns how many, or -errno.
+  int poll_cq(uint32_t cqn, std::span<verbs::WorkCompletion> out);
+
+  // The engine.
+  void receive(std::span<const uint8_t> frame, Nanos now);  // one Ethernet frame from the port
+  void run(Nanos now);              // lets requesters send and fires due timers
+  Nanos next_deadline() const;      // when run() must be called again at the latest (never if idle)
+  bool has_pending_work() const;    // a requester has something it could send now
+
+  std::vector<AsyncEvent> take_events();
+  const DeviceCounters& counters() const;
+
+ private:
+  std::unique_ptr<DeviceImpl> impl_;
+};
+
+}  // namespace uroce::transport

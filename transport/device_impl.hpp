@@ -1,0 +1,81 @@
+// The inside of a Device: resource tables plus the engines. The control verbs are in device.cpp, the
+// protocol engines in qp/requester.cpp, qp/completer.cpp and qp/responder.cpp.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "transport/completion_queue.hpp"
+#include "transport/device.hpp"
+#include "transport/memory/mr_table.hpp"
+#include "transport/qp/queue_pair.hpp"
+#include "transport/wire/frame.hpp"
+
+namespace uroce::transport {
+
+class DeviceImpl {
+ public:
+  DeviceImpl(PacketSink& sink, DeviceLimits limits) : sink_(sink), limits_(limits), mrs_(limits.max_mr) {}
+
+  PacketSink& sink_;
+  DeviceLimits limits_;
+  std::vector<wire::IpAddress> gids_;
+  verbs::Mtu active_mtu_ = verbs::Mtu::mtu_1024;
+  uint16_t pkey_ = wire::default_pkey;
+
+  MrTable mrs_;
+  std::map<uint32_t, uint32_t> pds_;  // pd -> number of objects using it
+  uint32_t next_pd_ = 1;
+  std::unordered_map<uint32_t, CompletionQueue> cqs_;
+  uint32_t next_cqn_ = 1;
+  std::unordered_map<uint32_t, ReceiveQueue> srqs_;
+  uint32_t next_srqn_ = 1;
+  struct AddressHandle {
+    uint32_t pd;
+    verbs::AddressVector av;
+  };
+  std::unordered_map<uint32_t, AddressHandle> ahs_;
+  uint32_t next_ahn_ = 1;
+  std::unordered_map<uint32_t, std::unique_ptr<QueuePair>> qps_;
+  uint32_t next_qpn_ = 0x11;  // rxe's first QP number: QP 0 and 1 are special, 2-16 reserved
+  std::vector<QueuePair*> run_list_;
+  std::vector<AsyncEvent> events_;
+  DeviceCounters counters_;
+  wire::Frame frame_;                       // reused by receive()
+  std::vector<uint8_t> scratch_ = std::vector<uint8_t>(4096);  // one packet's payload
+
+  // -- shared helpers (device.cpp) --
+  QueuePair* find_qp(uint32_t qpn);
+  void schedule(QueuePair& qp);
+  void post_completion(uint32_t cqn, const verbs::WorkCompletion& wc);
+  void raise(verbs::EventType type, uint32_t object) { events_.push_back({type, object}); }
+  void transmit(QueuePair& qp, const wire::TransportHeaders& h, std::span<const uint8_t> payload,
+                const verbs::AddressVector* destination = nullptr);
+  // Moves a QP to the error state: flushes every outstanding work request (the first send WQE gets
+  // `status` unless it is success) and raises `event` unless the caller asked for the state itself.
+  void enter_error(QueuePair& qp, std::optional<verbs::EventType> event);
+  void flush(QueuePair& qp);
+  ReceiveQueue* receive_queue(QueuePair& qp);
+  // Copies between a work request's scatter/gather list and `bytes`, starting `offset` bytes into the
+  // message; `access` is what each SGE's lkey must grant. Returns the failing check, or ok.
+  KeyCheck gather(const std::vector<verbs::Sge>& sges, uint32_t pd, uint32_t offset, std::span<uint8_t> bytes);
+  KeyCheck scatter(const std::vector<verbs::Sge>& sges, uint32_t pd, uint32_t offset, std::span<const uint8_t> bytes);
+
+  // -- requester (qp/requester.cpp) --
+  void run_requester(QueuePair& qp, Nanos now);
+  bool requester_can_send(const QueuePair& qp, Nanos now) const;
+
+  // -- completer (qp/completer.cpp) --
+  void on_response(QueuePair& qp, const wire::Frame& f, Nanos now);
+  void on_timer(QueuePair& qp, Nanos now);
+  void complete_finished(QueuePair& qp);
+  void arm_timeout(QueuePair& qp, Nanos now);
+  void retry_from(QueuePair& qp, uint32_t psn, Nanos now);
+
+  // -- responder (qp/responder.cpp) --
+  void on_request(QueuePair& qp, const wire::Frame& f, Nanos now);
+};
+
+}  // namespace uroce::transport

@@ -1,0 +1,41 @@
+// How the NIC reaches memory that an application registered.
+//
+// In tests it is a buffer of the test process; in the daemon it is pages shared with the application or
+// the application's address space through process_vm_readv/writev. The transport never dereferences
+// application addresses itself: every access goes through this interface, which can refuse (the owner
+// died, the mapping is gone) so that a vanished client turns into an error completion, not a crash.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace uroce::transport {
+
+class MemoryBackend {
+ public:
+  virtual ~MemoryBackend() = default;
+  // Byte copies between the store (at `offset` from its start) and local buffers. False if unreachable.
+  virtual bool read(uint64_t offset, void* dst, size_t len) = 0;
+  virtual bool write(uint64_t offset, const void* src, size_t len) = 0;
+  // 8-byte atomics at an 8-byte aligned offset, in the store's native byte order; `original` receives the
+  // value before the operation.
+  virtual bool compare_swap(uint64_t offset, uint64_t compare, uint64_t swap, uint64_t& original) = 0;
+  virtual bool fetch_add(uint64_t offset, uint64_t add, uint64_t& original) = 0;
+};
+
+// Memory of this process: [base, base + size).
+class HostMemory final : public MemoryBackend {
+ public:
+  HostMemory(void* base, size_t size) : base_(static_cast<uint8_t*>(base)), size_(size) {}
+  bool read(uint64_t offset, void* dst, size_t len) override;
+  bool write(uint64_t offset, const void* src, size_t len) override;
+  bool compare_swap(uint64_t offset, uint64_t compare, uint64_t swap, uint64_t& original) override;
+  bool fetch_add(uint64_t offset, uint64_t add, uint64_t& original) override;
+
+ private:
+  bool in_bounds(uint64_t offset, size_t len) const { return offset <= size_ && len <= size_ - offset; }
+  uint8_t* base_;
+  size_t size_;
+};
+
+}  // namespace uroce::transport

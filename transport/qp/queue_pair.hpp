@@ -1,0 +1,112 @@
+// A queue pair's state, split the way rxe splits it: what the requester is sending (req), what the
+// completer has seen acknowledged (comp), and what the responder expects and owes (resp). The three
+// engines live in requester.cpp, completer.cpp and responder.cpp and only meet here.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <vector>
+
+#include "transport/packet_io.hpp"
+#include "transport/receive_queue.hpp"
+#include "transport/verbs/work.hpp"
+
+namespace uroce::transport {
+
+// rxe's limits, matched so that a uroce requester behaves like rxe on the wire.
+inline constexpr uint32_t max_unacked_psns = 128;   // requester window
+inline constexpr uint32_t max_packets_per_ack = 64; // AckReq at least every 64 packets
+
+enum class WqeState : uint8_t {
+  posted,      // nothing sent yet
+  processing,  // some packets sent
+  pending,     // all packets sent, waiting for the ACK or the response
+  done,        // finished; completes when every older WQE has
+  failed,      // finished with an error status
+};
+
+struct SendWqe {
+  verbs::SendWr wr;
+  WqeState state = WqeState::posted;
+  verbs::WcStatus status = verbs::WcStatus::success;
+  bool signaled = false;
+  uint32_t length = 0;      // message length in bytes
+  uint32_t packets = 0;     // packets of the message (for READ: of its response)
+  uint32_t first_psn = 0;
+  uint32_t last_psn = 0;
+  uint32_t sent = 0;        // bytes sent (requester cursor within the message)
+  uint32_t received = 0;    // READ: response bytes placed so far
+  bool is_read_or_atomic() const {
+    return wr.opcode == verbs::WrOpcode::rdma_read || wr.opcode == verbs::WrOpcode::atomic_cmp_and_swp ||
+           wr.opcode == verbs::WrOpcode::atomic_fetch_and_add;
+  }
+};
+
+// A READ or atomic request the responder accepted, kept so that a duplicate is answered from here
+// (READ: the data is read again; atomic: the saved result is resent, never executed twice).
+struct ResponderResource {
+  bool valid = false;
+  bool is_atomic = false;
+  uint32_t first_psn = 0;
+  uint32_t last_psn = 0;
+  uint64_t va = 0;
+  uint32_t rkey = 0;
+  uint32_t length = 0;
+  uint64_t atomic_original = 0;
+  uint32_t msn = 0;           // MSN the response carried
+};
+
+struct QueuePair {
+  uint32_t qpn = 0;
+  verbs::QpType type = verbs::QpType::rc;
+  uint32_t pd = 0;
+  uint32_t send_cq = 0;
+  uint32_t recv_cq = 0;
+  uint32_t srq = 0;            // 0: own receive queue
+  bool sq_sig_all = false;
+  verbs::QpAttr attr;          // as last set by modify_qp (state included)
+  uint16_t udp_src_port = 0xc000;
+
+  std::deque<SendWqe> sq;      // posted and not yet completed, oldest first
+  ReceiveQueue rq;             // own receive queue (unused with an SRQ)
+
+  struct Requester {
+    size_t next = 0;           // index in sq of the WQE to send from
+    uint32_t psn = 0;          // next PSN to send
+    uint32_t packets_since_ackreq = 0;
+    uint32_t rd_atomic_outstanding = 0;
+    Nanos rnr_wait_until = 0;  // after an RNR NAK: nothing is sent before this
+    bool scheduled = false;    // on the device's run list
+  } req;
+
+  struct Completer {
+    uint32_t psn = 0;          // oldest PSN not yet acknowledged
+    uint8_t retry_left = 0;    // timeouts / sequence-error NAKs left (attr.retry_cnt when progress is made)
+    uint8_t rnr_retry_left = 0;
+    Nanos timeout_at = never;  // local ACK timeout
+    Nanos timeout_period = 0;  // 4.096 us * 2^attr.timeout; 0 = infinite
+  } comp;
+
+  struct Responder {
+    uint32_t psn = 0;          // next PSN expected
+    uint32_t msn = 0;          // messages completed
+    bool nak_sent = false;     // one sequence-error NAK per gap, as rxe
+    uint8_t last_opcode_position = 3;  // wire::Position of the last packet accepted (3 = only: idle)
+    uint8_t last_operation = 0;        // wire::Operation of the message in progress
+    // The message in progress: a SEND into a receive WQE, or an RDMA WRITE into (va, rkey).
+    std::optional<verbs::RecvWr> recv;
+    uint32_t received = 0;     // bytes of the message so far
+    uint64_t write_va = 0;
+    uint32_t write_rkey = 0;
+    uint32_t write_length = 0;
+    bool drop_until_first = false;  // UC: a message was broken; wait for the next FIRST/ONLY
+    std::vector<ResponderResource> resources;  // ring of max_dest_rd_atomic entries
+    size_t next_resource = 0;
+  } resp;
+
+  bool in_error() const { return attr.qp_state == verbs::QpState::err; }
+  unsigned mtu() const { return verbs::mtu_bytes(attr.path_mtu); }
+};
+
+}  // namespace uroce::transport

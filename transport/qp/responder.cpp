@@ -1,0 +1,566 @@
+// The responder: what a QP does with requests that arrive (rxe's rxe_resp.c), as a pipeline of checks
+// in the order the specification and rxe apply them: PSN, opcode sequence, access, resources (RNR),
+// length, R_Key; then execution, completion and acknowledgement. Each failed check has one outcome:
+// for RC a NAK (and for fatal ones the error state), for UC and UD a silent, counted drop.
+#include <algorithm>
+#include <cstring>
+
+#include "transport/device_impl.hpp"
+
+namespace uroce::transport {
+
+using namespace uroce::verbs;
+using wire::Operation;
+using wire::Position;
+
+namespace {
+
+bool starts_message(Position p) { return p == Position::first || p == Position::only; }
+bool ends_message(Position p) { return p == Position::last || p == Position::only; }
+uint32_t packets_for(uint32_t length, unsigned mtu) { return length == 0 ? 1 : (length + mtu - 1) / mtu; }
+uint32_t sge_total(const RecvWr& r) {
+  uint64_t n = 0;
+  for (const Sge& s : r.sg_list) n += s.length;
+  return uint32_t(std::min<uint64_t>(n, 0xffffffffu));
+}
+
+// Receive WQE from the QP's queue or its SRQ (firing the SRQ limit event when it drops below the limit).
+std::optional<RecvWr> take_receive(DeviceImpl& d, QueuePair& qp) {
+  ReceiveQueue* q = d.receive_queue(qp);
+  if (q == nullptr || q->wrs.empty()) return std::nullopt;
+  RecvWr r = std::move(q->wrs.front());
+  q->wrs.pop_front();
+  if (qp.srq != 0 && q->limit_armed && q->wrs.size() < q->limit) {
+    q->limit_armed = false;  // one event per arming (ibv_modify_srq re-arms)
+    d.raise(EventType::srq_limit_reached, qp.srq);
+  }
+  return r;
+}
+
+}  // namespace
+
+namespace {
+
+class RcResponder {
+ public:
+  RcResponder(DeviceImpl& d, QueuePair& qp, const wire::Frame& f)
+      : d_(d), qp_(qp), f_(f), bth_(f.roce.bth()), info_(*f.roce.info), h_(f.roce.headers) {}
+
+  void handle() {
+    const int32_t diff = wire::psn_diff(bth_.psn, qp_.resp.psn);
+    if (diff > 0) return out_of_sequence();
+    if (diff < 0) return duplicate();
+    qp_.resp.nak_sent = false;
+    if (!check_sequence() || !check_access() || !check_resources() || !check_length() || !check_rkey()) return;
+    execute();
+  }
+
+ private:
+  // -- PSN --------------------------------------------------------------------------------------------
+  void out_of_sequence() {
+    ++d_.counters_.rx_out_of_sequence;
+    // One NAK per gap, as rxe: then silence until the expected PSN arrives.
+    if (qp_.resp.nak_sent) return;
+    qp_.resp.nak_sent = true;
+    send_aeth(wire::Aeth::nak(qp_.resp.msn, wire::NakCode::psn_sequence_error), qp_.resp.psn);
+  }
+
+  void duplicate() {
+    ++d_.counters_.rx_duplicates;
+    switch (info_.operation) {
+      case Operation::send:
+      case Operation::rdma_write:
+        // C9-105: acknowledge again, with the PSN of the last request accepted.
+        send_aeth(wire::Aeth::ack(qp_.resp.msn), (qp_.resp.psn - 1) & wire::psn_mask);
+        return;
+      case Operation::rdma_read_request: {
+        const ResponderResource* res = find_resource(false);
+        if (res != nullptr) send_read_response(*res, bth_.psn);
+        return;
+      }
+      case Operation::compare_swap:
+      case Operation::fetch_add: {
+        // Never executed twice: the saved result is sent again.
+        const ResponderResource* res = find_resource(true);
+        if (res != nullptr) send_atomic_ack(*res);
+        return;
+      }
+      default:
+        return;
+    }
+  }
+
+  const ResponderResource* find_resource(bool atomic) const {
+    for (const ResponderResource& r : qp_.resp.resources) {
+      if (r.valid && r.is_atomic == atomic && wire::psn_diff(bth_.psn, r.first_psn) >= 0 &&
+          wire::psn_diff(bth_.psn, r.last_psn) <= 0) {
+        return &r;
+      }
+    }
+    return nullptr;
+  }
+
+  // -- checks -----------------------------------------------------------------------------------------
+  bool check_sequence() {
+    const auto last = Position(qp_.resp.last_opcode_position);
+    const bool in_message = last == Position::first || last == Position::middle;
+    const Position p = info_.position;
+    bool ok;
+    if (in_message) {
+      ok = (p == Position::middle || p == Position::last) && uint8_t(info_.operation) == qp_.resp.last_operation;
+    } else {
+      ok = starts_message(p);
+    }
+    if (!ok) fatal(wire::NakCode::invalid_request, WcStatus::rem_inv_req_err, EventType::qp_req_err);
+    return ok;
+  }
+
+  bool check_access() {
+    uint32_t need = 0;
+    switch (info_.operation) {
+      case Operation::rdma_write: need = access_remote_write; break;
+      case Operation::rdma_read_request: need = access_remote_read; break;
+      case Operation::compare_swap:
+      case Operation::fetch_add: need = access_remote_atomic; break;
+      case Operation::send: break;
+      default:
+        fatal(wire::NakCode::invalid_request, WcStatus::rem_inv_req_err, EventType::qp_req_err);
+        return false;
+    }
+    if ((qp_.attr.qp_access_flags & need) != need) {
+      fatal(wire::NakCode::invalid_request, WcStatus::rem_inv_req_err, EventType::qp_req_err);
+      return false;
+    }
+    return true;
+  }
+
+  bool needs_receive() const {
+    return (info_.operation == Operation::send && starts_message(info_.position)) ||
+           (info_.operation == Operation::rdma_write && info_.has(wire::hdr_immdt) && !qp_.resp.recv);
+  }
+
+  bool check_resources() {
+    if (needs_receive() && !qp_.resp.recv) {
+      auto r = take_receive(d_, qp_);
+      if (!r) {
+        // Receiver not ready: the requester waits the QP's min_rnr_timer and resends from this PSN.
+        ++d_.counters_.rnr_naks_sent;
+        send_aeth(wire::Aeth::rnr_nak(qp_.resp.msn, qp_.attr.min_rnr_timer), bth_.psn);
+        return false;
+      }
+      qp_.resp.recv = std::move(r);
+      // A SEND starts filling the receive; a WRITE with immediate keeps counting the bytes it wrote.
+      if (info_.operation == Operation::send) qp_.resp.received = 0;
+    }
+    const bool rd_atomic = info_.operation == Operation::rdma_read_request ||
+                           info_.operation == Operation::compare_swap || info_.operation == Operation::fetch_add;
+    if (rd_atomic && qp_.attr.max_dest_rd_atomic == 0) {
+      fatal(wire::NakCode::invalid_request, WcStatus::rem_inv_req_err, EventType::qp_req_err);
+      return false;
+    }
+    return true;
+  }
+
+  bool check_length() {
+    const size_t len = f_.roce.payload.size();
+    const unsigned mtu = qp_.mtu();
+    const Position p = info_.position;
+    bool ok = true;
+    if (p == Position::first || p == Position::middle) ok = len == mtu;
+    else if (info_.has_payload) ok = len <= mtu;
+    if (ok && info_.operation == Operation::send) {
+      ok = uint64_t(qp_.resp.received) + len <= sge_total(*qp_.resp.recv);
+      if (!ok) {
+        fatal(wire::NakCode::invalid_request, WcStatus::loc_len_err, EventType::qp_req_err);
+        return false;
+      }
+    }
+    if (ok && info_.operation == Operation::rdma_write) {
+      const uint32_t total = info_.has(wire::hdr_reth) ? h_.reth.dma_length : qp_.resp.write_length;
+      const uint32_t so_far = info_.has(wire::hdr_reth) ? 0 : qp_.resp.received;
+      ok = uint64_t(so_far) + len <= total && (!ends_message(p) || so_far + len == total);
+    }
+    if (!ok) fatal(wire::NakCode::invalid_request, WcStatus::rem_inv_req_err, EventType::qp_req_err);
+    return ok;
+  }
+
+  bool check_rkey() {
+    uint64_t va = 0;
+    uint32_t rkey = 0, len = 0, access = 0;
+    if (info_.operation == Operation::rdma_write && info_.has(wire::hdr_reth)) {
+      va = h_.reth.va, rkey = h_.reth.rkey, len = h_.reth.dma_length, access = access_remote_write;
+    } else if (info_.operation == Operation::rdma_read_request) {
+      va = h_.reth.va, rkey = h_.reth.rkey, len = h_.reth.dma_length, access = access_remote_read;
+    } else if (info_.operation == Operation::compare_swap || info_.operation == Operation::fetch_add) {
+      if ((h_.atomic_eth.va & 7) != 0) {
+        fatal(wire::NakCode::invalid_request, WcStatus::rem_inv_req_err, EventType::qp_req_err);
+        return false;
+      }
+      va = h_.atomic_eth.va, rkey = h_.atomic_eth.rkey, len = 8, access = access_remote_atomic;
+    } else {
+      return true;
+    }
+    if (len == 0) return true;  // a zero-length RDMA operation touches no memory: its R_Key is not checked
+    if (d_.mrs_.check(rkey, qp_.pd, va, len, access) != KeyCheck::ok) {
+      fatal(wire::NakCode::remote_access_error, WcStatus::rem_access_err, EventType::qp_access_err);
+      return false;
+    }
+    return true;
+  }
+
+  // -- execution --------------------------------------------------------------------------------------
+  void execute() {
+    QueuePair::Responder& r = qp_.resp;
+    const auto payload = f_.roce.payload;
+    switch (info_.operation) {
+      case Operation::send:
+        if (d_.scatter(r.recv->sg_list, qp_.pd, r.received, payload) != KeyCheck::ok) {
+          fatal(wire::NakCode::remote_operational_error, WcStatus::loc_prot_err, EventType::qp_fatal);
+          return;
+        }
+        r.received += uint32_t(payload.size());
+        break;
+      case Operation::rdma_write:
+        if (info_.has(wire::hdr_reth)) {
+          r.write_va = h_.reth.va;
+          r.write_rkey = h_.reth.rkey;
+          r.write_length = h_.reth.dma_length;
+          r.received = 0;
+        }
+        if (!payload.empty() && !write_memory(r.write_rkey, r.write_va + r.received, payload)) {
+          fatal(wire::NakCode::remote_operational_error, WcStatus::rem_op_err, EventType::qp_fatal);
+          return;
+        }
+        r.received += uint32_t(payload.size());
+        break;
+      case Operation::rdma_read_request:
+        return execute_read();
+      case Operation::compare_swap:
+      case Operation::fetch_add:
+        return execute_atomic();
+      default:
+        return;
+    }
+    r.psn = (bth_.psn + 1) & wire::psn_mask;
+    r.last_opcode_position = uint8_t(info_.position);
+    r.last_operation = uint8_t(info_.operation);
+    if (ends_message(info_.position)) {
+      r.msn = (r.msn + 1) & wire::psn_mask;
+      if (!complete_receive()) return;
+    }
+    if (bth_.ack_req) send_aeth(wire::Aeth::ack(r.msn), bth_.psn);
+  }
+
+  bool write_memory(uint32_t rkey, uint64_t va, std::span<const uint8_t> bytes) {
+    const MemoryRegion* mr = nullptr;
+    if (d_.mrs_.check(rkey, qp_.pd, va, bytes.size(), access_remote_write, &mr) != KeyCheck::ok) return false;
+    return mr->memory->write(mr->memory_offset + (va - mr->iova), bytes.data(), bytes.size());
+  }
+
+  // Posts the receive completion of a finished SEND or RDMA WRITE with immediate. False if the QP failed.
+  bool complete_receive() {
+    QueuePair::Responder& r = qp_.resp;
+    const bool imm = info_.has(wire::hdr_immdt);
+    const bool is_send = info_.operation == Operation::send;
+    if (!is_send && !imm) return true;  // a plain RDMA WRITE completes nothing at the responder
+    WorkCompletion wc;
+    wc.wr_id = r.recv->wr_id;
+    wc.opcode = is_send ? WcOpcode::recv : WcOpcode::recv_rdma_with_imm;
+    wc.byte_len = is_send ? r.received : r.write_length;
+    wc.qp_num = qp_.qpn;
+    wc.src_qp = qp_.attr.dest_qp_num;
+    if (imm) {
+      wc.wc_flags |= wc_with_imm;
+      wc.imm_data = h_.immdt;
+    }
+    if (info_.has(wire::hdr_ieth)) {
+      if (!d_.mrs_.invalidate(h_.ieth)) {
+        fatal(wire::NakCode::invalid_request, WcStatus::rem_inv_req_err, EventType::qp_req_err);
+        return false;
+      }
+      wc.wc_flags |= wc_with_inv;
+      wc.imm_data = h_.ieth;
+    }
+    r.recv.reset();
+    r.received = 0;
+    d_.post_completion(qp_.recv_cq, wc);
+    return true;
+  }
+
+  ResponderResource& new_resource() {
+    QueuePair::Responder& r = qp_.resp;
+    if (r.resources.empty()) r.resources.resize(1);
+    // A ring: the requester must not have more than max_dest_rd_atomic outstanding, so the oldest entry
+    // is free to reuse (rxe recycles its resources the same way).
+    ResponderResource& res = r.resources[r.next_resource];
+    r.next_resource = (r.next_resource + 1) % r.resources.size();
+    res = ResponderResource{};
+    res.valid = true;
+    return res;
+  }
+
+  void execute_read() {
+    QueuePair::Responder& r = qp_.resp;
+    ResponderResource& res = new_resource();
+    const uint32_t n = packets_for(h_.reth.dma_length, qp_.mtu());
+    res.first_psn = bth_.psn;
+    res.last_psn = (bth_.psn + n - 1) & wire::psn_mask;
+    res.va = h_.reth.va;
+    res.rkey = h_.reth.rkey;
+    res.length = h_.reth.dma_length;
+    r.msn = (r.msn + 1) & wire::psn_mask;
+    res.msn = r.msn;
+    r.psn = (res.last_psn + 1) & wire::psn_mask;
+    r.last_opcode_position = uint8_t(Position::only);
+    send_read_response(res, bth_.psn);
+  }
+
+  void execute_atomic() {
+    QueuePair::Responder& r = qp_.resp;
+    const MemoryRegion* mr = nullptr;
+    if (d_.mrs_.check(h_.atomic_eth.rkey, qp_.pd, h_.atomic_eth.va, 8, access_remote_atomic, &mr) != KeyCheck::ok) {
+      fatal(wire::NakCode::remote_access_error, WcStatus::rem_access_err, EventType::qp_access_err);
+      return;
+    }
+    const uint64_t offset = mr->memory_offset + (h_.atomic_eth.va - mr->iova);
+    uint64_t original = 0;
+    const bool ok = info_.operation == Operation::compare_swap
+                        ? mr->memory->compare_swap(offset, h_.atomic_eth.compare, h_.atomic_eth.swap_add, original)
+                        : mr->memory->fetch_add(offset, h_.atomic_eth.swap_add, original);
+    if (!ok) {
+      fatal(wire::NakCode::remote_operational_error, WcStatus::rem_op_err, EventType::qp_fatal);
+      return;
+    }
+    ResponderResource& res = new_resource();
+    res.is_atomic = true;
+    res.first_psn = res.last_psn = bth_.psn;
+    res.atomic_original = original;
+    r.msn = (r.msn + 1) & wire::psn_mask;
+    res.msn = r.msn;
+    r.psn = (bth_.psn + 1) & wire::psn_mask;
+    r.last_opcode_position = uint8_t(Position::only);
+    send_atomic_ack(res);
+  }
+
+  // -- responses --------------------------------------------------------------------------------------
+  void send_aeth(const wire::Aeth& aeth, uint32_t psn) {
+    wire::TransportHeaders h;
+    h.bth.opcode = uint8_t(wire::Opcode::rc_acknowledge);
+    h.bth.dest_qp = qp_.attr.dest_qp_num;
+    h.bth.psn = psn;
+    h.aeth = aeth;
+    if (aeth.kind() == wire::AethKind::nak) ++d_.counters_.naks_sent;
+    d_.transmit(qp_, h, {});
+  }
+
+  void send_atomic_ack(const ResponderResource& res) {
+    wire::TransportHeaders h;
+    h.bth.opcode = uint8_t(wire::Opcode::rc_atomic_acknowledge);
+    h.bth.dest_qp = qp_.attr.dest_qp_num;
+    h.bth.psn = res.first_psn;
+    h.aeth = wire::Aeth::ack(res.msn);
+    h.atomic_ack_eth.original = res.atomic_original;
+    d_.transmit(qp_, h, {});
+  }
+
+  // Sends the response packets of `res` from `from_psn` on (all of them, or the rest for a replay).
+  void send_read_response(const ResponderResource& res, uint32_t from_psn) {
+    const unsigned mtu = qp_.mtu();
+    const uint32_t n = packets_for(res.length, mtu);
+    for (uint32_t i = uint32_t(wire::psn_diff(from_psn, res.first_psn)); i < n; ++i) {
+      const uint32_t offset = i * mtu;
+      const uint32_t len = std::min<uint32_t>(mtu, res.length - offset);
+      wire::TransportHeaders h;
+      h.bth.opcode = uint8_t(n == 1       ? wire::Opcode::rc_rdma_read_response_only
+                             : i == 0     ? wire::Opcode::rc_rdma_read_response_first
+                             : i == n - 1 ? wire::Opcode::rc_rdma_read_response_last
+                                          : wire::Opcode::rc_rdma_read_response_middle);
+      h.bth.dest_qp = qp_.attr.dest_qp_num;
+      h.bth.psn = (res.first_psn + i) & wire::psn_mask;
+      h.aeth = wire::Aeth::ack(res.msn);
+      std::span<uint8_t> payload(d_.scratch_.data(), len);
+      if (len != 0) {
+        const MemoryRegion* mr = nullptr;
+        if (d_.mrs_.check(res.rkey, qp_.pd, res.va + offset, len, access_remote_read, &mr) != KeyCheck::ok ||
+            !mr->memory->read(mr->memory_offset + (res.va + offset - mr->iova), payload.data(), len)) {
+          // The region went away between the request and this packet.
+          send_aeth(wire::Aeth::nak(qp_.resp.msn, wire::NakCode::remote_access_error), h.bth.psn);
+          return;
+        }
+      }
+      d_.transmit(qp_, h, payload);
+    }
+  }
+
+  // A fatal responder error: NAK (RC), the receive WQE in progress completes with `status`, the QP goes
+  // to the error state and the application hears of it through `event`.
+  void fatal(wire::NakCode code, WcStatus status, EventType event) {
+    send_aeth(wire::Aeth::nak(qp_.resp.msn, code), bth_.psn);
+    if (qp_.resp.recv) {
+      WorkCompletion wc;
+      wc.wr_id = qp_.resp.recv->wr_id;
+      wc.status = status;
+      wc.opcode = WcOpcode::recv;
+      wc.qp_num = qp_.qpn;
+      d_.post_completion(qp_.recv_cq, wc);
+      qp_.resp.recv.reset();
+    }
+    d_.enter_error(qp_, event);
+  }
+
+  DeviceImpl& d_;
+  QueuePair& qp_;
+  const wire::Frame& f_;
+  const wire::Bth& bth_;
+  const wire::OpcodeInfo& info_;
+  const wire::TransportHeaders& h_;
+};
+
+}  // namespace
+
+// -- UC ----------------------------------------------------------------------------------------------------
+// No acknowledgements and no NAKs: a gap, a bad key or a missing receive silently drops the message.
+namespace {
+
+void drop_uc_message(QueuePair& qp) {
+  qp.resp.drop_until_first = true;
+  qp.resp.received = 0;
+  qp.resp.last_opcode_position = uint8_t(Position::only);
+}
+
+void handle_uc(DeviceImpl& d, QueuePair& qp, const wire::Frame& f) {
+  const wire::Bth& bth = f.roce.bth();
+  const wire::OpcodeInfo& info = *f.roce.info;
+  const auto& h = f.roce.headers;
+  QueuePair::Responder& r = qp.resp;
+  const auto payload = f.roce.payload;
+  if (bth.psn != r.psn) {
+    ++d.counters_.rx_out_of_sequence;
+    drop_uc_message(qp);  // the message in progress lost a packet
+  }
+  r.psn = (bth.psn + 1) & wire::psn_mask;
+  if (r.drop_until_first) {
+    if (!starts_message(info.position)) return;
+    r.drop_until_first = false;
+  }
+  const bool in_message = Position(r.last_opcode_position) == Position::first ||
+                          Position(r.last_opcode_position) == Position::middle;
+  if (in_message != !starts_message(info.position)) return drop_uc_message(qp);
+  if (info.operation == Operation::rdma_write && !(qp.attr.qp_access_flags & access_remote_write)) {
+    return drop_uc_message(qp);
+  }
+  const unsigned mtu = qp.mtu();
+  if ((info.position == Position::first || info.position == Position::middle) ? payload.size() != mtu
+                                                                            : payload.size() > mtu) {
+    return drop_uc_message(qp);
+  }
+  if (info.operation == Operation::send || info.has(wire::hdr_immdt)) {
+    if (!r.recv) {
+      if (info.operation == Operation::send && !starts_message(info.position)) return drop_uc_message(qp);
+      r.recv = take_receive(d, qp);
+      if (!r.recv) return drop_uc_message(qp);
+      if (info.operation == Operation::send) r.received = 0;
+    }
+  }
+  if (info.operation == Operation::send) {
+    if (uint64_t(r.received) + payload.size() > sge_total(*r.recv) ||
+        d.scatter(r.recv->sg_list, qp.pd, r.received, payload) != KeyCheck::ok) {
+      return drop_uc_message(qp);
+    }
+    r.received += uint32_t(payload.size());
+  } else {
+    if (info.has(wire::hdr_reth)) {
+      r.write_va = h.reth.va;
+      r.write_rkey = h.reth.rkey;
+      r.write_length = h.reth.dma_length;
+      r.received = 0;
+    }
+    if (uint64_t(r.received) + payload.size() > r.write_length) return drop_uc_message(qp);
+    if (!payload.empty()) {
+      const MemoryRegion* mr = nullptr;
+      if (d.mrs_.check(r.write_rkey, qp.pd, r.write_va + r.received, payload.size(), access_remote_write, &mr) !=
+              KeyCheck::ok ||
+          !mr->memory->write(mr->memory_offset + (r.write_va + r.received - mr->iova), payload.data(),
+                             payload.size())) {
+        return drop_uc_message(qp);
+      }
+    }
+    r.received += uint32_t(payload.size());
+  }
+  r.last_opcode_position = uint8_t(info.position);
+  r.last_operation = uint8_t(info.operation);
+  if (!ends_message(info.position)) return;
+  if (info.operation == Operation::rdma_write && !info.has(wire::hdr_immdt)) return;
+  if (info.operation == Operation::rdma_write && r.received != r.write_length) return drop_uc_message(qp);
+  WorkCompletion wc;
+  wc.wr_id = r.recv->wr_id;
+  wc.opcode = info.operation == Operation::send ? WcOpcode::recv : WcOpcode::recv_rdma_with_imm;
+  wc.byte_len = info.operation == Operation::send ? r.received : r.write_length;
+  wc.qp_num = qp.qpn;
+  wc.src_qp = qp.attr.dest_qp_num;
+  if (info.has(wire::hdr_immdt)) {
+    wc.wc_flags |= wc_with_imm;
+    wc.imm_data = h.immdt;
+  }
+  r.recv.reset();
+  r.received = 0;
+  d.post_completion(qp.recv_cq, wc);
+}
+
+// -- UD ----------------------------------------------------------------------------------------------------
+// Every datagram lands behind a 40-byte GRH area: for IPv4 twenty zero bytes and then the IPv4 header,
+// for IPv6 the IPv6 header (what rxe writes, and what ibv_ud_pingpong skips).
+constexpr uint32_t grh_size = 40;
+
+void handle_ud(DeviceImpl& d, QueuePair& qp, const wire::Frame& f) {
+  const auto& h = f.roce.headers;
+  if (h.deth.qkey != qp.attr.qkey) {
+    ++d.counters_.rx_bad_qkey;
+    return;
+  }
+  auto recv = take_receive(d, qp);
+  if (!recv) {
+    ++d.counters_.rx_qp_not_ready;  // no receive posted: a datagram is simply lost
+    return;
+  }
+  const auto payload = f.roce.payload;
+  WorkCompletion wc;
+  wc.wr_id = recv->wr_id;
+  wc.opcode = WcOpcode::recv;
+  wc.qp_num = qp.qpn;
+  wc.src_qp = h.deth.src_qp;
+  wc.wc_flags = wc_grh;
+  wc.byte_len = grh_size + uint32_t(payload.size());
+  if (f.roce.info->has(wire::hdr_immdt)) {
+    wc.wc_flags |= wc_with_imm;
+    wc.imm_data = h.immdt;
+  }
+  uint8_t grh[grh_size] = {};
+  const auto ip = f.bytes.subspan(f.l3_offset);
+  if (f.ip_version == wire::IpVersion::v4) {
+    std::memcpy(grh + 20, ip.data(), 20);
+  } else {
+    std::memcpy(grh, ip.data(), 40);
+  }
+  if (wc.byte_len > sge_total(*recv)) {
+    wc.status = WcStatus::loc_len_err;
+  } else if (d.scatter(recv->sg_list, qp.pd, 0, std::span<const uint8_t>(grh, grh_size)) != KeyCheck::ok ||
+             d.scatter(recv->sg_list, qp.pd, grh_size, payload) != KeyCheck::ok) {
+    wc.status = WcStatus::loc_prot_err;
+  }
+  d.post_completion(qp.recv_cq, wc);
+  if (wc.status != WcStatus::success) d.enter_error(qp, EventType::qp_fatal);
+}
+
+}  // namespace
+
+void DeviceImpl::on_request(QueuePair& qp, const wire::Frame& f, Nanos now) {
+  (void)now;
+  switch (qp.type) {
+    case QpType::rc: RcResponder(*this, qp, f).handle(); break;
+    case QpType::uc: handle_uc(*this, qp, f); break;
+    case QpType::ud: handle_ud(*this, qp, f); break;
+  }
+}
+
+}  // namespace uroce::transport

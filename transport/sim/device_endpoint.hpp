@@ -1,0 +1,30 @@
+// A transport::Device as a simulation node. Header-only so that the sim library does not need the
+// transport library: only code that constructs a DeviceEndpoint links the Device.
+//
+//   sim::NodeId a = net.add_node({.addresses = {ip_a}});
+//   transport::Device dev_a(net.sink(a));
+//   sim::DeviceEndpoint ep_a(dev_a);
+//   net.set_endpoint(a, ep_a);
+#pragma once
+
+#include "transport/device.hpp"
+#include "transport/sim/endpoint.hpp"
+
+namespace uroce::sim {
+
+class DeviceEndpoint final : public Endpoint {
+ public:
+  explicit DeviceEndpoint(transport::Device& device) : device_(device) {}
+
+  void receive(std::span<const uint8_t> frame, Nanos now) override { device_.receive(frame, now); }
+  void run(Nanos now) override { device_.run(now); }
+  Nanos next_deadline() const override { return device_.next_deadline(); }
+  bool has_pending_work() const override { return device_.has_pending_work(); }
+
+  transport::Device& device() const { return device_; }
+
+ private:
+  transport::Device& device_;
+};
+
+}  // namespace uroce::sim

@@ -1,0 +1,24 @@
+// How a node's port turns what the transport sends (OutPacket) into the frame spec the wire codec builds.
+#pragma once
+
+#include <cstdint>
+
+#include "transport/packet_io.hpp"
+#include "transport/wire/address.hpp"
+#include "transport/wire/build.hpp"
+
+namespace uroce::sim {
+
+struct PortAddressing {
+  wire::IpAddress src_ip;
+  wire::MacAddress src_mac;
+  wire::MacAddress dst_mac;
+  uint16_t ip_identification = 0;
+};
+
+// IPv4 when both addresses are v4-mapped, IPv6 otherwise. The AddressVector gives the hop limit (IPv4
+// TTL), traffic class (IPv4 TOS) and flow label; the ECN bits are ECT(0) for ecn_capable packets and
+// Not-ECT otherwise, whatever the traffic class said. packet.destination must be set.
+wire::FrameSpec frame_spec_for(const transport::OutPacket& packet, const PortAddressing& port);
+
+}  // namespace uroce::sim

@@ -1,0 +1,99 @@
+// Work requests, work completions and QP attributes, as the transport sees them (the verbs shim converts
+// from and to the ibv_* structs field by field).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "transport/verbs/types.hpp"
+#include "transport/wire/address.hpp"
+
+namespace uroce::verbs {
+
+struct Sge {
+  uint64_t addr = 0;
+  uint32_t length = 0;
+  uint32_t lkey = 0;
+};
+
+// Where packets of a QP (or a UD work request, through its address handle) go.
+struct AddressVector {
+  wire::IpAddress dgid;       // destination GID: an IPv4-mapped or IPv6 address
+  uint8_t sgid_index = 0;
+  uint32_t flow_label = 0;    // 0: derived from the QP numbers, as Linux does
+  uint8_t hop_limit = 64;
+  uint8_t traffic_class = 0;
+  uint8_t service_level = 0;
+};
+
+struct SendWr {
+  uint64_t wr_id = 0;
+  WrOpcode opcode = WrOpcode::send;
+  uint32_t send_flags = 0;        // SendFlags
+  uint32_t imm_data = 0;          // the immediate as the 32-bit value on the wire
+  uint32_t invalidate_rkey = 0;   // SEND_WITH_INV
+  uint64_t remote_addr = 0;       // RDMA and atomics
+  uint32_t rkey = 0;
+  uint64_t compare_add = 0;       // atomics
+  uint64_t swap = 0;
+  // UD
+  uint32_t ah = 0;                // address handle number
+  uint32_t remote_qpn = 0;
+  uint32_t remote_qkey = 0;
+  std::vector<Sge> sg_list;
+  std::vector<uint8_t> inline_data;  // filled at post time when send_flags has send_inline
+};
+
+struct RecvWr {
+  uint64_t wr_id = 0;
+  std::vector<Sge> sg_list;
+};
+
+struct WorkCompletion {
+  uint64_t wr_id = 0;
+  WcStatus status = WcStatus::success;
+  WcOpcode opcode = WcOpcode::send;
+  uint32_t vendor_err = 0;
+  uint32_t byte_len = 0;
+  uint32_t imm_data = 0;          // immediate (wc_with_imm) or invalidated rkey (wc_with_inv)
+  uint32_t qp_num = 0;
+  uint32_t src_qp = 0;            // UD
+  uint32_t wc_flags = 0;          // WcFlags
+  uint16_t pkey_index = 0;
+  uint8_t sl = 0;
+};
+
+struct QpCap {
+  uint32_t max_send_wr = 0;
+  uint32_t max_recv_wr = 0;
+  uint32_t max_send_sge = 0;
+  uint32_t max_recv_sge = 0;
+  uint32_t max_inline_data = 0;
+};
+
+// ibv_qp_attr, the fields a RoCE QP uses.
+struct QpAttr {
+  QpState qp_state = QpState::reset;
+  QpState cur_qp_state = QpState::reset;
+  Mtu path_mtu = Mtu::mtu_1024;
+  uint32_t qkey = 0;
+  uint32_t rq_psn = 0;
+  uint32_t sq_psn = 0;
+  uint32_t dest_qp_num = 0;
+  uint32_t qp_access_flags = 0;
+  QpCap cap;
+  AddressVector ah_attr;
+  uint16_t pkey_index = 0;
+  uint8_t en_sqd_async_notify = 0;
+  uint8_t sq_draining = 0;
+  uint8_t max_rd_atomic = 0;       // READ/atomic requests this QP may have outstanding as requester
+  uint8_t max_dest_rd_atomic = 0;  // ... and accept as responder
+  uint8_t min_rnr_timer = 0;       // RNR NAK timer code this QP sends when it has no receive posted
+  uint8_t port_num = 1;
+  uint8_t timeout = 0;             // local ACK timeout: 4.096 us * 2^timeout (0 = infinite)
+  uint8_t retry_cnt = 0;           // 0-7: retries after a timeout or a NAK sequence error
+  uint8_t rnr_retry = 0;           // 0-7: retries after an RNR NAK, 7 = forever
+};
+
+}  // namespace uroce::verbs
