@@ -13,6 +13,7 @@ packages=(
   libspdlog-dev libfmt-dev            # logging
   libpcap-dev                         # reading/writing captures (pcap and pcapng)
   libisal-dev                         # CRC-32 for the ICRC (chosen by measurement: docs/icrc.md)
+  libibverbs-dev                      # the real verbs.h: used by the ABI test and later by the verbs shim
   zlib1g-dev                          # CRC-32 candidate measured against ISA-L in the benchmark
   libcli11-dev                        # command-line parsing
   nlohmann-json3-dev                  # JSON output of `uroce dissect --json`
