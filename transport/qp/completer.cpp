@@ -106,7 +106,8 @@ void DeviceImpl::retry_from(QueuePair& qp, uint32_t psn, Nanos now) {
     w.sent = uint32_t(wire::psn_diff(psn, w.first_psn)) * mtu;
     w.state = WqeState::processing;
   }
-  for (size_t j = i + 1; j < qp.req.next && j < qp.sq.size(); ++j) {
+  // Every later WQE that was started, including one the requester is in the middle of, starts over.
+  for (size_t j = i + 1; j < qp.sq.size(); ++j) {
     SendWqe& later = qp.sq[j];
     if (later.state == WqeState::pending || later.state == WqeState::processing) later.state = WqeState::posted;
   }
@@ -121,24 +122,25 @@ void DeviceImpl::retry_from(QueuePair& qp, uint32_t psn, Nanos now) {
 
 namespace {
 
-// Retires the WQEs that an acknowledgement of everything up to `psn` completes. Returns the index of a
-// READ/atomic WQE that the acknowledgement passed without its response having arrived (an implicit NAK:
-// the response was lost), or sq.size().
-size_t acknowledge_through(QueuePair& qp, uint32_t psn) {
-  bool progress = false;
+// An acknowledgement (an ACK, or the NAK's implied "everything before") covers the requests before
+// `next_psn`. Retires the SEND/WRITE WQEs it completes and returns the PSN the requester must resume from:
+// `next_psn` itself, or, when it passes a READ/atomic whose response has not (fully) arrived, the first
+// missing response PSN of that WQE: the responder got the request, the response was lost (an implicit NAK).
+uint32_t acknowledge_before(QueuePair& qp, uint32_t next_psn) {
   for (size_t i = 0; i < qp.req.next && i < qp.sq.size(); ++i) {
     SendWqe& w = qp.sq[i];
     if (w.state == WqeState::done || w.state == WqeState::failed) continue;
     if (w.is_read_or_atomic()) {
-      if (wire::psn_diff(psn, w.first_psn) >= 0) return i;
+      if (wire::psn_diff(next_psn, w.first_psn) > 0) {
+        return w.wr.opcode == WrOpcode::rdma_read ? (w.first_psn + w.received / qp.mtu()) & wire::psn_mask
+                                                  : w.first_psn;
+      }
       break;
     }
-    if (w.state != WqeState::pending || wire::psn_diff(psn, w.last_psn) < 0) break;
+    if (w.state != WqeState::pending || wire::psn_diff(next_psn, w.last_psn) <= 0) break;
     w.state = WqeState::done;
-    progress = true;
   }
-  (void)progress;
-  return qp.sq.size();
+  return next_psn;
 }
 
 }  // namespace
@@ -159,6 +161,15 @@ void DeviceImpl::on_response(QueuePair& qp, const wire::Frame& f, Nanos now) {
   }
 
   const uint32_t before = qp.comp.psn;
+  bool retry_started = false;
+  // Go-back-N restarts only when no retransmission is under way, or this packet acknowledged something
+  // new; otherwise the NAKs and gaps it reports belong to the burst already being resent.
+  const auto may_retry = [&] { return !qp.comp.retry_in_progress || qp.comp.psn != before; };
+  const auto start_retry = [&](uint32_t from) {
+    retry_from(qp, from, now);
+    qp.comp.retry_in_progress = true;
+    retry_started = true;
+  };
   const auto progressed_to = [&](uint32_t next_unacked) {
     if (wire::psn_diff(next_unacked, qp.comp.psn) > 0) qp.comp.psn = next_unacked;
   };
@@ -168,22 +179,17 @@ void DeviceImpl::on_response(QueuePair& qp, const wire::Frame& f, Nanos now) {
       const wire::Aeth& aeth = f.roce.headers.aeth;
       switch (aeth.kind()) {
         case wire::AethKind::ack: {
-          const size_t implicit = acknowledge_through(qp, psn);
-          if (implicit < qp.sq.size()) {
-            // Acknowledged past a READ/atomic whose response never came: ask again from there.
-            const SendWqe& w = qp.sq[implicit];
-            progressed_to(w.first_psn);
-            retry_from(qp, w.first_psn, now);
-          } else {
-            progressed_to((psn + 1) & wire::psn_mask);
-          }
+          const uint32_t next = (psn + 1) & wire::psn_mask;
+          const uint32_t resume = acknowledge_before(qp, next);
+          progressed_to(resume);
+          if (resume != next && may_retry()) start_retry(resume);  // implicit NAK
           break;
         }
         case wire::AethKind::rnr_nak: {
           ++counters_.rnr_naks_received;
-          // Everything before the NAKed PSN arrived.
-          acknowledge_through(qp, (psn - 1) & wire::psn_mask);
-          progressed_to(psn);
+          // Everything before the NAKed PSN arrived (unless a READ/atomic response went missing before it).
+          const uint32_t resume = acknowledge_before(qp, psn);
+          progressed_to(resume);
           if (qp.attr.rnr_retry != rnr_retry_forever) {
             if (qp.comp.rnr_retry_left == 0) {
               const size_t i = oldest_unfinished(qp);
@@ -196,15 +202,16 @@ void DeviceImpl::on_response(QueuePair& qp, const wire::Frame& f, Nanos now) {
             --qp.comp.rnr_retry_left;
           }
           qp.req.rnr_wait_until = now + Nanos(wire::rnr_timer_microseconds(aeth.low_bits())) * 1000;
-          retry_from(qp, psn, now);
+          retry_from(qp, resume, now);
           qp.comp.timeout_at = never;  // the RNR wait replaces the ACK timeout until we resend
           break;
         }
         case wire::AethKind::nak: {
           ++counters_.naks_received;
-          acknowledge_through(qp, (psn - 1) & wire::psn_mask);
-          progressed_to(psn);
+          const uint32_t resume = acknowledge_before(qp, psn);
+          progressed_to(resume);
           if (aeth.low_bits() == uint8_t(wire::NakCode::psn_sequence_error)) {
+            if (!may_retry()) break;
             if (qp.comp.retry_left == 0) {
               const size_t i = oldest_unfinished(qp);
               if (i < qp.sq.size()) {
@@ -214,7 +221,7 @@ void DeviceImpl::on_response(QueuePair& qp, const wire::Frame& f, Nanos now) {
               break;
             }
             --qp.comp.retry_left;
-            retry_from(qp, psn, now);
+            start_retry(resume);
           } else {
             // A fatal NAK fails the WQE it names (the oldest unfinished one, since all before it are done).
             const size_t i = oldest_unfinished(qp);
@@ -249,20 +256,21 @@ void DeviceImpl::on_response(QueuePair& qp, const wire::Frame& f, Nanos now) {
         }
       }
       if (r >= qp.sq.size() || r >= qp.req.next) break;
-      acknowledge_through(qp, (qp.sq[r].first_psn - 1) & wire::psn_mask);
+      acknowledge_before(qp, qp.sq[r].first_psn);
       SendWqe& w = qp.sq[r];
       const unsigned mtu = qp.mtu();
       const uint32_t expected = (w.first_psn + w.received / mtu) & wire::psn_mask;
       if (psn != expected) {
         if (wire::psn_diff(psn, expected) > 0) {
           // A response packet was lost: ask again from the first missing one (counts as a retry).
+          if (!may_retry()) break;
           if (qp.comp.retry_left == 0) {
             w.state = WqeState::failed;
             w.status = WcStatus::retry_exc_err;
           } else {
             --qp.comp.retry_left;
             progressed_to(expected);
-            retry_from(qp, expected, now);
+            start_retry(expected);
           }
         }
         break;
@@ -291,7 +299,7 @@ void DeviceImpl::on_response(QueuePair& qp, const wire::Frame& f, Nanos now) {
           qp.sq[r].wr.opcode == WrOpcode::rdma_read) {
         break;  // not the answer to the oldest outstanding atomic
       }
-      acknowledge_through(qp, (psn - 1) & wire::psn_mask);
+      acknowledge_before(qp, psn);
       SendWqe& w = qp.sq[r];
       const uint64_t original = f.roce.headers.atomic_ack_eth.original;
       uint8_t bytes[8];
@@ -311,6 +319,7 @@ void DeviceImpl::on_response(QueuePair& qp, const wire::Frame& f, Nanos now) {
 
   if (qp.comp.psn != before) {
     // Forward progress: the retry budgets start again, the timer restarts, the window may have opened.
+    if (!retry_started) qp.comp.retry_in_progress = false;  // progress ends a retransmission episode
     qp.comp.retry_left = qp.attr.retry_cnt;
     qp.comp.rnr_retry_left = qp.attr.rnr_retry;
     if (qp.req.rnr_wait_until == 0) arm_timeout(qp, now);
@@ -334,6 +343,7 @@ void DeviceImpl::on_timer(QueuePair& qp, Nanos now) {
   }
   --qp.comp.retry_left;
   retry_from(qp, qp.comp.psn, now);
+  qp.comp.retry_in_progress = true;
 }
 
 }  // namespace uroce::transport

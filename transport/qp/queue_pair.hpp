@@ -84,6 +84,10 @@ struct QueuePair {
     uint32_t psn = 0;          // oldest PSN not yet acknowledged
     uint8_t retry_left = 0;    // timeouts / sequence-error NAKs left (attr.retry_cnt when progress is made)
     uint8_t rnr_retry_left = 0;
+    // A NAK started a go-back-N retransmission and no acknowledgement has made progress since: further
+    // sequence NAKs (about packets of the old burst, reordered or duplicated) must not start another one,
+    // or retransmissions would pile up on each other. A timeout may always retry. (rxe: started_retry.)
+    bool retry_in_progress = false;
     Nanos timeout_at = never;  // local ACK timeout
     Nanos timeout_period = 0;  // 4.096 us * 2^attr.timeout; 0 = infinite
   } comp;

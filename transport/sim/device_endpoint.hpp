@@ -1,5 +1,5 @@
-// A transport::Device as a simulation node. Header-only so that the sim library does not need the
-// transport library: only code that constructs a DeviceEndpoint links the Device.
+// A transport::Device as a simulation node. Header-only: the simulation code itself never calls the
+// Device, so it can be tested with fakes while the transport changes.
 //
 //   sim::NodeId a = net.add_node({.addresses = {ip_a}});
 //   transport::Device dev_a(net.sink(a));

@@ -37,8 +37,9 @@ struct NodeConfig {
   // The node's GID table: AddressVector::sgid_index picks the source address of each packet, and the
   // network routes to a node by any of them. At least one; unique across the network.
   std::vector<wire::IpAddress> addresses;
-  std::optional<wire::MacAddress> mac;  // default 02:00:00:00:hh:ll from the node id + 1
-  std::string name;                     // for messages only
+  // The initializers keep GCC 12 quiet about designated initializers that leave these out.
+  std::optional<wire::MacAddress> mac = std::nullopt;  // default 02:00:<node id + 1, 32 bits>
+  std::string name = {};                                // for messages only
 };
 
 struct NetworkStats {

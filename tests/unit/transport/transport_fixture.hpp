@@ -27,6 +27,7 @@ struct Host {
     endpoint = std::make_unique<sim::DeviceEndpoint>(*device);
     net.set_endpoint(node, *endpoint);
     device->set_gids({ip});
+    device->set_active_mtu(Mtu::mtu_4096);  // the simulated link carries jumbo frames: every path MTU is usable
     REQUIRE(device->alloc_pd(pd) == 0);
     REQUIRE(device->create_cq(4096, send_cq) == 0);
     REQUIRE(device->create_cq(4096, recv_cq) == 0);
@@ -143,7 +144,7 @@ inline SendWr send_wr(uint64_t id, WrOpcode op, uint64_t addr, uint32_t len, uin
   SendWr wr;
   wr.wr_id = id;
   wr.opcode = op;
-  wr.send_flags = signaled ? send_signaled : 0;
+  wr.send_flags = signaled ? uint32_t(send_signaled) : 0u;
   if (len != 0 || op == WrOpcode::atomic_cmp_and_swp || op == WrOpcode::atomic_fetch_and_add) {
     wr.sg_list.push_back({addr, len, lkey});
   }
