@@ -298,6 +298,12 @@ TEST_CASE("ICRC: compute_icrc equals the bitwise oracle on random frames", "[wir
   }
 }
 
+TEST_CASE("ICRC: the CRC of the 8 x 0xFF LRH stand-in is the constant icrc.cpp starts from", "[wire][icrc]") {
+  const uint8_t ones[8] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+  CHECK(crc32_update(0, ones, 8) == 0x2144DF1Cu);
+  CHECK(~0x2144DF1Cu == 0xDEBB20E3u);  // the raw register state rocev2.md names
+}
+
 TEST_CASE("ICRC: the 0xDEBB20E3 shortcut of rocev2.md", "[wire][icrc]") {
   // A raw (non-inverting) CRC register started at 0xDEBB20E3, skipping the 8 x 0xFF, gives the same ICRC.
   const Bytes b = build_simple(0x05, 17, IpVersion::v6);

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The "Speed" benchmark: builds uroce_bench (Release) and runs it on one core. Prints Markdown tables:
+# parse / ICRC-verify throughput against memcpy of the same bytes, and the CRC-32 library candidates.
+#
+#   scripts/bench.sh [uroce_bench options: --quick, --rounds N, --sample-ms MS, --cpu N, --dram-mib MIB]
+#
+# Exit status: non-zero if the build fails or the benchmark itself fails (a frame that does not verify,
+# CRC libraries that disagree). A missed speed target is not a failure: the table says "no" under "met".
+# The results are also written to <build dir>/bench-results.md. UROCE_BENCH_BUILD_DIR overrides the build
+# directory (default build/bench).
+set -euo pipefail
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo_root"
+
+build_dir="${UROCE_BENCH_BUILD_DIR:-build/bench}"
+
+scripts/deps.sh
+cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$build_dir" --target uroce_bench
+
+echo
+"$build_dir/bench/uroce_bench" "$@" | tee "$build_dir/bench-results.md"
