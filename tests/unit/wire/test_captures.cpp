@@ -16,67 +16,16 @@
 #include "transport/wire/build.hpp"
 #include "transport/wire/frame.hpp"
 #include "transport/wire/mad.hpp"
+#include "tests/unit/support/capture_file.hpp"
 #include "wire_test_support.hpp"
 
 using namespace uroce::wire;
 using namespace uroce::wire::test;
+using uroce::test::Capture;
+using uroce::test::capture;
+using uroce::test::captures;
 
 namespace {
-
-// A minimal classic-pcap reader (no libpcap): 24-byte global header, then 16-byte record headers, all
-// little-endian as written by the capturing host.
-struct Capture {
-  std::string name;
-  uint32_t linktype = 0;
-  std::vector<Bytes> frames;
-};
-
-uint32_t le32(const uint8_t* p) {
-  return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
-}
-
-Capture read_pcap(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot open " + path.string());
-  const Bytes all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (all.size() < 24 || le32(&all[0]) != 0xa1b2c3d4) throw std::runtime_error("not LE pcap: " + path.string());
-  Capture c;
-  c.name = path.filename().string();
-  c.linktype = le32(&all[20]);
-  size_t off = 24;
-  while (off < all.size()) {
-    if (all.size() - off < 16) throw std::runtime_error("truncated record header in " + c.name);
-    const uint32_t incl = le32(&all[off + 8]);
-    const uint32_t orig = le32(&all[off + 12]);
-    if (incl != orig) throw std::runtime_error("snapped frame in " + c.name);
-    off += 16;
-    if (all.size() - off < incl) throw std::runtime_error("truncated record in " + c.name);
-    c.frames.emplace_back(all.begin() + std::ptrdiff_t(off), all.begin() + std::ptrdiff_t(off + incl));
-    off += incl;
-  }
-  return c;
-}
-
-const std::vector<Capture>& captures() {
-  static const std::vector<Capture> all = [] {
-    std::vector<std::filesystem::path> paths;
-    for (const auto& entry : std::filesystem::directory_iterator(std::string(UROCE_TEST_DATA_DIR) + "/captures")) {
-      if (entry.path().extension() == ".pcap") paths.push_back(entry.path());
-    }
-    std::sort(paths.begin(), paths.end());
-    std::vector<Capture> v;
-    for (const auto& p : paths) v.push_back(read_pcap(p));
-    return v;
-  }();
-  return all;
-}
-
-const Capture& capture(std::string_view prefix) {
-  for (const Capture& c : captures()) {
-    if (c.name.starts_with(prefix)) return c;
-  }
-  throw std::runtime_error("no capture " + std::string(prefix));
-}
 
 // Parsed RoCE frames of one capture (each Frame's span points into the capture, which lives forever).
 std::vector<Frame> roce_frames(const Capture& c) {
