@@ -63,4 +63,7 @@ std::vector<std::string> crc_row_names();
 void add_icrc_idea_measurements(Group& g);
 std::vector<std::string> icrc_idea_row_names();
 
+// bench_transport.cpp: two Devices through an in-memory wire; returns its Markdown section.
+std::string transport_section(double seconds_per_row);
+
 }  // namespace uroce::bench
