@@ -53,6 +53,7 @@ struct Options {
   size_t dram_mib = 64;           // out-of-cache pools: frame bytes 2 x this machine's L3
   bool samples = false;           // also print every sample of every row
   bool inject_bad_frame = false;  // shows the failure path: one payload byte flipped after the checks
+  bool transport_only = false;    // only the transport section (for profiling it)
 };
 
 bool parse_options(int argc, char** argv, Options& o) {
@@ -74,6 +75,8 @@ bool parse_options(int argc, char** argv, Options& o) {
       o.dram_mib = size_t(v);
     } else if (a == "--samples") {
       o.samples = true;
+    } else if (a == "--transport-only") {
+      o.transport_only = true;
     } else if (a == "--inject-bad-frame") {
       o.inject_bad_frame = true;
     } else if (a == "--quick") {
@@ -81,7 +84,7 @@ bool parse_options(int argc, char** argv, Options& o) {
       o.run.sample_seconds = 0.03;
       o.run.warmup_seconds = 0.01;
     } else {
-      std::cerr << "usage: uroce_bench [--rounds N] [--sample-ms MS] [--cpu N] [--dram-mib MIB] [--quick] "
+      std::cerr << "usage: uroce_bench [--rounds N] [--sample-ms MS] [--cpu N] [--dram-mib MIB] [--quick] [--transport-only] "
                    "[--samples] [--inject-bad-frame]\n";
       return false;
     }
@@ -134,6 +137,15 @@ int main(int argc, char** argv) {
   Options opt;
   if (!parse_options(argc, argv, opt)) return 2;
   const int cpu = pin_to_cpu(opt.cpu);
+  if (opt.transport_only) {
+    try {
+      std::cout << transport_section(1.0);
+      return 0;
+    } catch (const std::exception& e) {
+      std::cout << "transport benchmark FAILED: " << e.what() << "\n";
+      return 1;
+    }
+  }
   bool ok = true;
   std::ostringstream checks;
 

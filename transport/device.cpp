@@ -388,6 +388,7 @@ int Device::modify_qp(uint32_t qpn, const QpAttr& attr, uint32_t mask, Nanos now
   }
 
   if (next != cur || (mask & attr_state)) {
+    if (next != QpState::sqd) q.sq_draining = 0;
     switch (next) {
       case QpState::reset:
         // Back to RESET: everything outstanding is dropped without completions (verbs semantics).
@@ -407,7 +408,12 @@ int Device::modify_qp(uint32_t qpn, const QpAttr& attr, uint32_t mask, Nanos now
         break;
       case QpState::sqd:
         q.qp_state = next;
-        if (qp->sq.empty() && q.en_sqd_async_notify) d.raise(EventType::sq_drained, qpn);
+        if (cur != QpState::sqd) {
+          // Draining starts. The completer ends it (and raises SQ_DRAINED) once every WQE already started
+          // has completed, which is now if none is in flight; see complete_finished().
+          q.sq_draining = 1;
+          d.complete_finished(*qp);
+        }
         break;
       default:
         q.qp_state = next;
@@ -434,6 +440,7 @@ int Device::destroy_qp(uint32_t qpn) {
   if (it == d.qps_.end()) return EINVAL;
   QueuePair* qp = it->second.get();
   std::erase(d.run_list_, qp);
+  std::erase(d.ack_list_, qp);
   --d.pds_[qp->pd];
   d.qps_.erase(it);
   return 0;
@@ -599,6 +606,9 @@ void Device::receive(std::span<const uint8_t> bytes, Nanos now) {
 
 void Device::run(Nanos now) {
   DeviceImpl& d = *impl_;
+  // First the ACKs the responders owe for the frames received since the last run (coalesced).
+  for (QueuePair* qp : d.ack_list_) d.flush_ack(*qp);
+  d.ack_list_.clear();
   // Timers: local ACK timeouts, and RNR waits that have ended. A linear scan keeps this simple; the number
   // of QPs with a timer running is the number with traffic in flight.
   for (auto& [n, qp] : d.qps_) {
@@ -627,7 +637,7 @@ Nanos Device::next_deadline() const {
   return t;
 }
 
-bool Device::has_pending_work() const { return !impl_->run_list_.empty(); }
+bool Device::has_pending_work() const { return !impl_->run_list_.empty() || !impl_->ack_list_.empty(); }
 
 std::vector<AsyncEvent> Device::take_events() {
   std::vector<AsyncEvent> e;

@@ -41,6 +41,7 @@ class DeviceImpl {
   std::unordered_map<uint32_t, std::unique_ptr<QueuePair>> qps_;
   uint32_t next_qpn_ = 0x11;  // rxe's first QP number: QP 0 and 1 are special, 2-16 reserved
   std::vector<QueuePair*> run_list_;
+  std::vector<QueuePair*> ack_list_;        // QPs whose responder owes a coalesced ACK
   std::vector<AsyncEvent> events_;
   DeviceCounters counters_;
   wire::Frame frame_;                       // reused by receive()
@@ -76,6 +77,7 @@ class DeviceImpl {
 
   // -- responder (qp/responder.cpp) --
   void on_request(QueuePair& qp, const wire::Frame& f, Nanos now);
+  void flush_ack(QueuePair& qp);  // sends the coalesced ACK the QP owes, if any
 };
 
 }  // namespace uroce::transport

@@ -58,7 +58,9 @@ void DeviceImpl::complete_finished(QueuePair& qp) {
     if (w.state != WqeState::done && w.state != WqeState::failed) break;
     if (w.state == WqeState::failed) {
       // An error completion always reaches the CQ, and the QP goes to the error state: the rest flush.
-      enter_error(qp, qp.type == QpType::rc ? std::optional(EventType::qp_fatal) : std::nullopt);
+      // No affiliated event: the completion reports the error (affiliated asynchronous errors are for what
+      // no work completion can report, such as the responder's errors; rxe raises none here either).
+      enter_error(qp, std::nullopt);
       return;
     }
     if (w.signaled) {
@@ -73,8 +75,15 @@ void DeviceImpl::complete_finished(QueuePair& qp) {
     qp.sq.pop_front();
     if (qp.req.next > 0) --qp.req.next;
   }
-  if (qp.sq.empty() && qp.attr.qp_state == QpState::sqd && qp.attr.en_sqd_async_notify) {
-    raise(EventType::sq_drained, qp.qpn);
+  // SQD: the send queue is drained once every WQE the requester had started has completed; WQEs posted
+  // but never started (packets == 0) wait for the return to RTS and do not count (as in rxe, which
+  // raises SQ_DRAINED as soon as the completer has caught up with the requester and the next WQE is
+  // unstarted). Waiting for an empty queue instead would never raise the event while such WQEs are
+  // queued. sq_draining (as ibv_query_qp reports it) makes the event fire once per entry into SQD.
+  if (qp.attr.qp_state == QpState::sqd && qp.attr.sq_draining && qp.req.next == 0 &&
+      (qp.sq.empty() || (qp.sq.front().state == WqeState::posted && qp.sq.front().packets == 0))) {
+    qp.attr.sq_draining = 0;
+    if (qp.attr.en_sqd_async_notify) raise(EventType::sq_drained, qp.qpn);
   }
 }
 

@@ -105,6 +105,10 @@ struct QueuePair {
     uint32_t write_rkey = 0;
     uint32_t write_length = 0;
     bool drop_until_first = false;  // UC: a message was broken; wait for the next FIRST/ONLY
+    // ACK coalescing: a plain ACK owed for `ack_psn` waits until the end of the receive burst (run()), so
+    // that several requests arriving together are acknowledged once, by the ACK of the last of them.
+    bool ack_pending = false;
+    uint32_t ack_psn = 0;
     std::vector<ResponderResource> resources;  // ring of max_dest_rd_atomic entries
     size_t next_resource = 0;
   } resp;

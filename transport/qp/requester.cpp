@@ -48,7 +48,15 @@ uint32_t outstanding_rd_atomic(const QueuePair& qp) {
 bool DeviceImpl::requester_can_send(const QueuePair& qp, Nanos now) const {
   if (qp.attr.qp_state != QpState::rts && qp.attr.qp_state != QpState::sqd) return false;
   if (qp.req.rnr_wait_until > now) return false;
-  return qp.req.next < qp.sq.size();
+  if (qp.req.next >= qp.sq.size()) return false;
+  // A WQE that failed here (a bad lkey, ...) stops the requester at that WQE, as rxe's req.state = ERROR
+  // does: the WQEs before it still complete, the QP enters the error state once the failed one reaches
+  // the head of the send queue, and nothing after it may reach the wire meanwhile (an ACK for an earlier
+  // WQE schedules the requester again). The failed WQE is just behind `next`, or at `next` after a
+  // go-back-N retry rewound the requester.
+  if (qp.sq[qp.req.next].state == WqeState::failed) return false;
+  if (qp.req.next > 0 && qp.sq[qp.req.next - 1].state == WqeState::failed) return false;
+  return true;
 }
 
 void DeviceImpl::run_requester(QueuePair& qp, Nanos now) {
@@ -57,8 +65,11 @@ void DeviceImpl::run_requester(QueuePair& qp, Nanos now) {
     if (!requester_can_send(qp, now)) return;
     SendWqe& w = qp.sq[qp.req.next];
     const bool fresh = w.state == WqeState::posted;
-    // SQD: the send queue drains; WQEs not yet started wait.
-    if (fresh && qp.attr.qp_state == QpState::sqd) return;
+    // SQD: the send queue drains; WQEs never started wait. A go-back-N retry sets the WQEs after the one
+    // it resends back to `posted`, but those were started (`packets` is set when a WQE is first started
+    // and kept) and are part of what drains: holding them back would leave their PSNs unacknowledged
+    // (the responder re-ACKs the last PSN it took, beyond what was resent) until the retries ran out.
+    if (fresh && w.packets == 0 && qp.attr.qp_state == QpState::sqd) return;
 
     if (w.wr.opcode == WrOpcode::local_inv) {
       w.state = mrs_.invalidate(w.wr.invalidate_rkey) ? WqeState::done : WqeState::failed;
@@ -68,24 +79,32 @@ void DeviceImpl::run_requester(QueuePair& qp, Nanos now) {
       continue;
     }
     if (qp.type == QpType::rc) {
-      const uint32_t rd_atomic = outstanding_rd_atomic(qp);
-      if (fresh && (w.wr.send_flags & send_fence) && rd_atomic > 0) return;  // fence: wait for READs/atomics
-      if (fresh && w.is_read_or_atomic() && rd_atomic >= std::max<uint32_t>(1, qp.attr.max_rd_atomic)) return;
+      // Counting outstanding READs/atomics walks the send queue, so it is done only for the WQEs it gates.
+      const bool fenced = fresh && (w.wr.send_flags & send_fence);
+      if (fenced || (fresh && w.is_read_or_atomic())) {
+        const uint32_t rd_atomic = outstanding_rd_atomic(qp);
+        if (fenced && rd_atomic > 0) return;  // fence: wait for READs/atomics
+        if (w.is_read_or_atomic() && rd_atomic >= std::max<uint32_t>(1, qp.attr.max_rd_atomic)) return;
+      }
       if (wire::psn_diff(qp.req.psn, qp.comp.psn) >= int32_t(max_unacked_psns)) return;  // window full
     }
 
-    const unsigned mtu = qp.mtu();
+    // A UD QP has no path MTU (INIT->RTR sets none): a datagram is limited by the port's active MTU, as
+    // rxe's get_mtu() does for UD. path_mtu would cap it at the attribute's default, 1024.
+    const unsigned mtu = qp.type == QpType::ud ? mtu_bytes(active_mtu_) : qp.mtu();
     if (fresh) {
       w.first_psn = qp.req.psn;
       w.sent = 0;
       w.received = 0;
       w.packets = w.is_read_or_atomic() && w.wr.opcode != WrOpcode::rdma_read ? 1 : packets_for(w.length, mtu);
       if (qp.type == QpType::ud && w.length > mtu) {
-        w.state = WqeState::failed;  // a datagram is one packet
-        w.status = WcStatus::loc_len_err;
+        // A datagram is one packet. IBTA C10-93.1.1: for a longer one "the CI shall not emit any packets
+        // for this message. Further, the CI shall not generate an error due to this condition." rxe does
+        // exactly that: the WR completes successfully and nothing is sent.
+        w.state = WqeState::done;
         ++qp.req.next;
         complete_finished(qp);
-        return;
+        continue;
       }
     }
 

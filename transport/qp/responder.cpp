@@ -248,7 +248,7 @@ class RcResponder {
       r.msn = (r.msn + 1) & wire::psn_mask;
       if (!complete_receive()) return;
     }
-    if (bth_.ack_req) send_aeth(wire::Aeth::ack(r.msn), bth_.psn);
+    if (bth_.ack_req) owe_ack(bth_.psn);
   }
 
   bool write_memory(uint32_t rkey, uint64_t va, std::span<const uint8_t> bytes) {
@@ -343,7 +343,16 @@ class RcResponder {
   }
 
   // -- responses --------------------------------------------------------------------------------------
+  // The ACK for an executed request is owed, not sent: run() sends one ACK for everything acknowledged
+  // in the burst.
+  void owe_ack(uint32_t psn) {
+    if (!qp_.resp.ack_pending) d_.ack_list_.push_back(&qp_);
+    qp_.resp.ack_pending = true;
+    qp_.resp.ack_psn = psn;
+  }
+
   void send_aeth(const wire::Aeth& aeth, uint32_t psn) {
+    d_.flush_ack(qp_);  // responses leave in PSN order: an owed ACK goes first
     wire::TransportHeaders h;
     h.bth.opcode = uint8_t(wire::Opcode::rc_acknowledge);
     h.bth.dest_qp = qp_.attr.dest_qp_num;
@@ -354,6 +363,7 @@ class RcResponder {
   }
 
   void send_atomic_ack(const ResponderResource& res) {
+    d_.flush_ack(qp_);
     wire::TransportHeaders h;
     h.bth.opcode = uint8_t(wire::Opcode::rc_atomic_acknowledge);
     h.bth.dest_qp = qp_.attr.dest_qp_num;
@@ -365,6 +375,7 @@ class RcResponder {
 
   // Sends the response packets of `res` from `from_psn` on (all of them, or the rest for a replay).
   void send_read_response(const ResponderResource& res, uint32_t from_psn) {
+    d_.flush_ack(qp_);
     const unsigned mtu = qp_.mtu();
     const uint32_t n = packets_for(res.length, mtu);
     for (uint32_t i = uint32_t(wire::psn_diff(from_psn, res.first_psn)); i < n; ++i) {
@@ -553,6 +564,18 @@ void handle_ud(DeviceImpl& d, QueuePair& qp, const wire::Frame& f) {
 }
 
 }  // namespace
+
+void DeviceImpl::flush_ack(QueuePair& qp) {
+  if (!qp.resp.ack_pending) return;
+  qp.resp.ack_pending = false;
+  if (qp.attr.qp_state == QpState::err || qp.attr.qp_state == QpState::reset) return;
+  wire::TransportHeaders h;
+  h.bth.opcode = uint8_t(wire::Opcode::rc_acknowledge);
+  h.bth.dest_qp = qp.attr.dest_qp_num;
+  h.bth.psn = qp.resp.ack_psn;
+  h.aeth = wire::Aeth::ack(qp.resp.msn);
+  transmit(qp, h, {});
+}
 
 void DeviceImpl::on_request(QueuePair& qp, const wire::Frame& f, Nanos now) {
   (void)now;

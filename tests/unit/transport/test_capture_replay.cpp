@@ -194,6 +194,7 @@ Replay replay(const Capture& c, const Connection& k) {
       const wire::BuildResult b = wire::build_frame(spec, rebuilt);
       REQUIRE(b.ok());
       d.receive(std::span<const uint8_t>(rebuilt.data(), b.size), 0);
+      d.run(0);  // each captured frame is a burst of its own: its ACK (coalesced over nothing) leaves now
       ++r.requests;
     } else if (!info.is_request && f.src_ip() == k.responder && f.dst_ip() == k.requester &&
                h.bth.dest_qp == k.requester_qpn) {

@@ -4,7 +4,12 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -12,6 +17,8 @@
 #include "transport/sim/device_endpoint.hpp"
 #include "transport/sim/pcap_writer.hpp"
 #include "transport/sim/sim_network.hpp"
+#include "transport/wire/build.hpp"
+#include "transport/wire/frame.hpp"
 
 namespace uroce::test {
 
@@ -19,6 +26,17 @@ namespace sim = uroce::sim;
 
 using namespace uroce::transport;
 using namespace uroce::verbs;
+
+// glibc's malloc adapts its mmap and trim thresholds to the blocks a program frees. The property test
+// allocates and frees two 4 MiB buffers per seed, and whether glibc keeps that memory between seeds or
+// returns it to the kernel and faults it in again (five times slower: tens of seconds of page zeroing)
+// then depends on what the tests that ran before it left in the heap. Fixed thresholds make the run
+// time independent of test order: blocks up to 32 MiB come from the heap, which is never trimmed.
+#if defined(__GLIBC__)
+inline const bool malloc_thresholds_fixed = [] {
+  return mallopt(M_MMAP_THRESHOLD, 32 << 20) == 1 && mallopt(M_TRIM_THRESHOLD, 256 << 20) == 1;
+}();
+#endif
 
 struct Host {
   Host(sim::SimNetwork& net, wire::IpAddress ip) : address(ip) {
@@ -157,5 +175,190 @@ inline RecvWr recv_wr(uint64_t id, uint64_t addr, uint32_t len, uint32_t lkey) {
   wr.sg_list.push_back({addr, len, lkey});
   return wr;
 }
+
+
+// ---------------------------------------------------------------------------------------------------------
+// Helpers for the per-feature transport tests (errors, RNR and retry, UC, UD, SRQ, features, QP states).
+
+inline SendWr rdma_wr(uint64_t id, WrOpcode op, uint64_t addr, uint32_t len, uint32_t lkey, uint64_t remote_addr,
+                      uint32_t rkey, bool signaled = true) {
+  SendWr wr = send_wr(id, op, addr, len, lkey, signaled);
+  wr.remote_addr = remote_addr;
+  wr.rkey = rkey;
+  return wr;
+}
+
+// Recognisable bytes: pattern(n, seed)[i] differs between neighbours and between seeds.
+inline std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = uint8_t(seed + i * 7 + (i >> 8));
+  return v;
+}
+
+inline void put(std::vector<uint8_t>& buffer, size_t offset, const std::vector<uint8_t>& bytes) {
+  std::copy(bytes.begin(), bytes.end(), buffer.begin() + std::ptrdiff_t(offset));
+}
+
+inline std::vector<uint8_t> slice(const std::vector<uint8_t>& buffer, size_t offset, size_t n) {
+  return {buffer.begin() + std::ptrdiff_t(offset), buffer.begin() + std::ptrdiff_t(offset + n)};
+}
+
+// One capture event of the simulated network, with its frame decoded when it is a RoCEv2 frame.
+struct WireFrame {
+  sim::CapturePoint point = sim::CapturePoint::transmitted;
+  Nanos time = 0;
+  sim::NodeId from = sim::no_node;
+  sim::NodeId to = sim::no_node;
+  sim::DropReason reason = sim::DropReason::none;
+  std::vector<uint8_t> bytes;
+  bool roce = false;
+  wire::TransportHeaders headers;  // when roce
+  std::vector<uint8_t> payload;    // when roce: the packet's payload, without pad and ICRC
+  size_t l3_offset = 0;            // where the IP header starts in `bytes`
+
+  uint8_t opcode() const { return headers.bth.opcode; }
+  uint32_t psn() const { return headers.bth.psn; }
+  bool is(wire::Opcode op) const { return roce && headers.bth.opcode == uint8_t(op); }
+  // ACK, NAK, RNR NAK or atomic ACK (RC responses that are not READ responses).
+  bool is_acknowledge() const { return is(wire::Opcode::rc_acknowledge) || is(wire::Opcode::rc_atomic_acknowledge); }
+  bool is_read_response() const {
+    return roce && opcode() >= uint8_t(wire::Opcode::rc_rdma_read_response_first) &&
+           opcode() <= uint8_t(wire::Opcode::rc_rdma_read_response_only);
+  }
+  bool ends_read_response() const {
+    return is(wire::Opcode::rc_rdma_read_response_last) || is(wire::Opcode::rc_rdma_read_response_only);
+  }
+};
+
+using FrameFilter = std::function<bool(const WireFrame&)>;
+
+// Records every frame the network builds, delivers and drops, decoded; still writes the UROCE_TEST_PCAP
+// file when one is asked for. It takes the network's (single) capture hook, so build it before traffic and
+// keep it alive as long as the network runs.
+class WireLog {
+ public:
+  explicit WireLog(sim::SimNetwork& net) : pcap_(capture_if_asked(net)) {
+    sim::CaptureHook to_pcap = pcap_ ? pcap_->hook({sim::CapturePoint::delivered}) : sim::CaptureHook{};
+    net.set_capture([this, to_pcap](const sim::CaptureEvent& e) {
+      record(e);
+      if (to_pcap) to_pcap(e);
+    });
+  }
+  WireLog(const WireLog&) = delete;
+  WireLog& operator=(const WireLog&) = delete;
+
+  // The events of `point` for frames sent by `from`, in order, that `keep` accepts (all without one).
+  std::vector<WireFrame> at(sim::CapturePoint point, sim::NodeId from, const FrameFilter& keep = {}) const {
+    std::vector<WireFrame> out;
+    for (const WireFrame& f : frames) {
+      if (f.point == point && f.from == from && (!keep || keep(f))) out.push_back(f);
+    }
+    return out;
+  }
+  std::vector<WireFrame> sent(sim::NodeId from, const FrameFilter& keep = {}) const {
+    return at(sim::CapturePoint::transmitted, from, keep);
+  }
+  std::vector<WireFrame> delivered(sim::NodeId from, const FrameFilter& keep = {}) const {
+    return at(sim::CapturePoint::delivered, from, keep);
+  }
+  void clear() { frames.clear(); }
+
+  std::vector<WireFrame> frames;
+
+ private:
+  void record(const sim::CaptureEvent& e) {
+    WireFrame f;
+    f.point = e.point;
+    f.time = e.time;
+    f.from = e.from;
+    f.to = e.to;
+    f.reason = e.reason;
+    f.bytes.assign(e.frame.begin(), e.frame.end());
+    wire::Frame parsed;
+    if (!f.bytes.empty() && wire::parse_frame(f.bytes, parsed) == wire::ParseError::none && parsed.is_roce()) {
+      f.roce = true;
+      f.headers = parsed.roce.headers;
+      f.payload.assign(parsed.roce.payload.begin(), parsed.roce.payload.end());
+      f.l3_offset = parsed.l3_offset;
+    }
+    frames.push_back(std::move(f));
+  }
+
+  std::unique_ptr<sim::PcapWriter> pcap_;
+};
+
+// An IPv4 Ethernet frame carrying one RoCEv2 packet, built the way a port builds it (lengths, checksum,
+// pad, ICRC), for handing straight to Device::receive().
+inline std::vector<uint8_t> roce_frame(const wire::IpAddress& src, const wire::IpAddress& dst,
+                                       const wire::TransportHeaders& headers,
+                                       std::span<const uint8_t> payload = {}) {
+  wire::FrameSpec s;
+  s.eth.src = wire::MacAddress{{0x02, 0, 0, 0, 0, 0x99}};
+  s.eth.dst = wire::MacAddress{{0x02, 0, 0, 0, 0, 0x02}};
+  s.eth.ethertype = wire::ethertype_ipv4;
+  s.ip_version = wire::IpVersion::v4;
+  s.ipv4.src = src.v4();
+  s.ipv4.dst = dst.v4();
+  s.headers = headers;
+  s.payload = payload;
+  std::vector<uint8_t> out(wire::frame_size(s));
+  const wire::BuildResult r = wire::build_frame(s, out);
+  REQUIRE(r.ok());
+  out.resize(r.size);
+  return out;
+}
+
+struct PairConfig {
+  QpType type = QpType::rc;
+  QpParams a;                 // a's QP
+  QpParams b;                 // b's QP
+  uint32_t a_psn = 1000;      // a's sq_psn, which is b's rq_psn
+  uint32_t b_psn = 5000;      // b's sq_psn, which is a's rq_psn
+  size_t buffer_size = 1 << 20;
+  uint32_t max_wr = 1024;     // send and receive queue depths
+  uint64_t seed = 1;
+};
+
+// Two hosts a (10.0.0.1) and b (10.0.0.2) on a clean network, each with one buffer registered with every
+// access right (at a_base and b_base) and one QP of config.type connected to the other's (UD: at RTS).
+// `wire` sees every frame.
+struct Pair {
+  static constexpr uint64_t a_base = 0x10000000, b_base = 0x20000000;
+  static constexpr uint32_t all_access =
+      access_local_write | access_remote_write | access_remote_read | access_remote_atomic;
+
+  explicit Pair(PairConfig c = {}) : config(c), net(c.seed) {
+    a_key = a.add_buffer(c.buffer_size, all_access, a_base);
+    b_key = b.add_buffer(c.buffer_size, all_access, b_base);
+    qa = a.create_qp(c.type, c.max_wr);
+    qb = b.create_qp(c.type, c.max_wr);
+    connect(a, qa, c.type, b.address, qb, c.a_psn, c.b_psn, c.a);
+    connect(b, qb, c.type, a.address, qa, c.b_psn, c.a_psn, c.b);
+  }
+
+  // Runs until nothing is left to do (at most `budget` of virtual time); false if that was not enough.
+  bool run(Nanos budget = 10'000'000'000ull) { return net.run_until_idle(net.now() + budget); }
+  // Lets exactly `d` of virtual time pass.
+  void run_for(Nanos d) { net.run_until(net.now() + d); }
+
+  int post(Host& h, uint32_t qpn, const SendWr& wr) { return h.device->post_send(qpn, wr, net.now()); }
+  int post_a(const SendWr& wr) { return post(a, qa, wr); }
+  int post_b(const SendWr& wr) { return post(b, qb, wr); }
+
+  QpAttr query(Host& h, uint32_t qpn) const {
+    QpAttr attr;
+    REQUIRE(h.device->query_qp(qpn, attr) == 0);
+    return attr;
+  }
+  QpState state(Host& h, uint32_t qpn) const { return query(h, qpn).qp_state; }
+
+  PairConfig config;
+  sim::SimNetwork net;
+  WireLog wire{net};
+  Host a{net, ip("10.0.0.1")};
+  Host b{net, ip("10.0.0.2")};
+  uint32_t a_key = 0, b_key = 0;
+  uint32_t qa = 0, qb = 0;
+};
 
 }  // namespace uroce::test
