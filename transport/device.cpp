@@ -53,47 +53,47 @@ ReceiveQueue* DeviceImpl::receive_queue(QueuePair& qp) {
   return it == srqs_.end() ? nullptr : &it->second;
 }
 
-KeyCheck DeviceImpl::gather(const std::vector<Sge>& sges, uint32_t pd, uint32_t offset, std::span<uint8_t> bytes) {
+namespace {
+
+// Walks the part [offset, offset + length) of a message laid out by a scatter/gather list, checking each
+// piece's lkey, PD, bounds and `access`, and hands each piece to `copy(region, region_offset, done, n)`:
+// `n` bytes at `region_offset` in the region's memory correspond to bytes [done, done + n) of the part.
+template <class Copy>
+KeyCheck walk_sges(const MrTable& mrs, const std::vector<Sge>& sges, uint32_t pd, uint32_t offset, size_t length,
+                   uint32_t access, Copy&& copy) {
   size_t done = 0;
   for (const Sge& sge : sges) {
-    if (done == bytes.size()) break;
+    if (done == length) break;
     if (offset >= sge.length) {
       offset -= sge.length;
       continue;
     }
-    const uint32_t n = uint32_t(std::min<size_t>(sge.length - offset, bytes.size() - done));
+    const uint32_t n = uint32_t(std::min<size_t>(sge.length - offset, length - done));
     const MemoryRegion* mr = nullptr;
-    const KeyCheck k = mrs_.check(sge.lkey, pd, sge.addr + offset, n, 0, &mr);
+    const KeyCheck k = mrs.check(sge.lkey, pd, sge.addr + offset, n, access, &mr);
     if (k != KeyCheck::ok) return k;
-    if (!mr->memory->read(mr->memory_offset + (sge.addr + offset - mr->iova), bytes.data() + done, n)) {
-      return KeyCheck::out_of_bounds;
-    }
+    if (!copy(*mr, mr->memory_offset + (sge.addr + offset - mr->iova), done, n)) return KeyCheck::out_of_bounds;
     done += n;
     offset = 0;
   }
-  return done == bytes.size() ? KeyCheck::ok : KeyCheck::out_of_bounds;
+  return done == length ? KeyCheck::ok : KeyCheck::out_of_bounds;
+}
+
+}  // namespace
+
+KeyCheck DeviceImpl::gather(const std::vector<Sge>& sges, uint32_t pd, uint32_t offset, std::span<uint8_t> bytes) {
+  return walk_sges(mrs_, sges, pd, offset, bytes.size(), 0,
+                   [&](const MemoryRegion& mr, uint64_t at, size_t done, uint32_t n) {
+                     return mr.memory->read(at, bytes.data() + done, n);
+                   });
 }
 
 KeyCheck DeviceImpl::scatter(const std::vector<Sge>& sges, uint32_t pd, uint32_t offset,
                              std::span<const uint8_t> bytes) {
-  size_t done = 0;
-  for (const Sge& sge : sges) {
-    if (done == bytes.size()) break;
-    if (offset >= sge.length) {
-      offset -= sge.length;
-      continue;
-    }
-    const uint32_t n = uint32_t(std::min<size_t>(sge.length - offset, bytes.size() - done));
-    const MemoryRegion* mr = nullptr;
-    const KeyCheck k = mrs_.check(sge.lkey, pd, sge.addr + offset, n, access_local_write, &mr);
-    if (k != KeyCheck::ok) return k;
-    if (!mr->memory->write(mr->memory_offset + (sge.addr + offset - mr->iova), bytes.data() + done, n)) {
-      return KeyCheck::out_of_bounds;
-    }
-    done += n;
-    offset = 0;
-  }
-  return done == bytes.size() ? KeyCheck::ok : KeyCheck::out_of_bounds;
+  return walk_sges(mrs_, sges, pd, offset, bytes.size(), access_local_write,
+                   [&](const MemoryRegion& mr, uint64_t at, size_t done, uint32_t n) {
+                     return mr.memory->write(at, bytes.data() + done, n);
+                   });
 }
 
 void DeviceImpl::flush(QueuePair& qp) {
