@@ -154,22 +154,11 @@ Replay replay(const Capture& c, const Connection& k) {
     REQUIRE(d.create_qp(init, qpn) == 0);
   } while (qpn < k.responder_qpn);
   REQUIRE(qpn == k.responder_qpn);
-  QpAttr a;
-  a.qp_state = QpState::init;
-  a.port_num = 1;
-  a.qp_access_flags = all;
-  REQUIRE(d.modify_qp(qpn, a, attr_state | attr_pkey_index | attr_port | attr_access_flags, 0) == 0);
-  a.qp_state = QpState::rtr;
-  a.path_mtu = Mtu::mtu_1024;
-  a.dest_qp_num = k.requester_qpn;
-  a.rq_psn = k.first_psn;
-  a.max_dest_rd_atomic = 16;
-  a.min_rnr_timer = 12;
-  a.ah_attr.dgid = k.requester;
-  REQUIRE(d.modify_qp(qpn, a,
-                      attr_state | attr_av | attr_path_mtu | attr_dest_qpn | attr_rq_psn | attr_max_dest_rd_atomic |
-                          attr_min_rnr_timer,
-                      0) == 0);
+  // As rxe's responder was set up: MTU 1024, and every remote access granted.
+  QpParams params;
+  params.access = all;
+  params.min_rnr_timer = 12;
+  connect(d, qpn, QpType::rc, k.requester, k.requester_qpn, 0, k.first_psn, params);
   // Receives for every SEND and WRITE with immediate, each large enough for any message here.
   std::vector<uint8_t> receive_area(size_t(k.receives_needed + 1) * 65536);
   uint32_t receive_key = 0;

@@ -179,25 +179,9 @@ TEST_CASE("requester replay: uroce's requester sends what rxe's sent, and comple
         REQUIRE(d.create_qp(init, qpn) == 0);
       } while (qpn < k.requester_qpn);
       REQUIRE(qpn == k.requester_qpn);
-      QpAttr a;
-      a.qp_state = QpState::init;
-      a.port_num = 1;
-      REQUIRE(d.modify_qp(qpn, a, attr_state | attr_pkey_index | attr_port | attr_access_flags, 0) == 0);
-      a.qp_state = QpState::rtr;
-      a.path_mtu = Mtu::mtu_1024;
-      a.dest_qp_num = k.responder_qpn;
-      a.max_dest_rd_atomic = 16;
-      a.ah_attr.dgid = k.responder;
-      REQUIRE(d.modify_qp(qpn, a, attr_state | attr_av | attr_path_mtu | attr_dest_qpn | attr_rq_psn |
-                                      attr_max_dest_rd_atomic | attr_min_rnr_timer, 0) == 0);
-      a.qp_state = QpState::rts;
-      a.sq_psn = k.first_psn;
-      a.timeout = 0;  // no timers: the replay has no notion of time
-      a.retry_cnt = 7;
-      a.rnr_retry = 7;
-      a.max_rd_atomic = 16;
-      REQUIRE(d.modify_qp(qpn, a, attr_state | attr_timeout | attr_retry_cnt | attr_rnr_retry | attr_sq_psn |
-                                      attr_max_qp_rd_atomic, 0) == 0);
+      QpParams params;
+      params.timeout = 0;  // no timers: the replay has no notion of time
+      connect(d, qpn, QpType::rc, k.responder, k.responder_qpn, k.first_psn, 0, params);
       uint64_t offset = 0, id = 0;
       for (Message& m : messages) {
         std::copy(m.data.begin(), m.data.end(), memory.begin() + long(offset));

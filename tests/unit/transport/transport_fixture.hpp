@@ -103,7 +103,7 @@ struct QpParams {
 
 // Brings a QP to RTS facing (remote address, remote QPN), with the masks ibv_rc_pingpong uses (UD: those
 // of ibv_ud_pingpong).
-inline void connect(Host& h, uint32_t qpn, QpType type, const wire::IpAddress& remote, uint32_t remote_qpn,
+inline void connect(Device& device, uint32_t qpn, QpType type, const wire::IpAddress& remote, uint32_t remote_qpn,
                     uint32_t sq_psn, uint32_t rq_psn, const QpParams& p = {}) {
   QpAttr a;
   a.qp_state = QpState::init;
@@ -113,7 +113,7 @@ inline void connect(Host& h, uint32_t qpn, QpType type, const wire::IpAddress& r
   a.qkey = p.qkey;
   uint32_t mask = attr_state | attr_pkey_index | attr_port;
   mask |= type == QpType::ud ? attr_qkey : attr_access_flags;
-  REQUIRE(h.device->modify_qp(qpn, a, mask, 0) == 0);
+  REQUIRE(device.modify_qp(qpn, a, mask, 0) == 0);
 
   a.qp_state = QpState::rtr;
   a.path_mtu = p.mtu;
@@ -130,7 +130,7 @@ inline void connect(Host& h, uint32_t qpn, QpType type, const wire::IpAddress& r
   } else {
     mask = attr_state;
   }
-  REQUIRE(h.device->modify_qp(qpn, a, mask, 0) == 0);
+  REQUIRE(device.modify_qp(qpn, a, mask, 0) == 0);
 
   a.qp_state = QpState::rts;
   a.sq_psn = sq_psn;
@@ -143,7 +143,12 @@ inline void connect(Host& h, uint32_t qpn, QpType type, const wire::IpAddress& r
   } else {
     mask = attr_state | attr_sq_psn;
   }
-  REQUIRE(h.device->modify_qp(qpn, a, mask, 0) == 0);
+  REQUIRE(device.modify_qp(qpn, a, mask, 0) == 0);
+}
+
+inline void connect(Host& h, uint32_t qpn, QpType type, const wire::IpAddress& remote, uint32_t remote_qpn,
+                    uint32_t sq_psn, uint32_t rq_psn, const QpParams& p = {}) {
+  connect(*h.device, qpn, type, remote, remote_qpn, sq_psn, rq_psn, p);
 }
 
 inline wire::IpAddress ip(const char* text) { return *wire::parse_ip(text); }
