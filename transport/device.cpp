@@ -59,7 +59,7 @@ namespace {
 // piece's lkey, PD, bounds and `access`, and hands each piece to `copy(region, region_offset, done, n)`:
 // `n` bytes at `region_offset` in the region's memory correspond to bytes [done, done + n) of the part.
 template <class Copy>
-KeyCheck walk_sges(const MrTable& mrs, const std::vector<Sge>& sges, uint32_t pd, uint32_t offset, size_t length,
+KeyCheck walk_sges(const MrTable& mrs, const SgeList& sges, uint32_t pd, uint32_t offset, size_t length,
                    uint32_t access, Copy&& copy) {
   size_t done = 0;
   for (const Sge& sge : sges) {
@@ -81,14 +81,14 @@ KeyCheck walk_sges(const MrTable& mrs, const std::vector<Sge>& sges, uint32_t pd
 
 }  // namespace
 
-KeyCheck DeviceImpl::gather(const std::vector<Sge>& sges, uint32_t pd, uint32_t offset, std::span<uint8_t> bytes) {
+KeyCheck DeviceImpl::gather(const SgeList& sges, uint32_t pd, uint32_t offset, std::span<uint8_t> bytes) {
   return walk_sges(mrs_, sges, pd, offset, bytes.size(), 0,
                    [&](const MemoryRegion& mr, uint64_t at, size_t done, uint32_t n) {
                      return mr.memory->read(at, bytes.data() + done, n);
                    });
 }
 
-KeyCheck DeviceImpl::scatter(const std::vector<Sge>& sges, uint32_t pd, uint32_t offset,
+KeyCheck DeviceImpl::scatter(const SgeList& sges, uint32_t pd, uint32_t offset,
                              std::span<const uint8_t> bytes) {
   return walk_sges(mrs_, sges, pd, offset, bytes.size(), access_local_write,
                    [&](const MemoryRegion& mr, uint64_t at, size_t done, uint32_t n) {

@@ -61,8 +61,8 @@ class DeviceImpl {
   ReceiveQueue* receive_queue(QueuePair& qp);
   // Copies between a work request's scatter/gather list and `bytes`, starting `offset` bytes into the
   // message; `access` is what each SGE's lkey must grant. Returns the failing check, or ok.
-  KeyCheck gather(const std::vector<verbs::Sge>& sges, uint32_t pd, uint32_t offset, std::span<uint8_t> bytes);
-  KeyCheck scatter(const std::vector<verbs::Sge>& sges, uint32_t pd, uint32_t offset, std::span<const uint8_t> bytes);
+  KeyCheck gather(const verbs::SgeList& sges, uint32_t pd, uint32_t offset, std::span<uint8_t> bytes);
+  KeyCheck scatter(const verbs::SgeList& sges, uint32_t pd, uint32_t offset, std::span<const uint8_t> bytes);
 
   // -- requester (qp/requester.cpp) --
   void run_requester(QueuePair& qp, Nanos now);

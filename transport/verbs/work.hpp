@@ -6,16 +6,11 @@
 #include <cstdint>
 #include <vector>
 
+#include "transport/verbs/sge_list.hpp"
 #include "transport/verbs/types.hpp"
 #include "transport/wire/address.hpp"
 
 namespace uroce::verbs {
-
-struct Sge {
-  uint64_t addr = 0;
-  uint32_t length = 0;
-  uint32_t lkey = 0;
-};
 
 // Where packets of a QP (or a UD work request, through its address handle) go.
 struct AddressVector {
@@ -41,13 +36,13 @@ struct SendWr {
   uint32_t ah = 0;                // address handle number
   uint32_t remote_qpn = 0;
   uint32_t remote_qkey = 0;
-  std::vector<Sge> sg_list;
+  SgeList sg_list;
   std::vector<uint8_t> inline_data;  // filled at post time when send_flags has send_inline
 };
 
 struct RecvWr {
   uint64_t wr_id = 0;
-  std::vector<Sge> sg_list;
+  SgeList sg_list;
 };
 
 struct WorkCompletion {
