@@ -11,7 +11,7 @@ int main(int argc, char** argv) {
   logger->set_pattern("uroce: %^%l%$: %v");
   spdlog::set_default_logger(logger);
 
-  CLI::App app{"uroce: dissect, explain and check RoCEv2 traffic"};
+  CLI::App app{"uroce: dissect and explain RoCEv2 traffic (pcap, pcapng or standard input)"};
   app.require_subcommand(1);
   app.fallthrough();  // global options (--log-level) may also follow the subcommand
   std::string log_level = "info";

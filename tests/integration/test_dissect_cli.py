@@ -158,6 +158,9 @@ class DissectCli(unittest.TestCase):
         mads = json_rows("--qp", "1", rping)
         self.assertEqual([r["mad"]["attribute_name"] for r in mads][:3], ["REQ", "REP", "RTU"])
         self.assertTrue(all(r["bth"]["dest_qp"] == 1 for r in mads))
+        rc_qp = json_rows("--qp", "0x11", rping)  # hex, as QP numbers are usually written
+        self.assertGreater(len(rc_qp), 0)
+        self.assertTrue(all(r["bth"]["dest_qp"] == 0x11 for r in rc_qp))
         acks = json_rows("--opcode", "RC_ACKNOWLEDGE", self.send)
         self.assertGreater(len(acks), 0)
         self.assertTrue(all(r["bth"]["opcode"] == 0x11 for r in acks))
