@@ -18,6 +18,9 @@ namespace uroce::transport {
 inline constexpr uint32_t max_unacked_psns = 128;   // requester window
 inline constexpr uint32_t max_packets_per_ack = 64; // AckReq at least every 64 packets
 
+// Packets a message of `length` bytes takes at path MTU `mtu` (a zero-length message still takes one).
+inline uint32_t packets_for(uint32_t length, unsigned mtu) { return length == 0 ? 1 : (length + mtu - 1) / mtu; }
+
 enum class WqeState : uint8_t {
   posted,      // nothing sent yet
   processing,  // some packets sent

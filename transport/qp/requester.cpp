@@ -31,7 +31,6 @@ uint8_t send_write_opcode(const SendWr& wr, QpType type, bool first, bool last) 
   return type == QpType::uc ? uint8_t(op + 0x20) : op;
 }
 
-uint32_t packets_for(uint32_t length, unsigned mtu) { return length == 0 ? 1 : (length + mtu - 1) / mtu; }
 
 // READ and atomic requests the requester has outstanding (sent, response not yet complete).
 uint32_t outstanding_rd_atomic(const QueuePair& qp) {

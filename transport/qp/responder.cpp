@@ -17,7 +17,6 @@ namespace {
 
 bool starts_message(Position p) { return p == Position::first || p == Position::only; }
 bool ends_message(Position p) { return p == Position::last || p == Position::only; }
-uint32_t packets_for(uint32_t length, unsigned mtu) { return length == 0 ? 1 : (length + mtu - 1) / mtu; }
 uint32_t sge_total(const RecvWr& r) {
   uint64_t n = 0;
   for (const Sge& s : r.sg_list) n += s.length;
