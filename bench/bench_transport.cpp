@@ -13,6 +13,7 @@
 
 #include "bench/harness.hpp"
 #include "transport/device.hpp"
+#include "transport/outgoing_frame.hpp"
 #include "transport/wire/build.hpp"
 
 namespace uroce::bench {
@@ -26,16 +27,13 @@ using Clock = std::chrono::steady_clock;
 // Frames in flight from one device to the other, built exactly as a port would send them.
 class Wire final : public PacketSink {
  public:
-  explicit Wire(double loss, uint64_t seed) : loss_threshold_(uint64_t(loss * 18446744073709551615.0)), state_(seed) {}
+  Wire(wire::IpAddress address, double loss, uint64_t seed)
+      : loss_threshold_(uint64_t(loss * 18446744073709551615.0)), state_(seed) {
+    port_.src_ip = address;
+  }
 
   void transmit(const OutPacket& p) override {
-    wire::FrameSpec s;
-    s.ip_version = wire::IpVersion::v4;
-    s.ipv4.src = 0x0a000001;
-    s.ipv4.dst = p.destination->dgid.v4();
-    s.udp_src_port = p.udp_src_port;
-    s.headers = p.headers;
-    s.payload = p.payload;
+    const wire::FrameSpec s = frame_spec_for(p, port_);
     std::vector<uint8_t> frame = spare_.empty() ? std::vector<uint8_t>() : std::move(spare_.back());
     if (!spare_.empty()) spare_.pop_back();
     frame.resize(wire::frame_size(s));
@@ -61,13 +59,14 @@ class Wire final : public PacketSink {
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
   }
+  PortAddressing port_;
   uint64_t loss_threshold_;
   uint64_t state_;
   std::vector<std::vector<uint8_t>> spare_;
 };
 
 struct Side {
-  Side(double loss, uint64_t seed, wire::IpAddress address) : ip(address), wire(loss, seed), device(wire) {
+  Side(double loss, uint64_t seed, wire::IpAddress address) : ip(address), wire(address, loss, seed), device(wire) {
     device.set_gids({ip});
     device.set_active_mtu(Mtu::mtu_4096);
     device.alloc_pd(pd);
@@ -222,7 +221,7 @@ double memcpy_rate(size_t size, double seconds) {
 
 size_t bytes_per_idle_qp() {
   // Heap bytes one more QP costs, measured over many so that allocator rounding averages out.
-  Wire w(0, 1);
+  Wire w(wire::IpAddress::from_v4(0x0a000001), 0, 1);
   Device d(w);
   uint32_t pd = 0, cq = 0;
   d.alloc_pd(pd);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "transport/device.hpp"
+#include "transport/outgoing_frame.hpp"
 #include "transport/wire/build.hpp"
 
 using namespace uroce;
@@ -19,14 +20,10 @@ namespace {
 
 struct Discard final : PacketSink {
   std::vector<uint8_t> frame = std::vector<uint8_t>(16384);
+  PortAddressing port{wire::IpAddress::from_v4(0x0a000001), {}, {}, 0};
   void transmit(const OutPacket& p) override {
     // Build what the device sends, as a port would: the responses must be well-formed too.
-    wire::FrameSpec s;
-    s.ipv4.src = 0x0a000001;
-    s.ipv4.dst = p.destination->dgid.v4();
-    s.headers = p.headers;
-    s.payload = p.payload;
-    if (!wire::build_frame(s, frame).ok()) __builtin_trap();
+    if (!wire::build_frame(frame_spec_for(p, port), frame).ok()) __builtin_trap();
   }
 };
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "transport/sim/outgoing_frame.hpp"
+#include "transport/outgoing_frame.hpp"
 #include "transport/wire/build.hpp"
 
 namespace uroce::sim {
@@ -157,12 +157,12 @@ void SimNetwork::transmit(NodeId from, const transport::OutPacket& packet) {
     return;
   }
   const std::optional<NodeId> dst = find_node(packet.destination->dgid);
-  PortAddressing port;
+  transport::PortAddressing port;
   port.src_ip = src.config.addresses[packet.destination->sgid_index];
   port.src_mac = src.mac;
   port.dst_mac = dst ? node(*dst).mac : wire::MacAddress{};
   port.ip_identification = src.ip_identification++;
-  const wire::FrameSpec spec = frame_spec_for(packet, port);
+  const wire::FrameSpec spec = transport::frame_spec_for(packet, port);
   std::vector<uint8_t> frame(wire::frame_size(spec));
   const wire::BuildResult built = wire::build_frame(spec, frame);
   if (!built.ok()) {

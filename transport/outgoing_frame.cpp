@@ -1,8 +1,8 @@
-#include "transport/sim/outgoing_frame.hpp"
+#include "transport/outgoing_frame.hpp"
 
-namespace uroce::sim {
+namespace uroce::transport {
 
-wire::FrameSpec frame_spec_for(const transport::OutPacket& packet, const PortAddressing& port) {
+wire::FrameSpec frame_spec_for(const OutPacket& packet, const PortAddressing& port) {
   const verbs::AddressVector& av = *packet.destination;
   const uint8_t ecn = uint8_t(packet.ecn_capable ? wire::Ecn::ect0 : wire::Ecn::not_ect);
   const uint8_t tclass = uint8_t((av.traffic_class & ~3u) | ecn);
@@ -34,4 +34,4 @@ wire::FrameSpec frame_spec_for(const transport::OutPacket& packet, const PortAdd
   return s;
 }
 
-}  // namespace uroce::sim
+}  // namespace uroce::transport

@@ -1,4 +1,5 @@
-// How a node's port turns what the transport sends (OutPacket) into the frame spec the wire codec builds.
+// How a port turns what the transport sends (OutPacket) into the frame spec the wire codec builds: the one
+// conversion every port uses (the daemon's DPDK ports, the simulation network, the benchmark's wire).
 #pragma once
 
 #include <cstdint>
@@ -7,7 +8,7 @@
 #include "transport/wire/address.hpp"
 #include "transport/wire/build.hpp"
 
-namespace uroce::sim {
+namespace uroce::transport {
 
 struct PortAddressing {
   wire::IpAddress src_ip;
@@ -19,6 +20,6 @@ struct PortAddressing {
 // IPv4 when both addresses are v4-mapped, IPv6 otherwise. The AddressVector gives the hop limit (IPv4
 // TTL), traffic class (IPv4 TOS) and flow label; the ECN bits are ECT(0) for ecn_capable packets and
 // Not-ECT otherwise, whatever the traffic class said. packet.destination must be set.
-wire::FrameSpec frame_spec_for(const transport::OutPacket& packet, const PortAddressing& port);
+wire::FrameSpec frame_spec_for(const OutPacket& packet, const PortAddressing& port);
 
-}  // namespace uroce::sim
+}  // namespace uroce::transport
