@@ -78,7 +78,6 @@ struct QueuePair {
     size_t next = 0;           // index in sq of the WQE to send from
     uint32_t psn = 0;          // next PSN to send
     uint32_t packets_since_ackreq = 0;
-    uint32_t rd_atomic_outstanding = 0;
     Nanos rnr_wait_until = 0;  // after an RNR NAK: nothing is sent before this
     bool scheduled = false;    // on the device's run list
   } req;
