@@ -40,6 +40,16 @@ size_t oldest_unfinished(const QueuePair& qp) {
   return qp.sq.size();
 }
 
+// Fails the oldest WQE still in flight with `status` (retries exhausted, or a fatal NAK naming it); it
+// completes, and the QP goes to the error state, once the WQEs before it have completed.
+void fail_oldest(QueuePair& qp, WcStatus status) {
+  const size_t i = oldest_unfinished(qp);
+  if (i < qp.sq.size()) {
+    qp.sq[i].state = WqeState::failed;
+    qp.sq[i].status = status;
+  }
+}
+
 WcStatus nak_status(uint8_t code) {
   switch (wire::NakCode(code)) {
     case wire::NakCode::invalid_request: return WcStatus::rem_inv_req_err;
@@ -201,11 +211,7 @@ void DeviceImpl::on_response(QueuePair& qp, const wire::Frame& f, Nanos now) {
           progressed_to(resume);
           if (qp.attr.rnr_retry != rnr_retry_forever) {
             if (qp.comp.rnr_retry_left == 0) {
-              const size_t i = oldest_unfinished(qp);
-              if (i < qp.sq.size()) {
-                qp.sq[i].state = WqeState::failed;
-                qp.sq[i].status = WcStatus::rnr_retry_exc_err;
-              }
+              fail_oldest(qp, WcStatus::rnr_retry_exc_err);
               break;
             }
             --qp.comp.rnr_retry_left;
@@ -222,22 +228,14 @@ void DeviceImpl::on_response(QueuePair& qp, const wire::Frame& f, Nanos now) {
           if (aeth.low_bits() == uint8_t(wire::NakCode::psn_sequence_error)) {
             if (!may_retry()) break;
             if (qp.comp.retry_left == 0) {
-              const size_t i = oldest_unfinished(qp);
-              if (i < qp.sq.size()) {
-                qp.sq[i].state = WqeState::failed;
-                qp.sq[i].status = WcStatus::retry_exc_err;
-              }
+              fail_oldest(qp, WcStatus::retry_exc_err);
               break;
             }
             --qp.comp.retry_left;
             start_retry(resume);
           } else {
             // A fatal NAK fails the WQE it names (the oldest unfinished one, since all before it are done).
-            const size_t i = oldest_unfinished(qp);
-            if (i < qp.sq.size()) {
-              qp.sq[i].state = WqeState::failed;
-              qp.sq[i].status = nak_status(aeth.low_bits());
-            }
+            fail_oldest(qp, nak_status(aeth.low_bits()));
           }
           break;
         }
@@ -342,11 +340,7 @@ void DeviceImpl::on_timer(QueuePair& qp, Nanos now) {
   if (wire::psn_diff(qp.req.psn, qp.comp.psn) <= 0) return;  // everything was acknowledged meanwhile
   ++counters_.timeouts;
   if (qp.comp.retry_left == 0) {
-    const size_t i = oldest_unfinished(qp);
-    if (i < qp.sq.size()) {
-      qp.sq[i].state = WqeState::failed;
-      qp.sq[i].status = WcStatus::retry_exc_err;
-    }
+    fail_oldest(qp, WcStatus::retry_exc_err);
     complete_finished(qp);
     return;
   }
