@@ -1,5 +1,7 @@
 #include "pcap_tools/capture_reader.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include "transport/wire/bytes.hpp"
 
 namespace uroce::pcap_tools {
@@ -97,6 +99,44 @@ wire::ParseError CaptureReader::decode(const Record& r, wire::Frame& frame) cons
     default:
       return wire::parse_frame(b, frame);
   }
+}
+
+ReadResult read_capture(const std::string& path,
+                        const std::function<bool(const Record&, const wire::Frame&)>& visit) {
+  ReadResult result;
+  CaptureReader reader;
+  if (!reader.open(path)) {
+    result.outcome = ReadResult::Outcome::unreadable;
+    result.error = reader.error();
+    return result;
+  }
+  Record record;
+  wire::Frame frame;
+  CaptureReader::Next status;
+  while ((status = reader.next(record)) == CaptureReader::Next::record) {
+    reader.decode(record, frame);
+    ++result.records;
+    if (!visit(record, frame)) return result;
+  }
+  if (status == CaptureReader::Next::error) {
+    result.outcome = ReadResult::Outcome::damaged;
+    result.error = reader.error();
+  }
+  return result;
+}
+
+int ReadResult::report(const std::string& path) const {
+  switch (outcome) {
+    case Outcome::complete:
+      return 0;
+    case Outcome::unreadable:
+      spdlog::error("{}: {}", path, error);
+      return 2;
+    case Outcome::damaged:
+      spdlog::error("{}: damaged capture after frame {}: {}", path, records, error);
+      return 2;
+  }
+  return 2;
 }
 
 }  // namespace uroce::pcap_tools

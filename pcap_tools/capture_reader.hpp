@@ -5,6 +5,7 @@
 #include <pcap/pcap.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -47,5 +48,20 @@ class CaptureReader {
   uint64_t count_ = 0;
   std::string error_;
 };
+
+// Reads a whole capture: every record, decoded for its link type, goes to `visit`, which returns false to
+// stop early. What every `uroce` command does with a capture, so that each treats damage the same way.
+struct ReadResult {
+  enum class Outcome { complete, unreadable, damaged } outcome = Outcome::complete;
+  std::string error;    // libpcap's words, for unreadable and damaged
+  uint64_t records = 0; // records handed to `visit` (for damaged: those before the damage)
+
+  // Logs what went wrong, if anything, and returns the exit status: 0, or 2 for an unreadable or
+  // damaged capture (the frames before the damage have been shown).
+  int report(const std::string& path) const;
+};
+
+ReadResult read_capture(const std::string& path,
+                        const std::function<bool(const Record&, const wire::Frame&)>& visit);
 
 }  // namespace uroce::pcap_tools

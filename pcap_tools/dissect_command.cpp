@@ -66,24 +66,14 @@ int run_dissect(const DissectOptions& o) {
     filter.any_opcode = false;
   }
 
-  CaptureReader reader;
-  if (!reader.open(o.path)) {
-    spdlog::error("{}: {}", o.path, reader.error());
-    return 2;
-  }
-
   Totals totals;
   uint64_t shown = 0;
   int64_t first_time = 0;
-  Record record;
-  wire::Frame frame;
-  CaptureReader::Next status;
-  while ((status = reader.next(record)) == CaptureReader::Next::record) {
+  const ReadResult read = read_capture(o.path, [&](const Record& record, const wire::Frame& frame) {
     if (record.number == 1) first_time = record.time_ns;
-    reader.decode(record, frame);
     const Dissection d = dissect(record, frame, first_time);
     count(totals, d);
-    if (!filter.keep(frame)) continue;
+    if (!filter.keep(frame)) return true;
     if (o.json) {
       fmt::print("{}\n", to_json(d).dump());
     } else if (o.verbose) {
@@ -91,16 +81,13 @@ int run_dissect(const DissectOptions& o) {
     } else {
       fmt::print("{}\n", summary_line(d));
     }
-    if (o.count != 0 && ++shown >= o.count) break;
-  }
+    return o.count == 0 || ++shown < o.count;
+  });
   std::fflush(stdout);
+  if (read.outcome == ReadResult::Outcome::unreadable) return read.report(o.path);
   spdlog::info("{} frames: {} RoCE ({} with a bad ICRC), {} malformed, {} ARP, {} other", totals.frames,
                totals.roce, totals.bad_icrc, totals.malformed, totals.arp, totals.other);
-  if (status == CaptureReader::Next::error) {
-    spdlog::error("{}: damaged capture after frame {}: {}", o.path, totals.frames, reader.error());
-    return 2;
-  }
-  return 0;
+  return read.report(o.path);
 }
 
 void add_dissect_command(CLI::App& app, int& exit_code) {

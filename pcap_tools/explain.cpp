@@ -374,28 +374,17 @@ std::string Explainer::flow_table() const {
 }
 
 int run_explain(const ExplainOptions& o) {
-  CaptureReader reader;
-  if (!reader.open(o.path)) {
-    spdlog::error("{}: {}", o.path, reader.error());
-    return 2;
-  }
   Explainer ex;
-  Record record;
-  Frame frame;
-  CaptureReader::Next status;
-  while ((status = reader.next(record)) == CaptureReader::Next::record) {
-    reader.decode(record, frame);
+  const ReadResult read = read_capture(o.path, [&](const Record& record, const Frame& frame) {
     ex.add(record, frame);
-  }
+    return true;
+  });
+  if (read.outcome == ReadResult::Outcome::unreadable) return read.report(o.path);
   ex.finish();
   fmt::print("{}: {} frames ({} malformed)\n\n", o.path, ex.frames(), ex.malformed());
   for (const std::string& line : ex.lines()) fmt::print("{}\n", line);
   fmt::print("\nFlows (one direction of one queue pair each):\n{}", ex.flow_table());
-  if (status == CaptureReader::Next::error) {
-    spdlog::error("{}: damaged capture after frame {}: {}", o.path, ex.frames(), reader.error());
-    return 2;
-  }
-  return 0;
+  return read.report(o.path);
 }
 
 }  // namespace uroce::pcap_tools
