@@ -54,6 +54,7 @@ struct Options {
   bool samples = false;           // also print every sample of every row
   bool inject_bad_frame = false;  // shows the failure path: one payload byte flipped after the checks
   bool transport_only = false;    // only the transport section (for profiling it)
+  std::string transport_case;     // only one case of it, for a profiler
 };
 
 bool parse_options(int argc, char** argv, Options& o) {
@@ -77,6 +78,8 @@ bool parse_options(int argc, char** argv, Options& o) {
       o.samples = true;
     } else if (a == "--transport-only") {
       o.transport_only = true;
+    } else if (a == "--transport-case" && i + 1 < argc) {
+      o.transport_case = argv[++i];
     } else if (a == "--inject-bad-frame") {
       o.inject_bad_frame = true;
     } else if (a == "--quick") {
@@ -85,7 +88,7 @@ bool parse_options(int argc, char** argv, Options& o) {
       o.run.warmup_seconds = 0.01;
     } else {
       std::cerr << "usage: uroce_bench [--rounds N] [--sample-ms MS] [--cpu N] [--dram-mib MIB] [--quick] [--transport-only] "
-                   "[--samples] [--inject-bad-frame]\n";
+                   "[--transport-case send|write] [--samples] [--inject-bad-frame]\n";
       return false;
     }
   }
@@ -137,6 +140,15 @@ int main(int argc, char** argv) {
   Options opt;
   if (!parse_options(argc, argv, opt)) return 2;
   const int cpu = pin_to_cpu(opt.cpu);
+  if (!opt.transport_case.empty()) {
+    try {
+      std::cout << opt.transport_case << ": " << transport_profile(opt.transport_case, 3.0) / 1e6 << " M/s\n";
+      return 0;
+    } catch (const std::exception& e) {
+      std::cout << "transport benchmark FAILED: " << e.what() << "\n";
+      return 1;
+    }
+  }
   if (opt.transport_only) {
     try {
       std::cout << transport_section(1.0);

@@ -241,6 +241,12 @@ size_t bytes_per_idle_qp() {
 
 }  // namespace
 
+double transport_profile(const std::string& which, double seconds) {
+  if (which == "send") return run(WrOpcode::send, 64, 0, seconds, 256).messages_per_s;
+  if (which == "write") return run(WrOpcode::rdma_write, 65536, 0, seconds, 16).bytes_per_s;
+  throw std::runtime_error("unknown transport case " + which + " (send or write)");
+}
+
 std::string transport_section(double seconds) {
   std::ostringstream out;
   Table t({"measurement", "message", "loss", "messages/s", "GB/s", "reference", "ratio", "target", "met"});

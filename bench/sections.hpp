@@ -65,5 +65,8 @@ std::vector<std::string> icrc_idea_row_names();
 
 // bench_transport.cpp: two Devices through an in-memory wire; returns its Markdown section.
 std::string transport_section(double seconds_per_row);
+// One case of it alone, for a profiler: "send" (64-byte SENDs, returns messages/s) or "write" (64-KiB RDMA
+// WRITEs, returns bytes/s).
+double transport_profile(const std::string& which, double seconds);
 
 }  // namespace uroce::bench
