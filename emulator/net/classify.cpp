@@ -1,0 +1,143 @@
+#include "emulator/net/classify.hpp"
+
+#include <cstring>
+
+#include "transport/wire/bytes.hpp"
+#include "transport/wire/ip.hpp"
+
+namespace uroce::emulator::net {
+
+namespace {
+
+constexpr uint8_t icmp_type_echo_request = 8;
+constexpr unsigned icmp_header_size = 8;
+
+Classification& drop(Classification& c, DropReason r) {
+  c.kind = FrameClass::drop;
+  c.reason = r;
+  return c;
+}
+
+Classification& accept(Classification& c, FrameClass k) {
+  c.kind = k;
+  return c;
+}
+
+// [l4, end) is the UDP datagram, already known to be addressed to us.
+Classification& classify_udp(Classification& c, const uint8_t* b, size_t l4, size_t end) {
+  c.l4_offset = uint32_t(l4);
+  if (end - l4 < wire::udp_header_size) return drop(c, DropReason::truncated_udp);
+  // Equality, as wire::parse_frame demands: a datagram shorter than its IP packet would leave bytes that
+  // belong to neither, and the ICRC would not cover what the sender meant.
+  if (wire::load_be16(b + l4 + 4) != end - l4) return drop(c, DropReason::udp_length_mismatch);
+  if (wire::load_be16(b + l4 + 2) != wire::roce_v2_udp_port) return drop(c, DropReason::other_udp_port);
+  return accept(c, FrameClass::roce);
+}
+
+// [l4, end) is the ICMPv4 message, already known to be addressed to us.
+Classification& classify_icmp(Classification& c, const uint8_t* b, size_t l4, size_t end) {
+  c.l4_offset = uint32_t(l4);
+  if (end - l4 < icmp_header_size) return drop(c, DropReason::truncated_icmp);
+  if (b[l4] != icmp_type_echo_request || b[l4 + 1] != 0) return drop(c, DropReason::other_icmp_type);
+  // Checked here rather than when replying: the reply's checksum is recomputed, so a damaged request
+  // would otherwise be answered with a valid-looking copy of the damage.
+  if (wire::internet_checksum(b + l4, end - l4) != 0) return drop(c, DropReason::bad_icmp_checksum);
+  return accept(c, FrameClass::icmp_echo_request);
+}
+
+Classification& classify_ipv4(Classification& c, std::span<const uint8_t> f, size_t l3,
+                              const PortAddresses& port) {
+  const uint8_t* b = f.data();
+  const size_t avail = f.size() - l3;
+  c.ip_version = wire::IpVersion::v4;
+  if (avail < wire::ipv4_min_header_size) return drop(c, DropReason::truncated_ip);
+  const uint8_t* p = b + l3;
+  if (p[0] >> 4 != 4) return drop(c, DropReason::bad_ip_version);
+  const size_t header_length = size_t(p[0] & 0x0f) * 4;
+  if (header_length < wire::ipv4_min_header_size) return drop(c, DropReason::bad_ip_header_length);
+  if (avail < header_length) return drop(c, DropReason::truncated_ip);
+  const size_t total_length = wire::load_be16(p + 2);
+  if (total_length < header_length || total_length > avail) return drop(c, DropReason::ip_length_mismatch);
+  if (wire::internet_checksum(p, header_length) != 0) return drop(c, DropReason::bad_ip_checksum);
+  c.l3_end = uint32_t(l3 + total_length);
+  if (!port.owns_v4(wire::load_be32(p + 16))) return drop(c, DropReason::not_for_our_ip);
+
+  const uint8_t protocol = p[9];
+  if (protocol != wire::ip_proto_udp && protocol != wire::ip_proto_icmp) {
+    return drop(c, DropReason::other_ip_protocol);
+  }
+  const uint16_t fragment = wire::load_be16(p + 6);
+  if ((fragment & 0x3fff) != 0) return drop(c, DropReason::ipv4_fragment);  // MF or an offset
+  if (protocol == wire::ip_proto_udp) return classify_udp(c, b, l3 + header_length, c.l3_end);
+  return classify_icmp(c, b, l3 + header_length, c.l3_end);
+}
+
+Classification& classify_ipv6(Classification& c, std::span<const uint8_t> f, size_t l3,
+                              const PortAddresses& port) {
+  const uint8_t* b = f.data();
+  const size_t avail = f.size() - l3;
+  c.ip_version = wire::IpVersion::v6;
+  if (avail < wire::ipv6_header_size) return drop(c, DropReason::truncated_ip);
+  const uint8_t* p = b + l3;
+  if (p[0] >> 4 != 6) return drop(c, DropReason::bad_ip_version);
+  const size_t payload_length = wire::load_be16(p + 4);
+  if (payload_length > avail - wire::ipv6_header_size) return drop(c, DropReason::ip_length_mismatch);
+  c.l3_end = uint32_t(l3 + wire::ipv6_header_size + payload_length);
+  if (!port.owns_v6(p + 24)) return drop(c, DropReason::not_for_our_ip);
+  // RoCEv2 never uses IPv6 extension headers; ICMPv6 (and so neighbour discovery) is not answered yet.
+  if (p[6] != wire::ip_proto_udp) return drop(c, DropReason::other_ip_protocol);
+  return classify_udp(c, b, l3 + wire::ipv6_header_size, c.l3_end);
+}
+
+Classification& classify_arp(Classification& c, std::span<const uint8_t> f, size_t l3) {
+  if (f.size() - l3 < wire::arp_ipv4_size) return drop(c, DropReason::truncated_arp);
+  if (!wire::read_arp(f.data() + l3, c.arp)) return drop(c, DropReason::unsupported_arp);
+  c.l3_end = uint32_t(l3 + wire::arp_ipv4_size);
+  return accept(c, FrameClass::arp);
+}
+
+}  // namespace
+
+Classification classify(std::span<const uint8_t> f, const PortAddresses& port) {
+  Classification c;
+  const uint8_t* b = f.data();
+  if (f.size() < wire::ethernet_header_size) return drop(c, DropReason::truncated_ethernet);
+  wire::EthernetHeader& e = c.eth;
+  std::memcpy(e.dst.bytes.data(), b, 6);
+  std::memcpy(e.src.bytes.data(), b + 6, 6);
+  e.ethertype = wire::load_be16(b + 12);
+  size_t l3 = wire::ethernet_header_size;
+  if (e.ethertype == wire::ethertype_vlan) {
+    if (f.size() < wire::ethernet_header_size + wire::vlan_tag_size) {
+      e.ethertype = 0;
+      return drop(c, DropReason::truncated_ethernet);
+    }
+    e.has_vlan = true;
+    e.vlan_tci = wire::load_be16(b + 14);
+    e.ethertype = wire::load_be16(b + 16);
+    l3 += wire::vlan_tag_size;
+  }
+  c.l3_offset = uint32_t(l3);
+
+  // The MAC check comes first: on a promiscuous port (af_packet on a bridge) most frames are other
+  // stations' traffic, and this rejects them after one compare. Broadcast passes for ARP requests; a
+  // broadcast IP packet is then judged by its destination address, as Linux does.
+  if (e.dst != port.mac && e.dst != wire::MacAddress::broadcast()) return drop(c, DropReason::not_for_our_mac);
+  switch (e.ethertype) {
+    case wire::ethertype_arp: return classify_arp(c, f, l3);
+    case wire::ethertype_ipv4: return classify_ipv4(c, f, l3, port);
+    case wire::ethertype_ipv6: return classify_ipv6(c, f, l3, port);
+    default: return drop(c, DropReason::unsupported_ethertype);  // a second tag (QinQ) included
+  }
+}
+
+void count(NetCounters& counters, const Classification& c) {
+  switch (c.kind) {
+    case FrameClass::roce: ++counters.rx_roce; break;
+    case FrameClass::arp: ++counters.rx_arp; break;
+    case FrameClass::icmp_echo_request: ++counters.rx_icmp_echo_requests; break;
+    case FrameClass::drop: ++counters.dropped(c.reason); break;
+  }
+}
+
+}  // namespace uroce::emulator::net

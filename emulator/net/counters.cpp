@@ -1,0 +1,37 @@
+#include "emulator/net/counters.hpp"
+
+#include <string>
+
+namespace uroce::emulator::net {
+
+uint64_t NetCounters::dropped_total() const {
+  uint64_t sum = 0;
+  for (uint64_t n : dropped_by_reason) sum += n;
+  return sum;
+}
+
+void for_each_counter(const NetCounters& c, const std::function<void(std::string_view, uint64_t)>& visit) {
+  visit("rx_roce", c.rx_roce);
+  visit("rx_arp", c.rx_arp);
+  visit("rx_icmp_echo_requests", c.rx_icmp_echo_requests);
+  visit("arp_requests_received", c.arp_requests_received);
+  visit("arp_replies_received", c.arp_replies_received);
+  visit("arp_replies_sent", c.arp_replies_sent);
+  visit("arp_ignored", c.arp_ignored);
+  visit("arp_conflicts", c.arp_conflicts);
+  visit("arp_requests_sent", c.arp_requests_sent);
+  visit("arp_probes_sent", c.arp_probes_sent);
+  visit("arp_resolution_failures", c.arp_resolution_failures);
+  visit("arp_entries_expired", c.arp_entries_expired);
+  visit("arp_parked", c.arp_parked);
+  visit("arp_parked_released", c.arp_parked_released);
+  visit("arp_parked_dropped", c.arp_parked_dropped);
+  visit("icmp_echo_replied", c.icmp_echo_replied);
+  visit("icmp_echo_too_large", c.icmp_echo_too_large);
+  for (size_t i = 0; i < drop_reason_count; ++i) {
+    const std::string name = "dropped." + std::string(to_string(DropReason(i)));
+    visit(name, c.dropped_by_reason[i]);
+  }
+}
+
+}  // namespace uroce::emulator::net

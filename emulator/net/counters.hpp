@@ -1,0 +1,48 @@
+// What the NIC did besides RoCE, as plain counters: the engine thread increments them with no atomics, and
+// `uroce stats` reads a copy taken on the engine thread (Engine::call) and prints them by name.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <string_view>
+
+#include "emulator/net/drop_reason.hpp"
+
+namespace uroce::emulator::net {
+
+struct NetCounters {
+  // Received frames, by what the classifier said they are.
+  uint64_t rx_roce = 0;
+  uint64_t rx_arp = 0;
+  uint64_t rx_icmp_echo_requests = 0;
+  std::array<uint64_t, drop_reason_count> dropped_by_reason{};
+
+  // The ARP responder.
+  uint64_t arp_requests_received = 0;  // requests for one of our addresses
+  uint64_t arp_replies_received = 0;   // replies addressed to one of our addresses
+  uint64_t arp_replies_sent = 0;
+  uint64_t arp_ignored = 0;            // ARP for other stations (used only to refresh known entries)
+  uint64_t arp_conflicts = 0;          // another station claims one of our addresses
+  // The ARP cache.
+  uint64_t arp_requests_sent = 0;      // broadcast requests resolving an unknown peer, retries included
+  uint64_t arp_probes_sent = 0;        // unicast requests refreshing an entry in use before it expires
+  uint64_t arp_resolution_failures = 0;
+  uint64_t arp_entries_expired = 0;
+  uint64_t arp_parked = 0;             // packets that waited for a resolution
+  uint64_t arp_parked_released = 0;
+  uint64_t arp_parked_dropped = 0;     // limit reached, cache full, or resolution failed
+  // ICMP.
+  uint64_t icmp_echo_replied = 0;
+  uint64_t icmp_echo_too_large = 0;    // request whose reply would exceed the reply size bound
+
+  uint64_t dropped_total() const;
+  uint64_t& dropped(DropReason r) { return dropped_by_reason[size_t(r)]; }
+  uint64_t dropped(DropReason r) const { return dropped_by_reason[size_t(r)]; }
+};
+
+// Every counter with its name ("rx_roce", ..., "dropped.not_for_our_mac", ...), in a fixed order, so that
+// the stats printer and any JSON output never list the fields by hand a second time.
+void for_each_counter(const NetCounters& c, const std::function<void(std::string_view, uint64_t)>& visit);
+
+}  // namespace uroce::emulator::net

@@ -1,0 +1,41 @@
+// Why a received frame was not for the NIC. Each reason is a counter that `uroce stats` prints by name, so
+// an operator can tell "someone else's traffic" from "a peer sending broken frames".
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace uroce::emulator::net {
+
+enum class DropReason : uint8_t {
+  // Well-formed, but not ours to handle.
+  not_for_our_mac,        // neither our MAC nor broadcast: another station's traffic, or multicast
+  not_for_our_ip,         // IP packet whose destination is none of the port's addresses
+  unsupported_ethertype,  // not IPv4, IPv6 or ARP (after at most one 802.1Q tag)
+  unsupported_arp,        // ARP that is not IPv4 over Ethernet
+  other_ip_protocol,      // IP but neither UDP nor ICMPv4 (TCP, ICMPv6, IPv6 extension headers ...)
+  other_udp_port,         // UDP to a port other than 4791
+  other_icmp_type,        // ICMPv4 that is not an echo request
+  ipv4_fragment,          // nothing the NIC answers is ever fragmented, and it reassembles nothing
+  // Malformed: the frame contradicts itself (is_malformed()).
+  truncated_ethernet,
+  truncated_arp,
+  truncated_ip,
+  bad_ip_version,         // version nibble does not match the ethertype
+  bad_ip_header_length,   // IHL below 5
+  ip_length_mismatch,     // IP length smaller than its header or larger than the bytes received
+  bad_ip_checksum,
+  truncated_udp,
+  udp_length_mismatch,    // UDP length differs from what the IP packet carries
+  truncated_icmp,
+  bad_icmp_checksum,
+};
+
+inline constexpr size_t drop_reason_count = size_t(DropReason::bad_icmp_checksum) + 1;
+
+// The counter name: "not_for_our_mac", ...
+std::string_view to_string(DropReason r);
+bool is_malformed(DropReason r);
+
+}  // namespace uroce::emulator::net

@@ -1,0 +1,66 @@
+#include "emulator/net/icmp.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "transport/wire/bytes.hpp"
+#include "transport/wire/ethernet.hpp"
+#include "transport/wire/ip.hpp"
+
+namespace uroce::emulator::net {
+
+namespace {
+constexpr uint8_t icmp_type_echo_reply = 0;
+}
+
+size_t write_icmp_echo_reply(std::span<const uint8_t> request, const Classification& c,
+                             const wire::MacAddress& our_mac, uint16_t ip_identification, std::span<uint8_t> out) {
+  const uint8_t* req = request.data();
+  const uint8_t* req_ip = req + c.l3_offset;
+  const size_t icmp_length = c.l3_end - c.l4_offset;
+  const size_t l3 = c.eth.size();
+  const size_t size = l3 + wire::ipv4_min_header_size + icmp_length;
+  if (size > out.size()) return 0;
+
+  wire::EthernetHeader eth;
+  eth.dst = c.eth.src;
+  eth.src = our_mac;
+  eth.has_vlan = c.eth.has_vlan;
+  eth.vlan_tci = c.eth.vlan_tci;
+  eth.ethertype = wire::ethertype_ipv4;
+  wire::write_ethernet(out.data(), eth);
+
+  wire::Ipv4Header ip;
+  ip.tos = req_ip[1];
+  ip.total_length = uint16_t(wire::ipv4_min_header_size + icmp_length);
+  ip.identification = ip_identification;
+  ip.dont_fragment = false;
+  ip.ttl = 64;
+  ip.protocol = wire::ip_proto_icmp;
+  ip.src = wire::load_be32(req_ip + 16);  // the request's destination: one of our addresses
+  ip.dst = wire::load_be32(req_ip + 12);
+  wire::write_ipv4(out.data() + l3, ip);
+
+  uint8_t* icmp = out.data() + l3 + wire::ipv4_min_header_size;
+  std::memcpy(icmp, req + c.l4_offset, icmp_length);
+  icmp[0] = icmp_type_echo_reply;
+  icmp[1] = 0;
+  wire::store_be16(icmp + 2, 0);
+  wire::store_be16(icmp + 2, wire::internet_checksum(icmp, icmp_length));
+  return size;
+}
+
+size_t IcmpEchoResponder::on_frame(std::span<const uint8_t> request, const Classification& c,
+                                   std::span<uint8_t> out) {
+  const size_t n = write_icmp_echo_reply(request, c, our_mac_, next_identification_,
+                                         out.first(std::min(out.size(), max_reply_size_)));
+  if (n == 0) {
+    ++counters_.icmp_echo_too_large;
+    return 0;
+  }
+  ++next_identification_;
+  ++counters_.icmp_echo_replied;
+  return n;
+}
+
+}  // namespace uroce::emulator::net

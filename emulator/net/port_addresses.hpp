@@ -1,0 +1,26 @@
+// Who the port is on the wire: the identity every check ("is this for us?") and every frame we originate
+// uses.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "transport/wire/address.hpp"
+
+namespace uroce::emulator::net {
+
+struct PortAddresses {
+  wire::MacAddress mac;
+  // The port's addresses (its GID table): IPv4 held v4-mapped, as wire::IpAddress does.
+  std::vector<wire::IpAddress> ips;
+  // The 802.1Q tag (PCP | DEI | VID) of frames the port originates (ARP requests, gratuitous ARP), when the
+  // port sits on a VLAN. Replies instead copy the tag of the frame they answer.
+  std::optional<uint16_t> vlan_tci;
+
+  bool owns_v4(uint32_t ip) const;              // host order
+  bool owns_v6(const uint8_t* sixteen_bytes) const;  // a real IPv6 address (never matches v4-mapped)
+  std::vector<uint32_t> ipv4_addresses() const;
+};
+
+}  // namespace uroce::emulator::net

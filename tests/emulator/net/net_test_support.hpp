@@ -1,0 +1,200 @@
+// Frames for the emulator/net tests, written byte by byte from the RFC layouts (RFC 826, 791, 768, 792,
+// 8200) and never with the code under test, so that a test comparing the two is a real check.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "emulator/net/port_addresses.hpp"
+#include "transport/wire/address.hpp"
+
+namespace uroce::emulator::net::test {
+
+using Bytes = std::vector<uint8_t>;
+using wire::MacAddress;
+
+inline const MacAddress our_mac{{0x02, 0x00, 0x00, 0x00, 0x00, 0x01}};
+inline const MacAddress peer_mac{{0x02, 0x00, 0x00, 0x00, 0x00, 0x02}};
+inline const MacAddress other_mac{{0x02, 0x00, 0x00, 0x00, 0x00, 0x99}};
+inline constexpr uint32_t our_ip = 0x0a000001;   // 10.0.0.1
+inline constexpr uint32_t our_ip2 = 0xc0a80101;  // 192.168.1.1
+inline constexpr uint32_t peer_ip = 0x0a000002;  // 10.0.0.2
+inline constexpr uint32_t other_ip = 0x0a000063; // 10.0.0.99
+inline const uint8_t our_ip6[16] = {0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+inline const uint8_t peer_ip6[16] = {0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2};
+
+inline PortAddresses test_port(std::optional<uint16_t> vlan = std::nullopt) {
+  PortAddresses p;
+  p.mac = our_mac;
+  p.ips = {wire::IpAddress::from_v4(our_ip), wire::IpAddress::from_v4(our_ip2),
+           wire::IpAddress::from_v6_bytes(our_ip6)};
+  p.vlan_tci = vlan;
+  return p;
+}
+
+inline void put8(Bytes& b, unsigned v) { b.push_back(uint8_t(v)); }
+inline void put16(Bytes& b, unsigned v) {
+  b.push_back(uint8_t(v >> 8));
+  b.push_back(uint8_t(v));
+}
+inline void put32(Bytes& b, uint32_t v) {
+  put16(b, v >> 16);
+  put16(b, v & 0xffff);
+}
+inline void put_mac(Bytes& b, const MacAddress& m) { b.insert(b.end(), m.bytes.begin(), m.bytes.end()); }
+inline uint16_t get16(const uint8_t* p) { return uint16_t(p[0] << 8 | p[1]); }
+inline uint32_t get32(const uint8_t* p) { return uint32_t(get16(p)) << 16 | get16(p + 2); }
+inline MacAddress get_mac(const uint8_t* p) {
+  MacAddress m;
+  for (int i = 0; i < 6; ++i) m.bytes[i] = p[i];
+  return m;
+}
+
+// RFC 1071, the slow obvious way (16-bit words, end-around carry at every step).
+inline uint16_t ref_checksum(const uint8_t* p, size_t n) {
+  uint32_t sum = 0;
+  for (size_t i = 0; i < n; i += 2) {
+    sum += uint32_t(p[i]) << 8 | (i + 1 < n ? p[i + 1] : 0);
+    sum = (sum & 0xffff) + (sum >> 16);
+  }
+  return uint16_t(~sum);
+}
+
+inline Bytes eth(const MacAddress& dst, const MacAddress& src, uint16_t ethertype,
+                 std::optional<uint16_t> vlan = std::nullopt) {
+  Bytes b;
+  put_mac(b, dst);
+  put_mac(b, src);
+  if (vlan) {
+    put16(b, 0x8100);
+    put16(b, *vlan);
+  }
+  put16(b, ethertype);
+  return b;
+}
+
+struct Arp {
+  uint16_t op = 1;
+  MacAddress sender_mac = peer_mac;
+  uint32_t sender_ip = peer_ip;
+  MacAddress target_mac{};
+  uint32_t target_ip = our_ip;
+};
+
+inline Bytes arp_frame(const Arp& a, const MacAddress& eth_dst = MacAddress::broadcast(),
+                       std::optional<uint16_t> vlan = std::nullopt, const MacAddress& eth_src = peer_mac) {
+  Bytes b = eth(eth_dst, eth_src, 0x0806, vlan);
+  put16(b, 1);       // Ethernet
+  put16(b, 0x0800);  // IPv4
+  put8(b, 6);
+  put8(b, 4);
+  put16(b, a.op);
+  put_mac(b, a.sender_mac);
+  put32(b, a.sender_ip);
+  put_mac(b, a.target_mac);
+  put32(b, a.target_ip);
+  return b;
+}
+
+struct Ipv4 {
+  uint32_t src = peer_ip;
+  uint32_t dst = our_ip;
+  uint8_t protocol = 17;
+  uint8_t tos = 0;
+  uint16_t flags_fragment = 0x4000;  // DF
+  uint16_t identification = 0x1234;
+  Bytes options{};  // a multiple of 4
+};
+
+// Ethernet + IPv4 (checksum right) around `payload`.
+inline Bytes ipv4_frame(const Ipv4& h, const Bytes& payload, const MacAddress& eth_dst = our_mac,
+                        std::optional<uint16_t> vlan = std::nullopt) {
+  Bytes b = eth(eth_dst, peer_mac, 0x0800, vlan);
+  const size_t l3 = b.size();
+  const size_t ihl = 20 + h.options.size();
+  put8(b, 0x40 | unsigned(ihl / 4));
+  put8(b, h.tos);
+  put16(b, unsigned(ihl + payload.size()));
+  put16(b, h.identification);
+  put16(b, h.flags_fragment);
+  put8(b, 64);
+  put8(b, h.protocol);
+  put16(b, 0);
+  put32(b, h.src);
+  put32(b, h.dst);
+  b.insert(b.end(), h.options.begin(), h.options.end());
+  const uint16_t sum = ref_checksum(&b[l3], ihl);
+  b[l3 + 10] = uint8_t(sum >> 8);
+  b[l3 + 11] = uint8_t(sum);
+  b.insert(b.end(), payload.begin(), payload.end());
+  return b;
+}
+
+inline Bytes ipv6_frame(const uint8_t* src, const uint8_t* dst, uint8_t next_header, const Bytes& payload,
+                        std::optional<uint16_t> vlan = std::nullopt) {
+  Bytes b = eth(our_mac, peer_mac, 0x86dd, vlan);
+  put32(b, 0x60000000u);
+  put16(b, unsigned(payload.size()));
+  put8(b, next_header);
+  put8(b, 64);
+  b.insert(b.end(), src, src + 16);
+  b.insert(b.end(), dst, dst + 16);
+  b.insert(b.end(), payload.begin(), payload.end());
+  return b;
+}
+
+inline Bytes udp(uint16_t dst_port, const Bytes& payload, uint16_t src_port = 0xc001) {
+  Bytes b;
+  put16(b, src_port);
+  put16(b, dst_port);
+  put16(b, unsigned(8 + payload.size()));
+  put16(b, 0);
+  b.insert(b.end(), payload.begin(), payload.end());
+  return b;
+}
+
+// Stands for what follows the UDP header of a RoCEv2 packet; the classifier does not look past UDP.
+inline Bytes roce_body() {
+  Bytes b(12 + 4, 0);
+  b[0] = 0x04;  // RC SEND_ONLY
+  return b;
+}
+
+inline Bytes roce_v4_frame(std::optional<uint16_t> vlan = std::nullopt) {
+  return ipv4_frame({}, udp(4791, roce_body()), our_mac, vlan);
+}
+inline Bytes roce_v6_frame(std::optional<uint16_t> vlan = std::nullopt) {
+  return ipv6_frame(peer_ip6, our_ip6, 17, udp(4791, roce_body()), vlan);
+}
+
+inline Bytes icmp_echo(uint8_t type, uint16_t id, uint16_t seq, const Bytes& data) {
+  Bytes b;
+  put8(b, type);
+  put8(b, 0);
+  put16(b, 0);
+  put16(b, id);
+  put16(b, seq);
+  b.insert(b.end(), data.begin(), data.end());
+  const uint16_t sum = ref_checksum(b.data(), b.size());
+  b[2] = uint8_t(sum >> 8);
+  b[3] = uint8_t(sum);
+  return b;
+}
+
+inline Bytes pattern(size_t n, unsigned seed = 1) {
+  Bytes b(n);
+  for (size_t i = 0; i < n; ++i) b[i] = uint8_t(i * 31 + seed * 17 + (i >> 8));
+  return b;
+}
+
+inline Bytes echo_request_frame(size_t data_len = 56, std::optional<uint16_t> vlan = std::nullopt,
+                                uint32_t dst = our_ip) {
+  Ipv4 h;
+  h.protocol = 1;
+  h.dst = dst;
+  return ipv4_frame(h, icmp_echo(8, 0x4242, 7, pattern(data_len)), our_mac, vlan);
+}
+
+}  // namespace uroce::emulator::net::test

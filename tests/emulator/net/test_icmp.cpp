@@ -1,0 +1,109 @@
+// ICMP echo replies: every field checked against the request, both checksums verified independently, the
+// size bound, and the reply read back by the classifier from the requester's side.
+#include <catch2/catch.hpp>
+
+#include "emulator/net/icmp.hpp"
+#include "net_test_support.hpp"
+
+using namespace uroce::emulator::net;
+using namespace uroce::emulator::net::test;
+
+namespace {
+
+struct Echo {
+  PortAddresses port = test_port();
+  NetCounters counters;
+  IcmpEchoResponder responder{port.mac, counters};
+  Bytes out = Bytes(9200, 0xcc);
+
+  Bytes reply_to(const Bytes& request) {
+    const Classification c = classify(request, port);
+    REQUIRE(c.kind == FrameClass::icmp_echo_request);
+    const size_t n = responder.on_frame(request, c, out);
+    return Bytes(out.begin(), out.begin() + std::ptrdiff_t(n));
+  }
+};
+
+// The reply, field by field, against the request's meaning (not its bytes' positions).
+void check_reply(const Bytes& r, const Bytes& request_icmp, std::optional<uint16_t> vlan, uint8_t tos,
+                 uint32_t our_address, uint16_t identification) {
+  const size_t l3 = vlan ? 18 : 14;
+  REQUIRE(r.size() == l3 + 20 + request_icmp.size());
+  CHECK(get_mac(&r[0]) == peer_mac);
+  CHECK(get_mac(&r[6]) == our_mac);
+  if (vlan) {
+    CHECK(get16(&r[12]) == 0x8100);
+    CHECK(get16(&r[14]) == *vlan);
+  }
+  CHECK(get16(&r[l3 - 2]) == 0x0800);
+  const uint8_t* ip = &r[l3];
+  CHECK(ip[0] == 0x45);
+  CHECK(ip[1] == tos);
+  CHECK(get16(ip + 2) == 20 + request_icmp.size());
+  CHECK(get16(ip + 4) == identification);
+  CHECK(get16(ip + 6) == 0);  // no DF, not a fragment
+  CHECK(ip[8] == 64);
+  CHECK(ip[9] == 1);
+  CHECK(ref_checksum(ip, 20) == 0);
+  CHECK(get32(ip + 12) == our_address);
+  CHECK(get32(ip + 16) == peer_ip);
+  const uint8_t* icmp = ip + 20;
+  CHECK(icmp[0] == 0);  // echo reply
+  CHECK(icmp[1] == 0);
+  CHECK(ref_checksum(icmp, request_icmp.size()) == 0);
+  CHECK(get16(icmp + 4) == get16(&request_icmp[4]));  // identifier
+  CHECK(get16(icmp + 6) == get16(&request_icmp[6]));  // sequence
+  CHECK(std::equal(request_icmp.begin() + 8, request_icmp.end(), icmp + 8));
+}
+
+}  // namespace
+
+TEST_CASE("an echo request gets the reply ping expects", "[icmp]") {
+  Echo e;
+  const Bytes icmp = icmp_echo(8, 0x4242, 7, pattern(56));
+  Ipv4 h{.protocol = 1, .tos = 0xb8};
+  check_reply(e.reply_to(ipv4_frame(h, icmp)), icmp, std::nullopt, 0xb8, our_ip, 0);
+  CHECK(e.counters.icmp_echo_replied == 1);
+
+  SECTION("to the second address, tagged, odd length: identification moves on") {
+    const Bytes odd = icmp_echo(8, 1, 65535, pattern(33, 5));
+    const Bytes r = e.reply_to(ipv4_frame({.dst = our_ip2, .protocol = 1}, odd, our_mac, 0x4007));
+    check_reply(r, odd, 0x4007, 0, our_ip2, 1);
+  }
+  SECTION("IP options and Ethernet padding of the request are not echoed") {
+    const Bytes small = icmp_echo(8, 9, 9, {});
+    Bytes f = ipv4_frame({.protocol = 1, .options = {0x94, 0x04, 0x00, 0x00}}, small);  // router alert
+    f.resize(60, 0);
+    check_reply(e.reply_to(f), small, std::nullopt, 0, our_ip, 1);
+  }
+  SECTION("the reply is an echo reply to its receiver: well-formed, checksums right") {
+    const Bytes r = e.reply_to(echo_request_frame(100));
+    PortAddresses requester;
+    requester.mac = peer_mac;
+    requester.ips = {uroce::wire::IpAddress::from_v4(peer_ip)};
+    const Classification c = classify(r, requester);
+    CHECK(c.kind == FrameClass::drop);
+    CHECK(c.reason == DropReason::other_icmp_type);  // reached only past every header check
+  }
+}
+
+TEST_CASE("echo replies are bounded in size", "[icmp]") {
+  Echo e;
+  // 1472 bytes of data: a full 1500-byte IP packet, the largest a standard MTU carries, in 1514 bytes.
+  CHECK(e.reply_to(echo_request_frame(1472)).size() == 1514);
+  CHECK(e.reply_to(echo_request_frame(1472, 1)).size() == 1518);
+  CHECK(e.reply_to(echo_request_frame(1473, 1)).empty());
+  CHECK(e.reply_to(echo_request_frame(8000)).empty());
+  CHECK(e.counters.icmp_echo_too_large == 2);
+  CHECK(e.counters.icmp_echo_replied == 2);
+
+  NetCounters counters;
+  IcmpEchoResponder jumbo(our_mac, counters, 9018);
+  const Bytes big = echo_request_frame(8000);
+  const Classification c = classify(big, e.port);
+  Bytes out(9018);
+  CHECK(jumbo.on_frame(big, c, out) == big.size());
+  std::array<uint8_t, 100> tiny{};
+  CHECK(jumbo.on_frame(big, c, tiny) == 0);  // the buffer bounds it too
+  CHECK(write_icmp_echo_reply(big, c, our_mac, 0, tiny) == 0);
+}

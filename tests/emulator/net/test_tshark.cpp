@@ -1,0 +1,104 @@
+// An outside opinion: the ARP and ICMP frames we build, as Wireshark's dissectors decode them. Skipped (with
+// a warning) when tshark is not installed.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "emulator/net/arp_frames.hpp"
+#include "emulator/net/arp_responder.hpp"
+#include "emulator/net/icmp.hpp"
+#include "net_test_support.hpp"
+
+using namespace uroce::emulator::net;
+using namespace uroce::emulator::net::test;
+
+namespace {
+
+void put_le32(std::ofstream& o, uint32_t v) {
+  const char b[4] = {char(v), char(v >> 8), char(v >> 16), char(v >> 24)};
+  o.write(b, 4);
+}
+
+// A classic pcap file (Ethernet link type) holding `frames`.
+void write_pcap(const std::string& path, const std::vector<Bytes>& frames) {
+  std::ofstream o(path, std::ios::binary);
+  put_le32(o, 0xa1b2c3d4);
+  put_le32(o, 0x00040002);  // version 2.4 (two little-endian 16-bit halves: major 2, minor 4)
+  put_le32(o, 0);
+  put_le32(o, 0);
+  put_le32(o, 65535);
+  put_le32(o, 1);
+  uint32_t second = 1;
+  for (const Bytes& f : frames) {
+    put_le32(o, second++);
+    put_le32(o, 0);
+    put_le32(o, uint32_t(f.size()));
+    put_le32(o, uint32_t(f.size()));
+    o.write(reinterpret_cast<const char*>(f.data()), std::streamsize(f.size()));
+  }
+}
+
+// tshark's fields for each frame, one line per frame, fields separated by '|'. A checksum status of 1 means
+// "Good".
+std::vector<std::string> tshark_fields(const std::string& pcap, const std::string& fields) {
+  const std::string cmd = "tshark -o ip.check_checksum:TRUE -r " + pcap +
+                          " -T fields -E separator='|' -E occurrence=a " + fields + " 2>/dev/null";
+  std::vector<std::string> lines;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return lines;
+  char buf[4096];
+  while (fgets(buf, sizeof buf, p) != nullptr) {
+    std::string line(buf);
+    while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
+    lines.push_back(line);
+  }
+  pclose(p);
+  return lines;
+}
+
+bool have_tshark() { return std::system("command -v tshark >/dev/null 2>&1") == 0; }
+
+}  // namespace
+
+TEST_CASE("tshark decodes our ARP reply, gratuitous ARP and ICMP echo reply as intended", "[tshark]") {
+  if (!have_tshark()) {
+    WARN("tshark not installed: comparison skipped");
+    return;
+  }
+  PortAddresses port = test_port();
+  NetCounters counters;
+  ArpCache cache(port, counters);
+  ArpResponder arp(port, cache, counters);
+  IcmpEchoResponder icmp(our_mac, counters);
+  ArpOutput released;
+
+  std::vector<Bytes> frames;
+  Bytes buf(2000);
+  const Bytes request = arp_frame({}, MacAddress::broadcast(), 0x200a);
+  frames.emplace_back(buf.begin(),
+                      buf.begin() + std::ptrdiff_t(arp.on_frame(classify(request, port), 0, buf, released)));
+  frames.emplace_back(buf.begin(), buf.begin() + std::ptrdiff_t(write_gratuitous_arp(buf, our_mac, our_ip2, {})));
+  const Bytes ping = echo_request_frame(57);
+  frames.emplace_back(buf.begin(), buf.begin() + std::ptrdiff_t(icmp.on_frame(ping, classify(ping, port), buf)));
+  for (const Bytes& f : frames) REQUIRE_FALSE(f.empty());
+
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("uroce_net_tshark_" + std::to_string(getpid()) + ".pcap")).string();
+  write_pcap(path, frames);
+  const auto lines = tshark_fields(
+      path, "-e eth.dst -e eth.src -e vlan.id -e arp.opcode -e arp.src.hw_mac -e arp.src.proto_ipv4 "
+            "-e arp.dst.hw_mac -e arp.dst.proto_ipv4 -e arp.isgratuitous -e ip.src -e ip.dst "
+            "-e ip.checksum.status -e icmp.type -e icmp.code -e icmp.checksum.status -e icmp.ident "
+            "-e icmp.seq -e data.len -e _ws.malformed -e _ws.expert.severity");
+  std::filesystem::remove(path);
+  REQUIRE(lines.size() == 3);
+  CHECK(lines[0] ==
+        "02:00:00:00:00:02|02:00:00:00:00:01|10|2|02:00:00:00:00:01|10.0.0.1|02:00:00:00:00:02|10.0.0.2||||||||||||");
+  CHECK(lines[1] == "ff:ff:ff:ff:ff:ff|02:00:00:00:00:01||1|02:00:00:00:00:01|192.168.1.1|00:00:00:00:00:00|"
+                    "192.168.1.1|1|||||||||||");
+  CHECK(lines[2] == "02:00:00:00:00:02|02:00:00:00:00:01||||||||10.0.0.1|10.0.0.2|1|0|0|1|16962|7|57||");
+}
