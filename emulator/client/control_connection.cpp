@@ -1,0 +1,182 @@
+#include "emulator/client/control_connection.hpp"
+
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include <spdlog/spdlog.h>
+
+#include "emulator/control/datagram.hpp"
+#include "emulator/control/messages.hpp"
+#include "emulator/control/protocol.hpp"
+
+namespace uroce::emulator::client {
+
+using control::Blocking;
+using control::IoStatus;
+using control::UniqueFd;
+
+namespace {
+
+std::string unreachable(const std::string& path, const std::string& why) {
+  return "cannot reach uroced at " + path + ": " + why + " (is uroced running?)";
+}
+
+}  // namespace
+
+std::string ControlConnection::default_socket_path() {
+  const char* configured = std::getenv(std::string(control::kSocketPathEnvironment).c_str());
+  return configured != nullptr && *configured != '\0' ? configured : std::string(control::kDefaultSocketPath);
+}
+
+std::unique_ptr<ControlConnection> ControlConnection::connect(const std::string& path,
+                                                              const std::string& client_name) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (path.empty() || path.size() >= sizeof address.sun_path) {
+    throw ControlError(ENAMETOOLONG, unreachable(path, "the socket path is empty or too long"));
+  }
+  std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+
+  UniqueFd socket(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+  if (!socket) throw ControlError(errno, unreachable(path, std::strerror(errno)));
+  int result;
+  do {
+    result = ::connect(socket.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address);
+  } while (result != 0 && errno == EINTR);
+  if (result != 0) throw ControlError(errno, unreachable(path, std::strerror(errno)));
+
+  std::unique_ptr<ControlConnection> connection(new ControlConnection(std::move(socket)));
+  try {
+    connection->server_hello_ = connection->call({{"op", "hello"}, {"client", client_name}});
+  } catch (const ControlError& e) {
+    throw ControlError(e.error_number(), "uroced at " + path + " refused the connection: " + e.what());
+  }
+  return connection;
+}
+
+ControlConnection::ControlConnection(UniqueFd socket) : socket_(std::move(socket)) {}
+
+ControlConnection::~ControlConnection() = default;
+
+nlohmann::json ControlConnection::call(nlohmann::json request, std::vector<int>* fds_out) {
+  return call(std::move(request), {}, fds_out);
+}
+
+nlohmann::json ControlConnection::call(nlohmann::json request, std::span<const int> fds_to_send,
+                                       std::vector<int>* fds_out) {
+  if (!request.is_object()) throw ControlError(EINVAL, "a control request must be a JSON object");
+  const std::lock_guard lock(call_mutex_);
+  if (closed_) throw ControlError(ECONNRESET, "the connection to uroced is closed");
+
+  const std::uint64_t id = next_id_++;
+  request["v"] = control::kProtocolVersion;
+  request["id"] = id;
+  const std::string text = control::encode(request);
+  if (text.size() > control::kMaxMessageBytes) {
+    throw ControlError(EMSGSIZE, "control request longer than " + std::to_string(control::kMaxMessageBytes) +
+                                     " bytes");
+  }
+  if (fds_to_send.size() > control::kMaxFds) {
+    throw ControlError(E2BIG, "at most " + std::to_string(control::kMaxFds) + " descriptors per request");
+  }
+  const control::SendResult sent = control::send_datagram(socket_.get(), text, fds_to_send, Blocking::wait);
+  if (sent.status == IoStatus::peer_closed) {
+    // The daemon is gone, but what it sent before going (a "shutdown" event) is still to be read.
+    nlohmann::json message;
+    std::vector<UniqueFd> fds;
+    while (receive_one(/*wait=*/false, message, fds) && !message.is_null()) {
+    }
+    closed_ = true;
+    throw ControlError(ECONNRESET, "uroced closed the connection");
+  }
+  if (sent.status != IoStatus::done) {
+    throw ControlError(sent.error, std::string("cannot send to uroced: ") + std::strerror(sent.error));
+  }
+
+  for (;;) {
+    nlohmann::json response;
+    std::vector<UniqueFd> fds;
+    if (!receive_one(/*wait=*/true, response, fds)) {
+      throw ControlError(ECONNRESET, "uroced closed the connection before answering \"" +
+                                         request.value("op", std::string()) + "\"");
+    }
+    const auto response_id = response.find("id");
+    // A null id is the server saying it could not read the request: with one request in flight, ours.
+    const bool ours = response_id != response.end() && (*response_id == id || response_id->is_null());
+    if (!ours) {
+      spdlog::warn("uroce client: ignoring a response that is not to request {}: {}", id, control::encode(response));
+      continue;
+    }
+    if (!response.value("ok", false)) {
+      const auto error_number = response.find("errno");
+      throw ControlError(error_number != response.end() && error_number->is_number_integer()
+                             ? error_number->get<int>()
+                             : EPROTO,
+                         response.value("error", std::string("uroced refused the request")));
+    }
+    if (fds_out != nullptr) {
+      for (UniqueFd& fd : fds) fds_out->push_back(fd.release());
+    }
+    return response;
+  }
+}
+
+std::vector<ControlEvent> ControlConnection::take_events() {
+  {
+    const std::unique_lock lock(call_mutex_);
+    nlohmann::json message;
+    std::vector<UniqueFd> fds;
+    while (!closed_ && receive_one(/*wait=*/false, message, fds)) {
+      if (message.is_null()) break;  // nothing more waiting
+      spdlog::warn("uroce client: ignoring a message that is neither an event nor awaited: {}",
+                   control::encode(message));
+    }
+  }
+  const std::lock_guard lock(events_mutex_);
+  std::vector<ControlEvent> taken(std::make_move_iterator(events_.begin()), std::make_move_iterator(events_.end()));
+  events_.clear();
+  return taken;
+}
+
+bool ControlConnection::receive_one(bool wait, nlohmann::json& message, std::vector<UniqueFd>& fds) {
+  for (;;) {
+    message = nullptr;
+    fds.clear();
+    control::ReceiveResult received =
+        control::receive_datagram(socket_.get(), wait ? Blocking::wait : Blocking::dont_wait);
+    if (received.status == IoStatus::would_block) return true;  // message stays null: nothing waiting
+    if (received.status != IoStatus::done) {
+      if (received.status == IoStatus::failed) {
+        spdlog::error("uroce client: receive from uroced failed: {}", std::strerror(received.error));
+      }
+      closed_ = true;
+      return false;
+    }
+    if (received.datagram.text_truncated || received.datagram.control_truncated) {
+      spdlog::error("uroce client: dropped a truncated message from uroced");
+      continue;
+    }
+    message = nlohmann::json::parse(received.datagram.text, nullptr, /*allow_exceptions=*/false);
+    if (message.is_discarded() || !message.is_object()) {
+      spdlog::error("uroce client: dropped a message from uroced that is not a JSON object");
+      continue;
+    }
+    if (control::is_event(message)) {
+      queue_event(std::move(message), std::move(received.datagram.fds));
+      continue;
+    }
+    fds = std::move(received.datagram.fds);
+    return true;
+  }
+}
+
+void ControlConnection::queue_event(nlohmann::json message, std::vector<UniqueFd> fds) {
+  const std::lock_guard lock(events_mutex_);
+  events_.push_back({std::move(message), std::move(fds)});
+}
+
+}  // namespace uroce::emulator::client
