@@ -1,0 +1,199 @@
+#include "emulator/client/context.hpp"
+
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <stdexcept>
+
+#include "emulator/client/shared_pages.hpp"
+#include "emulator/protocol/verbs_json.hpp"
+
+namespace uroce::emulator::client {
+
+using nlohmann::json;
+
+namespace {
+
+// Descriptors come back in the order the daemon documents for each op; a reply with fewer is a broken
+// daemon, not something to index past.
+int take_fd(std::vector<int>& fds, size_t index) {
+  if (index >= fds.size()) throw ControlError(EPROTO, "uroced's reply lacks a descriptor it promised");
+  return std::exchange(fds[index], -1);
+}
+
+void close_rest(std::vector<int>& fds) {
+  for (int fd : fds) {
+    if (fd >= 0) close(fd);
+  }
+}
+
+}  // namespace
+
+CompletionChannel::~CompletionChannel() {
+  if (fd >= 0) close(fd);
+}
+
+std::unique_ptr<Context> Context::open(const std::string& socket_path, const std::string& client_name) {
+  std::unique_ptr<Context> c(new Context);
+  c->control_ = ControlConnection::connect(socket_path, client_name);
+  std::vector<int> fds;
+  c->device_ = c->control_->call({{"op", "open_device"}}, &fds);
+  try {
+    c->async_fd_ = take_fd(fds, 0);
+    const int wake = take_fd(fds, 1);
+    const int status = take_fd(fds, 2);
+    c->doorbell_ = Doorbell(protocol::SharedRegion::attach(status, sizeof(protocol::EngineStatus)), wake);
+  } catch (...) {
+    close_rest(fds);
+    throw;
+  }
+  close_rest(fds);
+  // The daemon reads and writes registered memory with process_vm_readv/writev. Where Yama restricts
+  // ptrace to descendants, that needs our consent (harmless elsewhere).
+  const long daemon = c->device_.value("daemon_pid", 0L);
+  if (daemon > 0) prctl(PR_SET_PTRACER, daemon, 0, 0, 0);
+  return c;
+}
+
+Context::~Context() {
+  if (async_fd_ >= 0) close(async_fd_);
+}
+
+transport::DeviceLimits Context::limits() const { return device_.at("limits").get<transport::DeviceLimits>(); }
+
+uint32_t Context::alloc_pd() { return control_->call({{"op", "alloc_pd"}}).at("pd").get<uint32_t>(); }
+
+void Context::dealloc_pd(uint32_t pd) { control_->call({{"op", "dealloc_pd"}, {"pd", pd}}); }
+
+// One registry per process: pages are moved once, whichever context registers them.
+SharedPages& shared_pages() {
+  static SharedPages pages;
+  return pages;
+}
+
+MemoryRegion Context::reg_mr(uint32_t pd, const void* addr, uint64_t length, uint32_t access,
+                             std::optional<uint64_t> iova) {
+  json r = {{"op", "reg_mr"}, {"pd", pd}, {"addr", reinterpret_cast<uint64_t>(addr)}, {"length", length}, {"access", access}};
+  if (iova) r["iova"] = *iova;
+  const std::optional<SharedSpan> shared = shared_pages().share(addr, length);
+  json reply;
+  if (shared) {
+    r["shared_offset"] = shared->offset;
+    const int fd = shared->fd;
+    reply = control_->call(r, std::span<const int>(&fd, 1), nullptr);
+  } else {
+    reply = control_->call(r);
+  }
+  return {reply.at("lkey").get<uint32_t>(), reply.at("rkey").get<uint32_t>()};
+}
+
+MemoryRegion Context::rereg_mr(uint32_t key, uint32_t pd, const void* addr, uint64_t length, uint32_t access) {
+  json r = {{"op", "rereg_mr"}, {"key", key}, {"pd", pd}, {"addr", reinterpret_cast<uint64_t>(addr)},
+            {"length", length}, {"access", access}};
+  const std::optional<SharedSpan> shared = shared_pages().share(addr, length);
+  json reply;
+  if (shared) {
+    r["shared_offset"] = shared->offset;
+    const int fd = shared->fd;
+    reply = control_->call(r, std::span<const int>(&fd, 1), nullptr);
+  } else {
+    reply = control_->call(r);
+  }
+  return {reply.at("lkey").get<uint32_t>(), reply.at("rkey").get<uint32_t>()};
+}
+
+void Context::dereg_mr(uint32_t key) { control_->call({{"op", "dereg_mr"}, {"key", key}}); }
+
+std::unique_ptr<CompletionChannel> Context::create_comp_channel() {
+  std::vector<int> fds;
+  const json reply = control_->call({{"op", "create_comp_channel"}}, &fds);
+  auto ch = std::make_unique<CompletionChannel>();
+  ch->fd = take_fd(fds, 0);
+  close_rest(fds);
+  ch->id = reply.at("channel").get<uint32_t>();
+  return ch;
+}
+
+void Context::destroy_comp_channel(CompletionChannel& channel) {
+  control_->call({{"op", "destroy_comp_channel"}, {"channel", channel.id}});
+}
+
+std::unique_ptr<CompletionQueue> Context::create_cq(uint32_t cqe, const CompletionChannel* channel) {
+  std::vector<int> fds;
+  json r = {{"op", "create_cq"}, {"cqe", cqe}};
+  if (channel != nullptr) r["channel"] = channel->id;
+  const json reply = control_->call(r, &fds);
+  auto cq = std::make_unique<CompletionQueue>();
+  cq->cqn = reply.at("cq").get<uint32_t>();
+  cq->cqe = reply.at("cqe").get<uint32_t>();
+  cq->ring = CompletionRing(take_fd(fds, 0), reply.at("ring_bytes").get<size_t>(), cq->cqe);
+  close_rest(fds);
+  return cq;
+}
+
+void Context::destroy_cq(CompletionQueue& cq) { control_->call({{"op", "destroy_cq"}, {"cq", cq.cqn}}); }
+
+std::unique_ptr<SharedReceiveQueue> Context::create_srq(uint32_t pd, uint32_t max_wr, uint32_t max_sge, uint32_t limit) {
+  std::vector<int> fds;
+  const json reply = control_->call(
+      {{"op", "create_srq"}, {"pd", pd}, {"max_wr", max_wr}, {"max_sge", max_sge}, {"srq_limit", limit}}, &fds);
+  auto srq = std::make_unique<SharedReceiveQueue>();
+  srq->srqn = reply.at("srq").get<uint32_t>();
+  srq->max_wr = reply.at("max_wr").get<uint32_t>();
+  srq->max_sge = reply.at("max_sge").get<uint32_t>();
+  srq->ring = RecvRing(take_fd(fds, 0), reply.at("ring_bytes").get<size_t>(), srq->max_wr,
+                       reply.at("entry_size").get<uint32_t>(), srq->max_sge);
+  close_rest(fds);
+  return srq;
+}
+
+void Context::modify_srq(SharedReceiveQueue& srq, uint32_t limit) {
+  control_->call({{"op", "modify_srq"}, {"srq", srq.srqn}, {"srq_limit", limit}});
+}
+
+void Context::destroy_srq(SharedReceiveQueue& srq) { control_->call({{"op", "destroy_srq"}, {"srq", srq.srqn}}); }
+
+uint32_t Context::create_ah(uint32_t pd, const verbs::AddressVector& av) {
+  return control_->call({{"op", "create_ah"}, {"pd", pd}, {"ah_attr", av}}).at("ah").get<uint32_t>();
+}
+
+void Context::destroy_ah(uint32_t ah) { control_->call({{"op", "destroy_ah"}, {"ah", ah}}); }
+
+std::unique_ptr<QueuePair> Context::create_qp(const QpCreate& a) {
+  std::vector<int> fds;
+  json r = {{"op", "create_qp"}, {"pd", a.pd},       {"send_cq", a.send_cq},       {"recv_cq", a.recv_cq},
+            {"srq", a.srq},      {"qp_type", uint32_t(a.type)}, {"sq_sig_all", a.sq_sig_all}, {"cap", a.cap}};
+  const json reply = control_->call(r, &fds);
+  auto qp = std::make_unique<QueuePair>();
+  try {
+    qp->qpn = reply.at("qp_num").get<uint32_t>();
+    qp->type = a.type;
+    qp->cap = reply.at("cap").get<verbs::QpCap>();
+    qp->send = SendRing(take_fd(fds, 0), reply.at("send_ring_bytes").get<size_t>(), qp->cap.max_send_wr,
+                        reply.at("send_entry_size").get<uint32_t>(), qp->cap.max_send_sge, qp->cap.max_inline_data);
+    if (a.srq == 0) {
+      qp->recv.emplace(take_fd(fds, 1), reply.at("recv_ring_bytes").get<size_t>(), qp->cap.max_recv_wr,
+                       reply.at("recv_entry_size").get<uint32_t>(), qp->cap.max_recv_sge);
+    }
+  } catch (...) {
+    close_rest(fds);
+    control_->call({{"op", "destroy_qp"}, {"qp_num", qp->qpn}});
+    throw;
+  }
+  close_rest(fds);
+  return qp;
+}
+
+void Context::modify_qp(QueuePair& qp, const verbs::QpAttr& attr, uint32_t mask) {
+  control_->call({{"op", "modify_qp"}, {"qp_num", qp.qpn}, {"attr", attr}, {"attr_mask", mask}});
+}
+
+verbs::QpAttr Context::query_qp(const QueuePair& qp) {
+  return control_->call({{"op", "query_qp"}, {"qp_num", qp.qpn}}).at("attr").get<verbs::QpAttr>();
+}
+
+void Context::destroy_qp(QueuePair& qp) { control_->call({{"op", "destroy_qp"}, {"qp_num", qp.qpn}}); }
+
+json Context::stats() { return control_->call({{"op", "stats"}}); }
+
+}  // namespace uroce::emulator::client

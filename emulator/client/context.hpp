@@ -1,0 +1,106 @@
+// An open uroce device, as an application holds it: the control connection to uroced, the engine's
+// doorbell, and the resources created through it. The verbs shim wraps this one-to-one (ibv_context,
+// ibv_pd, ibv_mr, ibv_cq, ibv_qp, ...); other C++ programs (the daemon's tests, the throughput tool) use
+// it directly.
+//
+// Control operations throw ControlError (errno + message); data-path operations (post, poll) are on the
+// objects' rings and return errno values, touching only shared memory.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "emulator/client/control_connection.hpp"
+#include "emulator/client/queues.hpp"
+#include "transport/device.hpp"
+#include "transport/verbs/work.hpp"
+
+namespace uroce::emulator::client {
+
+struct MemoryRegion {
+  uint32_t lkey = 0;
+  uint32_t rkey = 0;
+};
+
+struct CompletionQueue {
+  uint32_t cqn = 0;
+  uint32_t cqe = 0;  // capacity, >= what was asked
+  CompletionRing ring;
+};
+
+struct SharedReceiveQueue {
+  uint32_t srqn = 0;
+  uint32_t max_wr = 0;
+  uint32_t max_sge = 0;
+  RecvRing ring;
+};
+
+struct QueuePair {
+  uint32_t qpn = 0;
+  verbs::QpType type = verbs::QpType::rc;
+  verbs::QpCap cap;  // what the QP got (queues are rounded up to powers of two)
+  SendRing send;
+  std::optional<RecvRing> recv;  // absent with an SRQ
+};
+
+struct CompletionChannel {
+  uint32_t id = 0;
+  int fd = -1;  // readable: CompletionEventRecord; owned by the channel
+  ~CompletionChannel();
+};
+
+struct QpCreate {
+  uint32_t pd = 0, send_cq = 0, recv_cq = 0, srq = 0;
+  verbs::QpType type = verbs::QpType::rc;
+  verbs::QpCap cap;
+  bool sq_sig_all = false;
+};
+
+class Context {
+ public:
+  // Connects to uroced (socket: $UROCE_SOCKET or the default) and opens its device.
+  static std::unique_ptr<Context> open(const std::string& socket_path = ControlConnection::default_socket_path(),
+                                       const std::string& client_name = "liburoce_client");
+  ~Context();
+
+  const nlohmann::json& device() const { return device_; }  // what open_device said: limits, GIDs, MTU, ...
+  transport::DeviceLimits limits() const;
+  ControlConnection& control() { return *control_; }
+  // Call after posting (a batch of) work requests: wakes the engine if it sleeps.
+  void ring_doorbell() const { doorbell_.ring(); }
+  bool daemon_shutting_down() const { return doorbell_.daemon_shutting_down(); }
+  int async_fd() const { return async_fd_; }  // readable: AsyncEventRecord
+
+  uint32_t alloc_pd();
+  void dealloc_pd(uint32_t pd);
+  MemoryRegion reg_mr(uint32_t pd, const void* addr, uint64_t length, uint32_t access, std::optional<uint64_t> iova = {});
+  MemoryRegion rereg_mr(uint32_t key, uint32_t pd, const void* addr, uint64_t length, uint32_t access);
+  void dereg_mr(uint32_t key);
+  std::unique_ptr<CompletionChannel> create_comp_channel();
+  void destroy_comp_channel(CompletionChannel& channel);
+  std::unique_ptr<CompletionQueue> create_cq(uint32_t cqe, const CompletionChannel* channel = nullptr);
+  void destroy_cq(CompletionQueue& cq);
+  std::unique_ptr<SharedReceiveQueue> create_srq(uint32_t pd, uint32_t max_wr, uint32_t max_sge, uint32_t limit);
+  void modify_srq(SharedReceiveQueue& srq, uint32_t limit);
+  void destroy_srq(SharedReceiveQueue& srq);
+  uint32_t create_ah(uint32_t pd, const verbs::AddressVector& av);
+  void destroy_ah(uint32_t ah);
+  std::unique_ptr<QueuePair> create_qp(const QpCreate& attr);
+  void modify_qp(QueuePair& qp, const verbs::QpAttr& attr, uint32_t mask);
+  verbs::QpAttr query_qp(const QueuePair& qp);
+  void destroy_qp(QueuePair& qp);
+  nlohmann::json stats();
+
+ private:
+  Context() = default;
+  std::unique_ptr<ControlConnection> control_;
+  nlohmann::json device_;
+  Doorbell doorbell_;
+  int async_fd_ = -1;
+};
+
+}  // namespace uroce::emulator::client

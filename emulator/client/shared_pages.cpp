@@ -1,0 +1,91 @@
+#include "emulator/client/shared_pages.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <spdlog/spdlog.h>
+
+namespace uroce::emulator::client {
+
+namespace {
+
+uint64_t page_size() { return uint64_t(sysconf(_SC_PAGESIZE)); }
+
+// True when every byte of [start, end) lies in private mappings that may be replaced: not shared, not a
+// special region ([stack], [vvar], [vdso], ...), and readable and writable (so the copy is faithful and
+// the application's own accesses stay legal).
+bool movable(uint64_t start, uint64_t end) {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  uint64_t covered = start;
+  while (std::getline(maps, line) && covered < end) {
+    std::istringstream in(line);
+    std::string range, perms, offset, dev, inode, path;
+    in >> range >> perms >> offset >> dev >> inode;
+    std::getline(in, path);
+    const size_t dash = range.find('-');
+    const uint64_t lo = std::stoull(range.substr(0, dash), nullptr, 16);
+    const uint64_t hi = std::stoull(range.substr(dash + 1), nullptr, 16);
+    if (hi <= covered || lo > covered) continue;
+    const bool private_rw = perms.size() >= 4 && perms[0] == 'r' && perms[1] == 'w' && perms[3] == 'p';
+    const bool special = path.find('[') != std::string::npos && path.find("[heap]") == std::string::npos;
+    if (!private_rw || special) return false;
+    covered = hi;
+  }
+  return covered >= end;
+}
+
+}  // namespace
+
+SharedPages::~SharedPages() {
+  for (auto& [start, r] : regions_) close(r.fd);
+}
+
+std::optional<SharedSpan> SharedPages::share(const void* addr, uint64_t length) {
+  if (length == 0) return std::nullopt;
+  const uint64_t page = page_size();
+  const uint64_t a = reinterpret_cast<uint64_t>(addr);
+  const uint64_t start = a & ~(page - 1);
+  const uint64_t end = (a + length + page - 1) & ~(page - 1);
+  std::lock_guard lock(mutex_);
+  // Already moved (a second registration of the same buffer, or part of it): the same memfd serves it.
+  auto it = regions_.upper_bound(start);
+  if (it != regions_.begin()) {
+    auto prev = std::prev(it);
+    if (prev->first <= start && end <= prev->second.end) {
+      return SharedSpan{prev->second.fd, a - prev->first, prev->second.end - prev->first};
+    }
+    if (prev->second.end > start) return std::nullopt;  // partial overlap: moving again would split it
+  }
+  if (it != regions_.end() && it->first < end) return std::nullopt;
+  if (!movable(start, end)) return std::nullopt;
+
+  const uint64_t size = end - start;
+  const int fd = memfd_create("uroce-mr", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) return std::nullopt;
+  // Sealed against shrinking: the daemon refuses a memfd that could be truncated under its mapping.
+  void* staging = MAP_FAILED;
+  if (ftruncate(fd, off_t(size)) != 0 || fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) != 0 ||
+      (staging = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED) {
+    close(fd);
+    return std::nullopt;
+  }
+  std::memcpy(staging, reinterpret_cast<void*>(start), size);
+  munmap(staging, size);
+  if (mmap(reinterpret_cast<void*>(start), size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
+    // The old pages are gone only if mmap succeeded; on failure they are untouched.
+    spdlog::warn("could not move registered pages onto shared memory: {}", strerror(errno));
+    close(fd);
+    return std::nullopt;
+  }
+  regions_[start] = Region{end, fd};
+  return SharedSpan{fd, a - start, size};
+}
+
+}  // namespace uroce::emulator::client

@@ -1,0 +1,44 @@
+// Registered memory moved onto pages the daemon shares (docs/daemon.md, "Application memory").
+//
+// At registration the pages under the region are copied into a memfd, which is then mapped over the
+// same addresses (MAP_FIXED): the application sees its memory unchanged, at the same addresses, and
+// uroced maps the same memfd, so every RDMA access is a memcpy in the daemon with no system call. This is
+// what makes the data path fast; process_vm_readv/writev (the fallback) costs microseconds per call.
+//
+// Only private, non-stack mappings are moved (heap, anonymous mmaps, a binary's data): a file mapped
+// MAP_SHARED must stay attached to its file, and the stack must stay the stack. Caveats, as for any NIC
+// that pins memory: a thread writing to those pages while they are moved can lose that write (register
+// before you share the buffer with other threads); after fork() the child shares the pages with the
+// parent instead of copying them (ibv_fork_init's problem in rdma-core, solved there with MADV_DONTFORK).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+
+namespace uroce::emulator::client {
+
+struct SharedSpan {
+  int fd = -1;           // the memfd (owned by the registry; duplicate it to send it)
+  uint64_t offset = 0;   // where the registered address lies in it
+  uint64_t fd_size = 0;  // the memfd's size
+};
+
+class SharedPages {
+ public:
+  ~SharedPages();
+  // The memfd holding [addr, addr+length), moving those pages onto one if needed; nullopt when they
+  // cannot be moved (see above), in which case the daemon reaches the memory with process_vm_*.
+  std::optional<SharedSpan> share(const void* addr, uint64_t length);
+
+ private:
+  struct Region {
+    uint64_t end = 0;
+    int fd = -1;
+  };
+  std::mutex mutex_;
+  std::map<uint64_t, Region> regions_;  // by start address, page aligned, disjoint
+};
+
+}  // namespace uroce::emulator::client

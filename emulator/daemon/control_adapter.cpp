@@ -1,0 +1,31 @@
+#include "emulator/daemon/control_adapter.hpp"
+
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+
+#include "emulator/control/session.hpp"
+
+namespace uroce::emulator {
+
+void ControlAdapter::on_hello(control::Session& session, const nlohmann::json&, control::Reply& reply) {
+  service_.open_session(session.id(), session.pid(), session.uid());
+  reply.body["daemon_pid"] = getpid();
+}
+
+void ControlAdapter::handle(control::Session& session, const nlohmann::json& request, control::Reply& reply) {
+  std::vector<int> fds;
+  std::vector<int> received;
+  for (const auto& fd : session.received_fds()) received.push_back(fd.get());
+  try {
+    reply.body = service_.handle(session.id(), request, fds, received);
+    for (int fd : fds) reply.attach(control::UniqueFd(fd));
+  } catch (const ServiceError& e) {
+    for (int fd : fds) close(fd);
+    reply.fail(e.error, e.what());
+  }
+}
+
+void ControlAdapter::on_close(control::Session& session) { service_.close_session(session.id()); }
+
+}  // namespace uroce::emulator

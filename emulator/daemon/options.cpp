@@ -1,0 +1,70 @@
+#include "emulator/daemon/options.hpp"
+
+#include <arpa/inet.h>
+
+#include <stdexcept>
+
+namespace uroce::emulator {
+
+void describe_options(CLI::App& app, DaemonOptions& o) {
+  app.footer(
+      "Without --port, uroced runs an internal loopback port (address 192.0.2.1): programs on this host\n"
+      "talk RDMA to each other through it, every packet taking the full RoCEv2 path.\n"
+      "With --port, give the port an address the kernel does NOT own on that interface (e.g. a veth\n"
+      "whose kernel side has no address, or ARP off): the kernel would otherwise answer ARP and ICMP too.\n"
+      "Examples:\n"
+      "  uroced\n"
+      "  uroced --port net_af_packet0,iface=veth0 --ip 10.0.0.1 --socket /run/uroce/a.sock\n"
+      "  uroced --port net_memif0,role=server,socket=/run/memif.sock --ip 10.0.1.1\n"
+      "  uroced --config /etc/uroce/uroced.toml   (same names as the options: port = \"...\")");
+  app.set_config("--config", "", "read options from a TOML file (keys are the long option names)");
+  app.add_option("--port", o.port,
+                 "DPDK devargs of the Ethernet port: a vdev (net_af_packet0,iface=IF / net_memif0,... / "
+                 "net_tap0,... / net_pcap0,...) or a PCI address; default: the internal loopback");
+  app.add_option("--ip", o.ip_text, "an IPv4 address of the port (repeatable; GID index order)");
+  app.add_option("--mtu", o.mtu, "set the port's IP MTU (the RoCE path MTU follows, as in rxe)")->check(
+      CLI::Range(576u, 9000u));
+  app.add_option("--socket", o.socket, "the control socket applications connect to")->capture_default_str();
+  app.add_option("--capture", o.capture, "write every frame sent and received to this pcap file");
+  app.add_option("--rx-loss", o.rx_loss, "drop this fraction of received RoCE frames (testing recovery)")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--loss-seed", o.loss_seed, "seed of --rx-loss's random choice")->capture_default_str();
+  app.add_option("--spin-us", o.spin_us, "poll this long after the last work before sleeping")->capture_default_str();
+  app.add_option("--max-sleep-us", o.max_sleep_us, "longest idle sleep (bounds idle rx latency)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 100000u));
+  app.add_option("--core", o.core, "the CPU the engine runs on")->capture_default_str();
+  app.add_option("--memory-mb", o.eal.memory_mb, "DPDK memory (mbuf pools)")->capture_default_str();
+  app.add_option("--hugepages", o.hugepages_text, "use hugepages: auto, on, off")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "on", "off"}));
+  app.add_option("--log-level", o.log_level_text, "trace, debug, info, warn, error")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+}
+
+void finish_options(DaemonOptions& o) {
+  for (const std::string& text : o.ip_text) {
+    uint8_t v4[4];
+    if (inet_pton(AF_INET, text.c_str(), v4) != 1) throw std::invalid_argument("--ip " + text + ": not an IPv4 address");
+    o.addresses.push_back(wire::IpAddress::from_v4_bytes(v4));
+  }
+  if (o.addresses.empty()) {
+    if (!o.port.empty()) throw std::invalid_argument("--port needs at least one --ip for the port");
+    uint8_t v4[4];
+    inet_pton(AF_INET, default_loopback_address, v4);
+    o.addresses.push_back(wire::IpAddress::from_v4_bytes(v4));
+  }
+  o.log_level = spdlog::level::from_str(o.log_level_text);
+  o.eal.log_level = std::max(o.log_level, spdlog::level::warn);
+  o.eal.cores = {o.core};
+  o.eal.hugepages = o.hugepages_text == "on"    ? port::HugepageMode::On
+                    : o.hugepages_text == "off" ? port::HugepageMode::Off
+                                                : port::HugepageMode::Auto;
+  // A PCI address (dddd:bb:dd.f or bb:dd.f) must be allowed on the EAL command line; vdevs are probed later.
+  if (!o.port.empty() && o.port.rfind("net_", 0) != 0) {
+    o.eal.pci_devices.push_back(o.port.substr(0, o.port.find(',')));
+  }
+}
+
+}  // namespace uroce::emulator

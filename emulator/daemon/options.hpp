@@ -1,0 +1,44 @@
+// uroced's command line and config file (CLI11: every option can also be given in a TOML file passed
+// with --config, same names). Defaults make `uroced` alone useful: the internal loopback port at
+// 192.0.2.1, so that two programs on this host talk RDMA through the full RoCEv2 path.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include "emulator/port/eal_args.hpp"
+#include "transport/wire/address.hpp"
+
+namespace uroce::emulator {
+
+// The loopback port's address: from TEST-NET-1 (RFC 5737), reserved for documentation, so it can never
+// be a real host's; no kernel sees the loopback port, so it clashes with nothing.
+inline constexpr const char* default_loopback_address = "192.0.2.1";
+inline constexpr const char* default_socket_path = "/run/uroce/uroced.sock";
+
+struct DaemonOptions {
+  std::string port;                 // DPDK devargs; empty: the internal loopback
+  std::vector<std::string> ip_text;
+  std::vector<wire::IpAddress> addresses;
+  unsigned mtu = 0;                 // 0: keep the port's
+  std::string socket = default_socket_path;
+  std::string capture;
+  double rx_loss = 0;
+  uint64_t loss_seed = 1;
+  unsigned spin_us = 50;
+  unsigned max_sleep_us = 500;
+  std::string log_level_text = "info";
+  spdlog::level::level_enum log_level = spdlog::level::info;
+  std::string hugepages_text = "auto";
+  unsigned core = 0;
+  port::EalOptions eal;
+};
+
+void describe_options(CLI::App& app, DaemonOptions& o);
+// Checks and converts what CLI11 parsed; throws std::invalid_argument with a message for the user.
+void finish_options(DaemonOptions& o);
+
+}  // namespace uroce::emulator

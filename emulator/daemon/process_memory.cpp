@@ -1,0 +1,40 @@
+#include "emulator/daemon/process_memory.hpp"
+
+#include <sys/uio.h>
+
+namespace uroce::emulator {
+
+namespace {
+
+// process_vm_* may move fewer bytes than asked (a partial transfer stops at the first unmapped page);
+// anything short is a fault.
+bool transfer(pid_t pid, bool to_remote, uint64_t remote, void* local, size_t len) {
+  if (len == 0) return true;
+  iovec l{local, len};
+  iovec r{reinterpret_cast<void*>(remote), len};
+  const ssize_t n = to_remote ? process_vm_writev(pid, &l, 1, &r, 1, 0) : process_vm_readv(pid, &l, 1, &r, 1, 0);
+  return n == ssize_t(len);
+}
+
+}  // namespace
+
+bool ProcessMemory::read(uint64_t offset, void* dst, size_t len) {
+  return usable(offset, len) && transfer(pid_, false, base_ + offset, dst, len);
+}
+
+bool ProcessMemory::write(uint64_t offset, const void* src, size_t len) {
+  return usable(offset, len) && transfer(pid_, true, base_ + offset, const_cast<void*>(src), len);
+}
+
+bool ProcessMemory::compare_swap(uint64_t offset, uint64_t compare, uint64_t swap, uint64_t& original) {
+  if (!read(offset, &original, 8)) return false;
+  return original != compare || write(offset, &swap, 8);
+}
+
+bool ProcessMemory::fetch_add(uint64_t offset, uint64_t add, uint64_t& original) {
+  if (!read(offset, &original, 8)) return false;
+  const uint64_t sum = original + add;
+  return write(offset, &sum, 8);
+}
+
+}  // namespace uroce::emulator

@@ -1,0 +1,48 @@
+// Application memory as the daemon reaches it: another process's address space, through
+// process_vm_readv/process_vm_writev (see docs/daemon.md for why, and the numbers behind the choice).
+//
+// One instance per registered memory region. When its client goes away the instance is disabled before
+// anything else happens, so the daemon never touches that pid's memory again (the pid may be reused by an
+// unrelated process later). Every access is bounds-checked against the registration; a failed transfer
+// (the client unmapped the pages, or died) is reported to the transport, which turns it into an error
+// completion or a NAK, as a real NIC does on a DMA fault.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "transport/memory/memory_backend.hpp"
+
+namespace uroce::emulator {
+
+// Shared by every region of one client: one switch turns them all off.
+struct ClientLiveness {
+  std::atomic<bool> alive{true};
+};
+
+class ProcessMemory final : public transport::MemoryBackend {
+ public:
+  ProcessMemory(pid_t pid, uint64_t base, uint64_t length, std::shared_ptr<ClientLiveness> liveness)
+      : pid_(pid), base_(base), length_(length), liveness_(std::move(liveness)) {}
+
+  bool read(uint64_t offset, void* dst, size_t len) override;
+  bool write(uint64_t offset, const void* src, size_t len) override;
+  // Not atomic with respect to the application's own CPU accesses, like a NIC's atomics
+  // (IBV_ATOMIC_HCA): atomic among all RDMA operations, which the engine runs one at a time.
+  bool compare_swap(uint64_t offset, uint64_t compare, uint64_t swap, uint64_t& original) override;
+  bool fetch_add(uint64_t offset, uint64_t add, uint64_t& original) override;
+
+ private:
+  bool usable(uint64_t offset, size_t len) const {
+    return liveness_->alive.load(std::memory_order_acquire) && offset <= length_ && len <= length_ - offset;
+  }
+  pid_t pid_;
+  uint64_t base_;
+  uint64_t length_;
+  std::shared_ptr<ClientLiveness> liveness_;
+};
+
+}  // namespace uroce::emulator

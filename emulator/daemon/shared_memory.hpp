@@ -1,0 +1,40 @@
+// Application memory on pages the client moved onto a memfd at registration (emulator/client/
+// shared_pages.hpp): the daemon maps the same memfd, so an RDMA access is a memcpy, and atomics are real
+// CPU atomics on the shared page. The memfd must be sealed against shrinking, or a client could truncate
+// it and make the daemon fault (SIGBUS) on pages that no longer exist.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "emulator/daemon/process_memory.hpp"
+#include "transport/memory/memory_backend.hpp"
+
+namespace uroce::emulator {
+
+class SharedMemory final : public transport::MemoryBackend {
+ public:
+  // Maps [offset, offset+length) of `fd` (not taken). Throws std::runtime_error when the fd is not a
+  // sealed memfd of at least that size.
+  SharedMemory(int fd, uint64_t offset, uint64_t length, std::shared_ptr<ClientLiveness> liveness);
+  ~SharedMemory() override;
+  SharedMemory(const SharedMemory&) = delete;
+  SharedMemory& operator=(const SharedMemory&) = delete;
+
+  bool read(uint64_t offset, void* dst, size_t len) override;
+  bool write(uint64_t offset, const void* src, size_t len) override;
+  bool compare_swap(uint64_t offset, uint64_t compare, uint64_t swap, uint64_t& original) override;
+  bool fetch_add(uint64_t offset, uint64_t add, uint64_t& original) override;
+
+ private:
+  bool usable(uint64_t offset, size_t len) const {
+    return liveness_->alive.load(std::memory_order_acquire) && offset <= length_ && len <= length_ - offset;
+  }
+  uint8_t* mapping_ = nullptr;
+  size_t mapping_size_ = 0;
+  uint8_t* base_ = nullptr;  // the registered region's first byte in the mapping
+  uint64_t length_ = 0;
+  std::shared_ptr<ClientLiveness> liveness_;
+};
+
+}  // namespace uroce::emulator

@@ -1,0 +1,498 @@
+#include "emulator/daemon/verbs_service.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include <spdlog/spdlog.h>
+
+#include "emulator/protocol/queue_entries.hpp"
+#include "emulator/protocol/ring.hpp"
+#include "emulator/protocol/shared_region.hpp"
+#include "emulator/protocol/verbs_json.hpp"
+#include "emulator/daemon/shared_memory.hpp"
+
+namespace uroce::emulator {
+
+using nlohmann::json;
+using protocol::RingView;
+using protocol::SharedRegion;
+using namespace uroce::verbs;
+
+namespace {
+
+int dup_cloexec(int fd) { return fcntl(fd, F_DUPFD_CLOEXEC, 0); }
+
+// An event pipe: the client reads (blocking, as ibv_get_cq_event / ibv_get_async_event expect unless
+// the application makes it non-blocking), the engine writes without ever blocking.
+std::pair<int, int> event_pipe() {
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) != 0) throw ServiceError(errno, "pipe2 for an event channel failed");
+  fcntl(p[1], F_SETFL, fcntl(p[1], F_GETFL) | O_NONBLOCK);
+  return {p[0], p[1]};
+}
+
+SharedRegion make_ring(const std::string& name, uint32_t capacity, uint32_t entry_size) {
+  SharedRegion r = SharedRegion::create(name, protocol::ring_bytes(capacity, entry_size));
+  RingView::format(r.data(), capacity, entry_size);
+  return r;
+}
+
+uint32_t need_u32(const json& r, const char* key) {
+  const auto it = r.find(key);
+  if (it == r.end() || !it->is_number_unsigned()) throw ServiceError(EINVAL, std::string("missing field ") + key);
+  return it->get<uint32_t>();
+}
+
+uint64_t need_u64(const json& r, const char* key) {
+  const auto it = r.find(key);
+  if (it == r.end() || !it->is_number_unsigned()) throw ServiceError(EINVAL, std::string("missing field ") + key);
+  return it->get<uint64_t>();
+}
+
+void require_owned(const std::set<uint32_t>& owned, uint32_t object, const char* kind) {
+  // Another client's object is reported exactly like a nonexistent one: a client learns nothing about
+  // the others.
+  if (!owned.contains(object)) throw ServiceError(EINVAL, std::string("no such ") + kind);
+}
+
+}  // namespace
+
+VerbsService::VerbsService(EngineAccess& engine, PortDescription port, transport::DeviceLimits limits, int wake_fd,
+                           int status_fd)
+    : engine_(engine), port_(std::move(port)), limits_(limits), wake_fd_(wake_fd), status_fd_(status_fd) {
+  handlers_ = {{"open_device", &VerbsService::open_device},
+               {"query_device", &VerbsService::query_device},
+               {"query_port", &VerbsService::query_port},
+               {"alloc_pd", &VerbsService::alloc_pd},
+               {"dealloc_pd", &VerbsService::dealloc_pd},
+               {"reg_mr", &VerbsService::reg_mr},
+               {"rereg_mr", &VerbsService::rereg_mr},
+               {"dereg_mr", &VerbsService::dereg_mr},
+               {"create_comp_channel", &VerbsService::create_comp_channel},
+               {"destroy_comp_channel", &VerbsService::destroy_comp_channel},
+               {"create_cq", &VerbsService::create_cq},
+               {"destroy_cq", &VerbsService::destroy_cq},
+               {"create_srq", &VerbsService::create_srq},
+               {"modify_srq", &VerbsService::modify_srq},
+               {"destroy_srq", &VerbsService::destroy_srq},
+               {"create_ah", &VerbsService::create_ah},
+               {"destroy_ah", &VerbsService::destroy_ah},
+               {"create_qp", &VerbsService::create_qp},
+               {"modify_qp", &VerbsService::modify_qp},
+               {"query_qp", &VerbsService::query_qp},
+               {"destroy_qp", &VerbsService::destroy_qp},
+               {"stats", &VerbsService::stats}};
+}
+
+VerbsService::~VerbsService() {
+  while (!sessions_.empty()) close_session(sessions_.begin()->first);
+}
+
+void VerbsService::open_session(uint64_t id, pid_t pid, uid_t uid) {
+  Session& s = sessions_[id];
+  s.pid = pid;
+  s.uid = uid;
+  spdlog::info("client {} connected (pid {}, uid {})", id, pid, uid);
+}
+
+VerbsService::Session& VerbsService::session(uint64_t id) {
+  const auto it = sessions_.find(id);
+  if (it == sessions_.end()) throw ServiceError(EINVAL, "unknown session");
+  return it->second;
+}
+
+json VerbsService::handle(uint64_t id, const json& request, std::vector<int>& fds, const std::vector<int>& received) {
+  Session& s = session(id);
+  received_ = &received;
+  const auto op = request.find("op");
+  if (op == request.end() || !op->is_string()) throw ServiceError(EINVAL, "request without an op");
+  const auto h = handlers_.find(op->get<std::string>());
+  if (h == handlers_.end()) throw ServiceError(EOPNOTSUPP, "unknown op " + op->get<std::string>());
+  try {
+    return (this->*(h->second))(s, id, request, fds);
+  } catch (const json::exception& e) {
+    for (int fd : fds) close(fd);
+    fds.clear();
+    throw ServiceError(EINVAL, std::string("bad request: ") + e.what());
+  } catch (const std::invalid_argument& e) {
+    for (int fd : fds) close(fd);
+    fds.clear();
+    throw ServiceError(EINVAL, std::string("bad request: ") + e.what());
+  }
+}
+
+void VerbsService::engine_call(const std::string& what, const std::function<int(EngineContext&)>& fn) {
+  int rc = 0;
+  engine_.run_on_engine([&](EngineContext& c) { rc = fn(c); });
+  if (rc != 0) throw ServiceError(rc, what + " failed");
+}
+
+json VerbsService::open_device(Session& s, uint64_t id, const json&, std::vector<int>& fds) {
+  if (s.async_write_fd < 0) {
+    const auto [rd, wr] = event_pipe();
+    s.async_write_fd = wr;
+    engine_.run_on_engine([&](EngineContext& c) { c.queues.set_event_pipe(id, wr); });
+    fds.push_back(rd);
+  } else {
+    throw ServiceError(EBUSY, "device already open in this session");
+  }
+  fds.push_back(dup_cloexec(wake_fd_));
+  fds.push_back(dup_cloexec(status_fd_));
+  json reply = query_device(s, id, {}, fds);
+  reply["daemon_pid"] = getpid();
+  reply["fds"] = {"async_events", "wake", "engine_status"};
+  return reply;
+}
+
+json VerbsService::query_device(Session&, uint64_t, const json&, std::vector<int>&) {
+  json gids = json::array();
+  for (const auto& g : port_.gids) gids.push_back(g);
+  return {{"device_name", port_.device_name},
+          {"port_name", port_.port_name},
+          {"mac", port_.mac},
+          {"gids", gids},
+          {"limits", limits_},
+          {"active_mtu", uint32_t(port_.active_mtu)},
+          {"ip_mtu", port_.ip_mtu},
+          {"link_up", port_.link_up}};
+}
+
+json VerbsService::query_port(Session& s, uint64_t id, const json& r, std::vector<int>& fds) {
+  return query_device(s, id, r, fds);
+}
+
+json VerbsService::alloc_pd(Session& s, uint64_t, const json&, std::vector<int>&) {
+  uint32_t pd = 0;
+  engine_call("alloc_pd", [&](EngineContext& c) { return c.device.alloc_pd(pd); });
+  s.pds.insert(pd);
+  return {{"pd", pd}};
+}
+
+json VerbsService::dealloc_pd(Session& s, uint64_t, const json& r, std::vector<int>&) {
+  const uint32_t pd = need_u32(r, "pd");
+  require_owned(s.pds, pd, "protection domain");
+  engine_call("dealloc_pd", [&](EngineContext& c) { return c.device.dealloc_pd(pd); });
+  s.pds.erase(pd);
+  return json::object();
+}
+
+// The region's memory: the memfd the client moved its pages onto (sent with the request, "shared_offset"
+// says where the region starts in it), or else the client's own address range [addr, addr+length),
+// reached with process_vm_readv/writev on its pid (the kernel checks the credentials).
+std::shared_ptr<transport::MemoryBackend> VerbsService::memory_for(Session& s, const json& r, uint64_t addr,
+                                                                   uint64_t length) {
+  if (!r.contains("shared_offset")) return std::make_shared<ProcessMemory>(s.pid, addr, length, s.liveness);
+  if (received_ == nullptr || received_->size() != 1) throw ServiceError(EINVAL, "shared region without its memfd");
+  try {
+    return std::make_shared<SharedMemory>(received_->front(), need_u64(r, "shared_offset"), length, s.liveness);
+  } catch (const std::runtime_error& e) {
+    throw ServiceError(EINVAL, e.what());
+  }
+}
+
+json VerbsService::reg_mr(Session& s, uint64_t, const json& r, std::vector<int>&) {
+  const uint32_t pd = need_u32(r, "pd");
+  const uint64_t addr = need_u64(r, "addr"), length = need_u64(r, "length");
+  const uint64_t iova = r.value("iova", addr);
+  const uint32_t access = need_u32(r, "access");
+  require_owned(s.pds, pd, "protection domain");
+  auto memory = memory_for(s, r, addr, length);
+  uint32_t key = 0;
+  engine_call("reg_mr", [&](EngineContext& c) { return c.device.reg_mr(pd, iova, length, access, memory, 0, key); });
+  s.mrs.insert(key);
+  return {{"lkey", key}, {"rkey", key}};
+}
+
+json VerbsService::rereg_mr(Session& s, uint64_t, const json& r, std::vector<int>&) {
+  const uint32_t key = need_u32(r, "key");
+  require_owned(s.mrs, key, "memory region");
+  const uint32_t pd = need_u32(r, "pd");
+  require_owned(s.pds, pd, "protection domain");
+  const uint64_t addr = need_u64(r, "addr"), length = need_u64(r, "length");
+  const uint64_t iova = r.value("iova", addr);
+  const uint32_t access = need_u32(r, "access");
+  auto memory = memory_for(s, r, addr, length);
+  uint32_t new_key = 0;
+  engine_call("rereg_mr", [&](EngineContext& c) {
+    return c.device.rereg_mr(key, pd, iova, length, access, memory, 0, new_key);
+  });
+  s.mrs.erase(key);
+  s.mrs.insert(new_key);
+  return {{"lkey", new_key}, {"rkey", new_key}};
+}
+
+json VerbsService::dereg_mr(Session& s, uint64_t, const json& r, std::vector<int>&) {
+  const uint32_t key = need_u32(r, "key");
+  require_owned(s.mrs, key, "memory region");
+  engine_call("dereg_mr", [&](EngineContext& c) { return c.device.dereg_mr(key); });
+  s.mrs.erase(key);
+  return json::object();
+}
+
+json VerbsService::create_comp_channel(Session& s, uint64_t, const json&, std::vector<int>& fds) {
+  const auto [rd, wr] = event_pipe();
+  const uint32_t channel = next_channel_++;
+  s.channels[channel].write_fd = wr;
+  fds.push_back(rd);
+  return {{"channel", channel}};
+}
+
+json VerbsService::destroy_comp_channel(Session& s, uint64_t, const json& r, std::vector<int>&) {
+  const uint32_t channel = need_u32(r, "channel");
+  const auto it = s.channels.find(channel);
+  if (it == s.channels.end()) throw ServiceError(EINVAL, "no such completion channel");
+  // A CQ still signalling it would write to a closed fd: refuse, as ibv_destroy_comp_channel does (EBUSY).
+  for (const auto& [cq, ch] : s.cq_channel) {
+    if (ch == channel) throw ServiceError(EBUSY, "completion channel still has CQs");
+  }
+  close(it->second.write_fd);
+  s.channels.erase(it);
+  return json::object();
+}
+
+json VerbsService::create_cq(Session& s, uint64_t id, const json& r, std::vector<int>& fds) {
+  const uint32_t cqe = need_u32(r, "cqe");
+  if (cqe == 0 || cqe > limits_.max_cqe) throw ServiceError(EINVAL, "cqe out of range");
+  int channel_fd = -1;
+  const uint32_t channel = r.value("channel", 0u);
+  if (channel != 0) {
+    const auto it = s.channels.find(channel);
+    if (it == s.channels.end()) throw ServiceError(EINVAL, "no such completion channel");
+    channel_fd = it->second.write_fd;
+  }
+  const uint32_t capacity = protocol::round_up_pow2(cqe);
+  SharedRegion region = make_ring("uroce-cq", capacity, protocol::completion_entry_size());
+  const int client_fd = region.dup_fd();
+  uint32_t cqn = 0;
+  engine_call("create_cq", [&](EngineContext& c) {
+    if (int e = c.device.create_cq(capacity, cqn)) return e;
+    c.queues.attach_cq(id, cqn, {std::move(region), channel_fd});
+    return 0;
+  });
+  s.cqs.insert(cqn);
+  if (channel != 0) s.cq_channel[cqn] = channel;
+  fds.push_back(client_fd);
+  return {{"cq", cqn}, {"cqe", capacity}, {"ring_bytes", protocol::ring_bytes(capacity, protocol::completion_entry_size())},
+          {"entry_size", protocol::completion_entry_size()}};
+}
+
+json VerbsService::destroy_cq(Session& s, uint64_t, const json& r, std::vector<int>&) {
+  const uint32_t cqn = need_u32(r, "cq");
+  require_owned(s.cqs, cqn, "completion queue");
+  engine_call("destroy_cq", [&](EngineContext& c) {
+    if (int e = c.device.destroy_cq(cqn)) return e;
+    c.queues.detach_cq(cqn);
+    return 0;
+  });
+  s.cqs.erase(cqn);
+  s.cq_channel.erase(cqn);
+  return json::object();
+}
+
+json VerbsService::create_srq(Session& s, uint64_t id, const json& r, std::vector<int>& fds) {
+  const uint32_t pd = need_u32(r, "pd");
+  require_owned(s.pds, pd, "protection domain");
+  const uint32_t max_wr = need_u32(r, "max_wr"), max_sge = need_u32(r, "max_sge");
+  const uint32_t limit = r.value("srq_limit", 0u);
+  if (max_wr == 0 || max_wr > limits_.max_srq_wr || max_sge == 0 || max_sge > limits_.max_sge) {
+    throw ServiceError(EINVAL, "SRQ size out of range");
+  }
+  const uint32_t capacity = protocol::round_up_pow2(max_wr);
+  const uint32_t entry = protocol::recv_entry_size(max_sge);
+  SharedRegion region = make_ring("uroce-srq", capacity, entry);
+  const int client_fd = region.dup_fd();
+  uint32_t srqn = 0;
+  engine_call("create_srq", [&](EngineContext& c) {
+    if (int e = c.device.create_srq(pd, capacity, max_sge, limit, srqn)) return e;
+    c.queues.attach_srq(id, srqn, {std::move(region), max_sge});
+    return 0;
+  });
+  s.srqs.insert(srqn);
+  fds.push_back(client_fd);
+  return {{"srq", srqn}, {"max_wr", capacity}, {"max_sge", max_sge}, {"ring_bytes", protocol::ring_bytes(capacity, entry)},
+          {"entry_size", entry}};
+}
+
+json VerbsService::modify_srq(Session& s, uint64_t, const json& r, std::vector<int>&) {
+  const uint32_t srqn = need_u32(r, "srq");
+  require_owned(s.srqs, srqn, "shared receive queue");
+  const uint32_t limit = need_u32(r, "srq_limit");
+  engine_call("modify_srq", [&](EngineContext& c) { return c.device.modify_srq(srqn, limit); });
+  return json::object();
+}
+
+json VerbsService::destroy_srq(Session& s, uint64_t, const json& r, std::vector<int>&) {
+  const uint32_t srqn = need_u32(r, "srq");
+  require_owned(s.srqs, srqn, "shared receive queue");
+  engine_call("destroy_srq", [&](EngineContext& c) {
+    if (int e = c.device.destroy_srq(srqn)) return e;
+    c.queues.detach_srq(srqn);
+    return 0;
+  });
+  s.srqs.erase(srqn);
+  return json::object();
+}
+
+json VerbsService::create_ah(Session& s, uint64_t, const json& r, std::vector<int>&) {
+  const uint32_t pd = need_u32(r, "pd");
+  require_owned(s.pds, pd, "protection domain");
+  const AddressVector av = r.at("ah_attr").get<AddressVector>();
+  uint32_t ahn = 0;
+  engine_call("create_ah", [&](EngineContext& c) { return c.device.create_ah(pd, av, ahn); });
+  s.ahs.insert(ahn);
+  return {{"ah", ahn}};
+}
+
+json VerbsService::destroy_ah(Session& s, uint64_t, const json& r, std::vector<int>&) {
+  const uint32_t ahn = need_u32(r, "ah");
+  require_owned(s.ahs, ahn, "address handle");
+  engine_call("destroy_ah", [&](EngineContext& c) { return c.device.destroy_ah(ahn); });
+  s.ahs.erase(ahn);
+  return json::object();
+}
+
+json VerbsService::create_qp(Session& s, uint64_t id, const json& r, std::vector<int>& fds) {
+  transport::QpInitAttr init;
+  init.pd = need_u32(r, "pd");
+  init.send_cq = need_u32(r, "send_cq");
+  init.recv_cq = need_u32(r, "recv_cq");
+  init.srq = r.value("srq", 0u);
+  init.type = QpType(need_u32(r, "qp_type"));
+  init.sq_sig_all = r.value("sq_sig_all", false);
+  init.cap = r.at("cap").get<QpCap>();
+  require_owned(s.pds, init.pd, "protection domain");
+  require_owned(s.cqs, init.send_cq, "completion queue");
+  require_owned(s.cqs, init.recv_cq, "completion queue");
+  if (init.srq != 0) require_owned(s.srqs, init.srq, "shared receive queue");
+  QpCap& cap = init.cap;
+  if (cap.max_send_wr > limits_.max_qp_wr || cap.max_recv_wr > limits_.max_qp_wr || cap.max_send_sge > limits_.max_sge ||
+      cap.max_recv_sge > limits_.max_sge || cap.max_inline_data > limits_.max_inline_data) {
+    throw ServiceError(EINVAL, "QP capabilities beyond the device's");
+  }
+  // Queues are rings of a power-of-two size; the QP gets what it asked for, rounded up, as a NIC does.
+  cap.max_send_wr = protocol::round_up_pow2(std::max(cap.max_send_wr, 1u));
+  cap.max_send_sge = std::max(cap.max_send_sge, 1u);
+  const uint32_t send_entry = protocol::send_entry_size(cap.max_send_sge, cap.max_inline_data);
+  SharedRegion send = make_ring("uroce-sq", cap.max_send_wr, send_entry);
+  SharedRegion recv;
+  uint32_t recv_entry = 0;
+  if (init.srq == 0) {
+    cap.max_recv_wr = protocol::round_up_pow2(std::max(cap.max_recv_wr, 1u));
+    cap.max_recv_sge = std::max(cap.max_recv_sge, 1u);
+    recv_entry = protocol::recv_entry_size(cap.max_recv_sge);
+    recv = make_ring("uroce-rq", cap.max_recv_wr, recv_entry);
+  } else {
+    cap.max_recv_wr = cap.max_recv_sge = 0;
+  }
+  std::vector<int> client_fds{send.dup_fd()};
+  if (init.srq == 0) client_fds.push_back(recv.dup_fd());
+  uint32_t qpn = 0;
+  engine_call("create_qp", [&](EngineContext& c) {
+    if (int e = c.device.create_qp(init, qpn)) return e;
+    engine::QpQueues q{std::move(send), std::move(recv), cap.max_send_sge, cap.max_inline_data, cap.max_recv_sge,
+                       init.send_cq};
+    c.queues.attach_qp(id, qpn, std::move(q));
+    return 0;
+  });
+  s.qps.insert(qpn);
+  fds.insert(fds.end(), client_fds.begin(), client_fds.end());
+  json reply = {{"qp_num", qpn},
+                {"cap", cap},
+                {"send_ring_bytes", protocol::ring_bytes(cap.max_send_wr, send_entry)},
+                {"send_entry_size", send_entry}};
+  if (init.srq == 0) {
+    reply["recv_ring_bytes"] = protocol::ring_bytes(cap.max_recv_wr, recv_entry);
+    reply["recv_entry_size"] = recv_entry;
+  }
+  return reply;
+}
+
+json VerbsService::modify_qp(Session& s, uint64_t, const json& r, std::vector<int>&) {
+  const uint32_t qpn = need_u32(r, "qp_num");
+  require_owned(s.qps, qpn, "queue pair");
+  const QpAttr attr = r.at("attr").get<QpAttr>();
+  const uint32_t mask = need_u32(r, "attr_mask");
+  engine_call("modify_qp", [&](EngineContext& c) { return c.device.modify_qp(qpn, attr, mask, c.now); });
+  return json::object();
+}
+
+json VerbsService::query_qp(Session& s, uint64_t, const json& r, std::vector<int>&) {
+  const uint32_t qpn = need_u32(r, "qp_num");
+  require_owned(s.qps, qpn, "queue pair");
+  QpAttr attr;
+  engine_call("query_qp", [&](EngineContext& c) { return c.device.query_qp(qpn, attr); });
+  return {{"attr", attr}};
+}
+
+json VerbsService::destroy_qp(Session& s, uint64_t, const json& r, std::vector<int>&) {
+  const uint32_t qpn = need_u32(r, "qp_num");
+  require_owned(s.qps, qpn, "queue pair");
+  engine_call("destroy_qp", [&](EngineContext& c) {
+    if (int e = c.device.destroy_qp(qpn)) return e;
+    c.queues.detach_qp(qpn);
+    return 0;
+  });
+  s.qps.erase(qpn);
+  return json::object();
+}
+
+json VerbsService::stats(Session&, uint64_t, const json&, std::vector<int>&) {
+  json out;
+  engine_.run_on_engine([&](EngineContext& c) {
+    out["device"] = c.device.counters();
+    const auto& q = c.queues.counters();
+    out["queues"] = {{"send_posted", q.send_posted},   {"recv_posted", q.recv_posted},
+                     {"malformed_wr", q.malformed_wr}, {"completions", q.completions},
+                     {"events_sent", q.events_sent},   {"events_lost", q.events_lost}};
+    c.report_counters(out);
+  });
+  out["sessions"] = sessions_.size();
+  return out;
+}
+
+// Order matters: QPs first (they reference CQs, SRQs, PDs and, through their work requests, MRs), then
+// SRQs, CQs, AHs, MRs, PDs — the order in which the verbs let an application destroy them.
+void VerbsService::destroy_everything(Session& s) {
+  const std::set<uint32_t> qps = s.qps, srqs = s.srqs, cqs = s.cqs, ahs = s.ahs, mrs = s.mrs, pds = s.pds;
+  engine_.run_on_engine([&](EngineContext& c) {
+    for (uint32_t q : qps) {
+      c.device.destroy_qp(q);
+      c.queues.detach_qp(q);
+    }
+    for (uint32_t q : srqs) {
+      c.device.destroy_srq(q);
+      c.queues.detach_srq(q);
+    }
+    for (uint32_t q : cqs) {
+      c.device.destroy_cq(q);
+      c.queues.detach_cq(q);
+    }
+    for (uint32_t a : ahs) c.device.destroy_ah(a);
+    for (uint32_t m : mrs) c.device.dereg_mr(m);
+    for (uint32_t p : pds) c.device.dealloc_pd(p);
+  });
+  s.qps.clear();
+  s.srqs.clear();
+  s.cqs.clear();
+  s.ahs.clear();
+  s.mrs.clear();
+  s.pds.clear();
+}
+
+void VerbsService::close_session(uint64_t id) {
+  const auto it = sessions_.find(id);
+  if (it == sessions_.end()) return;
+  Session& s = it->second;
+  s.liveness->alive.store(false, std::memory_order_release);
+  const size_t objects = s.qps.size() + s.cqs.size() + s.srqs.size() + s.mrs.size() + s.pds.size() + s.ahs.size();
+  destroy_everything(s);
+  engine_.run_on_engine([&](EngineContext& c) { c.queues.set_event_pipe(id, -1); });
+  if (s.async_write_fd >= 0) close(s.async_write_fd);
+  for (auto& [n, ch] : s.channels) close(ch.write_fd);
+  spdlog::info("client {} (pid {}) gone; {} objects it left were freed", id, s.pid, objects);
+  sessions_.erase(it);
+}
+
+}  // namespace uroce::emulator

@@ -1,0 +1,119 @@
+// The verbs, served to clients over the control socket: every request a verbs call makes that is not on
+// the data path (open the device, create/modify/query/destroy PDs, MRs, CQs, SRQs, AHs, QPs, completion
+// channels). It owns what each client created: a client names only its own objects, and when it goes away
+// everything it held is freed (docs/daemon.md, docs/control-protocol.md).
+//
+// Runs on the control thread; every touch of the transport goes through EngineAccess.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "emulator/daemon/engine_access.hpp"
+#include "emulator/daemon/process_memory.hpp"
+#include "transport/device.hpp"
+#include "transport/wire/address.hpp"
+
+namespace uroce::emulator {
+
+// A request that failed: the errno the verbs call returns, and a human-readable reason.
+struct ServiceError : std::runtime_error {
+  ServiceError(int e, const std::string& what) : std::runtime_error(what), error(e) {}
+  int error;
+};
+
+// What the port looks like to applications (ibv_query_device / ibv_query_port / ibv_query_gid).
+struct PortDescription {
+  std::string device_name = "uroce0";
+  std::string port_name;           // the DPDK devargs or "loopback"
+  wire::MacAddress mac;
+  std::vector<wire::IpAddress> gids;
+  verbs::Mtu active_mtu = verbs::Mtu::mtu_1024;
+  uint32_t ip_mtu = 1500;
+  bool link_up = true;
+};
+
+class VerbsService {
+ public:
+  // `wake_fd`: the engine's eventfd that clients write when they post while it sleeps; `status_fd`: the
+  // memfd of its EngineStatus page. Both are duplicated for every client.
+  VerbsService(EngineAccess& engine, PortDescription port, transport::DeviceLimits limits, int wake_fd, int status_fd);
+  ~VerbsService();
+
+  void open_session(uint64_t session, pid_t pid, uid_t uid);
+  // Handles one request; fills `fds` with descriptors to pass back (the caller sends and closes them).
+  // `received`: descriptors that came with the request (the caller closes them afterwards; a handler
+  // that keeps one duplicates or maps it). Throws ServiceError.
+  nlohmann::json handle(uint64_t session, const nlohmann::json& request, std::vector<int>& fds,
+                        const std::vector<int>& received = {});
+  // The client is gone: stop touching its memory at once, then destroy everything it held.
+  void close_session(uint64_t session);
+
+  size_t session_count() const { return sessions_.size(); }
+
+ private:
+  struct Channel {
+    int write_fd = -1;
+  };
+  struct Session {
+    pid_t pid = 0;
+    uid_t uid = 0;
+    std::shared_ptr<ClientLiveness> liveness = std::make_shared<ClientLiveness>();
+    int async_write_fd = -1;
+    std::set<uint32_t> pds, mrs, cqs, srqs, ahs, qps;
+    std::map<uint32_t, Channel> channels;
+    std::map<uint32_t, uint32_t> cq_channel;  // CQ -> the completion channel it signals
+  };
+  using Handler = nlohmann::json (VerbsService::*)(Session&, uint64_t, const nlohmann::json&, std::vector<int>&);
+
+  Session& session(uint64_t id);
+  nlohmann::json open_device(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json query_device(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json query_port(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json alloc_pd(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json dealloc_pd(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json reg_mr(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json rereg_mr(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json dereg_mr(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json create_comp_channel(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json destroy_comp_channel(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json create_cq(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json destroy_cq(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json create_srq(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json modify_srq(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json destroy_srq(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json create_ah(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json destroy_ah(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json create_qp(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json modify_qp(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json query_qp(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json destroy_qp(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json stats(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
+
+  std::shared_ptr<transport::MemoryBackend> memory_for(Session& s, const nlohmann::json& r, uint64_t addr,
+                                                       uint64_t length);
+  // Runs fn on the engine; a non-zero errno from it becomes a ServiceError with `what`.
+  void engine_call(const std::string& what, const std::function<int(EngineContext&)>& fn);
+  void destroy_everything(Session& s);
+
+  EngineAccess& engine_;
+  PortDescription port_;
+  transport::DeviceLimits limits_;
+  int wake_fd_;
+  int status_fd_;
+  std::map<uint64_t, Session> sessions_;
+  std::map<std::string, Handler> handlers_;
+  uint32_t next_channel_ = 1;
+  const std::vector<int>* received_ = nullptr;  // the current request's descriptors
+};
+
+}  // namespace uroce::emulator

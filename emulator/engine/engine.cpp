@@ -1,0 +1,334 @@
+#include "emulator/engine/engine.hpp"
+
+#include <poll.h>
+#include <rte_mbuf.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <stdexcept>
+#include <system_error>
+
+#include <spdlog/spdlog.h>
+
+#include "emulator/net/arp_frames.hpp"
+#include "emulator/net/classify.hpp"
+#include "emulator/port/mbuf_frame.hpp"
+#include "emulator/protocol/queue_entries.hpp"
+#include "emulator/protocol/verbs_json.hpp"
+#include "transport/wire/build.hpp"
+
+namespace uroce::emulator::engine {
+
+namespace {
+
+constexpr uint16_t burst_size = 32;
+
+transport::Nanos monotonic_now() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return transport::Nanos(ts.tv_sec) * 1'000'000'000 + transport::Nanos(ts.tv_nsec);
+}
+
+uint64_t realtime_now() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return uint64_t(ts.tv_sec) * 1'000'000'000 + uint64_t(ts.tv_nsec);
+}
+
+net::PortAddresses addresses_of(const port::DpdkPort& port, const EngineConfig& config) {
+  net::PortAddresses a;
+  a.mac = config.mac.value_or(port.mac());
+  a.ips = config.addresses;
+  return a;
+}
+
+}  // namespace
+
+Engine::Engine(port::DpdkPort& port, EngineConfig config)
+    : port_(port),
+      config_(std::move(config)),
+      device_(*this, config_.limits),
+      queues_(device_),
+      addresses_(addresses_of(port, config_)),
+      arp_(addresses_, net_counters_),
+      arp_responder_(addresses_, arp_, net_counters_),
+      icmp_(addresses_.mac, net_counters_),
+      loss_rng_(config_.loss_seed) {
+  device_.set_gids(config_.addresses);
+  // The RoCE path MTU follows the IP MTU as in rxe: the largest IB MTU whose packet (payload plus the
+  // IP, UDP, BTH, largest extension header and ICRC) fits.
+  const unsigned ip_mtu = config_.ip_mtu;
+  verbs::Mtu mtu = verbs::Mtu::mtu_256;
+  for (verbs::Mtu m : {verbs::Mtu::mtu_512, verbs::Mtu::mtu_1024, verbs::Mtu::mtu_2048, verbs::Mtu::mtu_4096}) {
+    if (verbs::mtu_bytes(m) + 20 + 8 + 12 + 28 + 4 <= ip_mtu) mtu = m;
+  }
+  device_.set_active_mtu(mtu);
+  if (!config_.capture_path.empty()) capture_ = std::make_unique<Capture>(config_.capture_path);
+  wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wake_fd_ < 0) throw std::system_error(errno, std::generic_category(), "eventfd");
+  status_ = protocol::SharedRegion::create("uroce-engine-status", sizeof(protocol::EngineStatus));
+  auto* st = reinterpret_cast<protocol::EngineStatus*>(status_.data());
+  st->magic = protocol::engine_status_magic;
+  st->version = 1;
+  st->daemon_pid = uint32_t(getpid());
+  tx_.reserve(burst_size * 4);
+  scratch_.resize(port_.max_frame());
+}
+
+Engine::~Engine() {
+  for (rte_mbuf* m : tx_) rte_pktmbuf_free(m);
+  if (capture_) capture_->flush();
+  if (wake_fd_ >= 0) close(wake_fd_);
+}
+
+void Engine::stop() {
+  stop_.store(true, std::memory_order_release);
+  const uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = write(wake_fd_, &one, sizeof one);
+}
+
+void Engine::announce_shutdown() {
+  auto* st = reinterpret_cast<protocol::EngineStatus*>(status_.data());
+  std::atomic_ref<uint32_t>(st->shutting_down).store(1, std::memory_order_release);
+}
+
+// The control thread's request, run between two turns of the loop: the Device is never touched by two
+// threads. The caller blocks until it ran (or until the engine stopped, which runs what is left first).
+void Engine::run_on_engine(const std::function<void(EngineContext&)>& fn) {
+  Command c{&fn};
+  {
+    std::lock_guard lock(commands_mutex_);
+    if (finished_) throw std::runtime_error("the engine has stopped");
+    commands_.push_back(&c);
+    commands_pending_.fetch_add(1, std::memory_order_release);
+  }
+  const uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = write(wake_fd_, &one, sizeof one);
+  std::unique_lock lock(commands_mutex_);
+  commands_done_.wait(lock, [&] { return c.done; });
+}
+
+bool Engine::commands_waiting() { return commands_pending_.load(std::memory_order_acquire) != 0; }
+
+unsigned Engine::run_commands(transport::Nanos now) {
+  if (!commands_waiting()) return 0;
+  std::deque<Command*> batch;
+  {
+    std::lock_guard lock(commands_mutex_);
+    batch.swap(commands_);
+    commands_pending_.store(0, std::memory_order_release);
+  }
+  EngineContext context{device_, queues_, now};
+  context.report_counters = [this](nlohmann::json& out) {
+    out["engine"] = {{"loops", counters_.loops},           {"sleeps", counters_.sleeps},
+                     {"tx_frames", counters_.tx_frames},   {"tx_no_mbuf", counters_.tx_no_mbuf},
+                     {"tx_no_route", counters_.tx_no_route}, {"rx_injected_loss", counters_.rx_injected_loss}};
+    nlohmann::json net;
+    net::for_each_counter(net_counters_, [&](std::string_view name, uint64_t v) { net[std::string(name)] = v; });
+    out["net"] = net;
+    const port::PortStats ps = port_.stats();
+    out["port"] = {{"name", port_.name()},        {"ipackets", ps.ipackets}, {"opackets", ps.opackets},
+                   {"ibytes", ps.ibytes},         {"obytes", ps.obytes},     {"ierrors", ps.ierrors},
+                   {"imissed", ps.imissed},       {"oerrors", ps.oerrors},   {"rx_nombuf", ps.rx_nombuf},
+                   {"tx_dropped", ps.tx_dropped}};
+  };
+  for (Command* c : batch) {
+    try {
+      (*c->fn)(context);
+    } catch (const std::exception& e) {
+      spdlog::error("engine command failed: {}", e.what());
+    }
+  }
+  {
+    std::lock_guard lock(commands_mutex_);
+    for (Command* c : batch) c->done = true;
+  }
+  commands_done_.notify_all();
+  return unsigned(batch.size());
+}
+
+void Engine::run() {
+  spdlog::info("engine running on port {} (MAC {}, IP MTU {})", port_.name(), wire::to_string(addresses_.mac),
+               config_.ip_mtu);
+  // Announce ourselves: peers that knew another MAC for our addresses update their caches.
+  for (const uint32_t ip : addresses_.ipv4_addresses()) {
+    uint8_t garp[net::max_arp_frame_size];
+    const size_t size = net::write_gratuitous_arp(garp, addresses_.mac, ip, addresses_.vlan_tci);
+    queue_copy({garp, size});
+  }
+  flush_tx();
+  while (!stop_.load(std::memory_order_acquire)) {
+    const transport::Nanos now = monotonic_now();
+    if (turn(now)) {
+      idle_since_ = 0;
+      sleep_ns_ = 0;
+    } else {
+      idle(now);
+    }
+  }
+  // Nobody waits forever on a stopped engine: what was queued runs, later requests are refused.
+  {
+    std::lock_guard lock(commands_mutex_);
+    finished_ = true;
+  }
+  commands_pending_.store(1, std::memory_order_release);
+  run_commands(monotonic_now());
+  if (capture_) capture_->flush();
+}
+
+bool Engine::turn(transport::Nanos now) {
+  now_ = now;
+  ++counters_.loops;
+  unsigned work = run_commands(now);
+  work += receive_burst(now);
+  work += queues_.drain_work(now);
+  const bool pending = device_.has_pending_work();
+  device_.run(now);
+  work += queues_.deliver_completions();
+  queues_.deliver_events();
+  if (now >= arp_.next_deadline()) {
+    arp_.poll(now, arp_out_);
+    send_arp_output();
+  }
+  work += flush_tx();
+  return work != 0 || pending;
+}
+
+unsigned Engine::receive_burst(transport::Nanos now) {
+  rte_mbuf* burst[burst_size];
+  const uint16_t n = port_.rx_burst(burst, burst_size);
+  if (n != 0) ++counters_.rx_bursts;
+  for (uint16_t i = 0; i < n; ++i) {
+    const std::span<const uint8_t> frame = port::frame_of(burst[i], scratch_);
+    if (!frame.empty()) handle_frame(frame, now);
+    rte_pktmbuf_free(burst[i]);
+  }
+  return n;
+}
+
+void Engine::handle_frame(std::span<const uint8_t> frame, transport::Nanos now) {
+  if (capture_) capture_->write(frame, realtime_now());
+  const net::Classification c = net::classify(frame, addresses_);
+  net::count(net_counters_, c);
+  switch (c.kind) {
+    case net::FrameClass::roce:
+      if (config_.rx_loss > 0 && std::uniform_real_distribution<double>(0, 1)(loss_rng_) < config_.rx_loss) {
+        ++counters_.rx_injected_loss;
+        return;
+      }
+      device_.receive(frame, now);
+      return;
+    case net::FrameClass::arp: {
+      uint8_t reply[net::max_arp_frame_size];
+      const size_t size = arp_responder_.on_frame(c, now, reply, arp_out_);
+      if (size != 0) queue_copy({reply, size});
+      send_arp_output();
+      return;
+    }
+    case net::FrameClass::icmp_echo_request: {
+      const size_t size = icmp_.on_frame(frame, c, scratch_);
+      if (size != 0) queue_copy({scratch_.data(), size});
+      return;
+    }
+    case net::FrameClass::drop:
+      spdlog::trace("dropped a frame: {}", net::to_string(c.reason));
+      return;
+  }
+}
+
+void Engine::send_arp_output() {
+  for (const auto& f : arp_out_.frames) queue_copy(f);
+  arp_out_.clear();
+}
+
+void Engine::queue_copy(std::span<const uint8_t> frame) {
+  rte_mbuf* m = port::copy_frame_into_mbuf(port_.mempool(), frame);
+  if (m == nullptr) {
+    ++counters_.tx_no_mbuf;
+    return;
+  }
+  tx_.push_back(m);
+  if (tx_.size() >= burst_size) flush_tx();
+}
+
+// The transport's packets become frames here, built straight into an mbuf: the destination MAC comes from
+// the ARP cache (our own for the loopback); a packet for a peer not yet resolved is built into a buffer
+// the cache keeps until the reply comes.
+void Engine::transmit(const transport::OutPacket& p) {
+  const verbs::AddressVector& av = *p.destination;
+  transport::PortAddressing addressing;
+  const size_t sgid = av.sgid_index < config_.addresses.size() ? av.sgid_index : 0;
+  if (config_.addresses.empty() || !av.dgid.is_v4() || !config_.addresses[sgid].is_v4()) {
+    ++counters_.tx_no_route;
+    return;
+  }
+  addressing.src_ip = config_.addresses[sgid];
+  addressing.src_mac = addresses_.mac;
+  addressing.ip_identification = ip_identification_++;
+  const uint32_t dst = av.dgid.v4();
+  const std::optional<wire::MacAddress> mac = arp_.lookup(dst, now_);
+  if (mac) addressing.dst_mac = *mac;
+  const wire::FrameSpec spec = transport::frame_spec_for(p, addressing);
+  const size_t size = wire::frame_size(spec);
+  if (!mac) {
+    std::vector<uint8_t> frame(size);
+    wire::build_frame(spec, frame);
+    arp_.park(dst, std::move(frame), now_);
+    return;
+  }
+  rte_mbuf* m = port_.alloc();
+  if (m == nullptr || size > port_.max_frame()) {
+    if (m != nullptr) rte_pktmbuf_free(m);
+    ++counters_.tx_no_mbuf;
+    return;
+  }
+  auto* data = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, uint16_t(size)));
+  wire::build_frame(spec, {data, size});
+  tx_.push_back(m);
+  if (tx_.size() >= burst_size) flush_tx();
+}
+
+unsigned Engine::flush_tx() {
+  if (tx_.empty()) return 0;
+  if (capture_) {
+    const uint64_t t = realtime_now();
+    for (rte_mbuf* m : tx_) capture_->write(port::frame_of(m, scratch_), t);
+  }
+  const unsigned n = unsigned(tx_.size());
+  counters_.tx_frames += port_.send_or_drop(tx_.data(), uint16_t(n));
+  tx_.clear();
+  return n;
+}
+
+transport::Nanos Engine::next_deadline() const { return std::min(device_.next_deadline(), arp_.next_deadline()); }
+
+// Back-off: keep polling for spin_ns after the last useful turn (a reply usually comes within a few
+// microseconds), then sleep on the wake eventfd with a timeout that doubles up to max_sleep_ns and never
+// passes the next timer. The sleeping flag is set before the last look at the rings; a client posting at
+// that moment either is seen here or sees the flag and writes the eventfd (Doorbell::ring).
+void Engine::idle(transport::Nanos now) {
+  if (idle_since_ == 0) idle_since_ = now;
+  if (now - idle_since_ < config_.spin_ns) return;
+  sleep_ns_ = sleep_ns_ == 0 ? 10'000 : std::min(sleep_ns_ * 2, config_.max_sleep_ns);
+  uint64_t timeout = sleep_ns_;
+  const transport::Nanos deadline = next_deadline();
+  if (deadline != transport::never) timeout = deadline <= now ? 0 : std::min<uint64_t>(timeout, deadline - now);
+  if (timeout == 0) return;
+  auto* st = reinterpret_cast<protocol::EngineStatus*>(status_.data());
+  std::atomic_ref<uint32_t> sleeping(st->sleeping);
+  sleeping.store(1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (!queues_.work_waiting() && !commands_waiting() && !stop_.load(std::memory_order_acquire)) {
+    ++counters_.sleeps;
+    pollfd pfd{wake_fd_, POLLIN, 0};
+    const timespec ts{time_t(timeout / 1'000'000'000), long(timeout % 1'000'000'000)};
+    ppoll(&pfd, 1, &ts, nullptr);
+  }
+  sleeping.store(0, std::memory_order_relaxed);
+  uint64_t drained = 0;
+  [[maybe_unused]] ssize_t n = read(wake_fd_, &drained, sizeof drained);
+}
+
+}  // namespace uroce::emulator::engine

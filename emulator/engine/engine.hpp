@@ -1,0 +1,130 @@
+// The engine: one thread that is the NIC's data path, a run-to-completion loop in the style of DPDK's
+// l2fwd. Each turn: commands from the control thread, a receive burst (classified: RoCE to the transport,
+// ARP and ICMP answered, the rest counted and dropped), work requests posted by clients, the transport's
+// requesters and timers, completions and events back to clients, ARP retries, one transmit burst.
+//
+// When a turn finds nothing to do for a while the engine backs off (spin, then sleep with a growing
+// timeout bounded by the next timer), because on a small machine it shares the CPU with the applications
+// it serves. Clients wake it through an eventfd only when it says it sleeps (docs/daemon.md).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "emulator/daemon/engine_access.hpp"
+#include "emulator/engine/capture.hpp"
+#include "emulator/engine/queue_service.hpp"
+#include "emulator/net/arp_cache.hpp"
+#include "emulator/net/arp_responder.hpp"
+#include "emulator/net/counters.hpp"
+#include "emulator/net/icmp.hpp"
+#include "emulator/net/port_addresses.hpp"
+#include "emulator/port/dpdk_port.hpp"
+#include "emulator/protocol/shared_region.hpp"
+#include "transport/device.hpp"
+#include "transport/outgoing_frame.hpp"
+
+struct rte_mbuf;
+
+namespace uroce::emulator::engine {
+
+struct EngineConfig {
+  std::vector<wire::IpAddress> addresses;  // the port's IP addresses, GID table order
+  std::string capture_path;                // empty: no capture
+  double rx_loss = 0;                      // fraction of received RoCE frames dropped on purpose (tests)
+  uint64_t loss_seed = 1;
+  uint64_t spin_ns = 50'000;               // idle time spent polling before the first sleep
+  uint64_t max_sleep_ns = 500'000;         // the longest sleep; a received frame waits at most this long
+  std::optional<wire::MacAddress> mac;      // instead of the port's own (ring ports have none)
+  unsigned ip_mtu = 1500;                  // the port's IP MTU; the RoCE path MTU follows from it
+  transport::DeviceLimits limits;
+};
+
+// Counters of the engine itself (the transport, the queues and the network layer have their own).
+struct EngineCounters {
+  uint64_t loops = 0;
+  uint64_t sleeps = 0;
+  uint64_t rx_bursts = 0;
+  uint64_t tx_frames = 0;
+  uint64_t tx_no_mbuf = 0;         // a frame could not be sent: the mbuf pool was empty
+  uint64_t tx_no_route = 0;        // IPv6 destination (no neighbour discovery yet) or no source address
+  uint64_t rx_injected_loss = 0;   // dropped by EngineConfig::rx_loss
+};
+
+class Engine final : public transport::PacketSink, public EngineAccess {
+ public:
+  Engine(port::DpdkPort& port, EngineConfig config);
+  ~Engine() override;
+
+  // The loop; returns after stop(). Call from the thread that is to be the engine.
+  void run();
+  void stop();
+
+  void run_on_engine(const std::function<void(EngineContext&)>& fn) override;
+
+  int wake_fd() const { return wake_fd_; }
+  int status_fd() const { return status_.fd(); }
+  // Tells clients (through the status page) that the daemon is going away.
+  void announce_shutdown();
+
+  // The PacketSink the transport transmits through (engine thread only).
+  void transmit(const transport::OutPacket& packet) override;
+
+ private:
+  struct Command {
+    const std::function<void(EngineContext&)>* fn;
+    bool done = false;
+  };
+
+  bool turn(transport::Nanos now);
+  unsigned receive_burst(transport::Nanos now);
+  void handle_frame(std::span<const uint8_t> frame, transport::Nanos now);
+  unsigned run_commands(transport::Nanos now);
+  void queue_copy(std::span<const uint8_t> frame);
+  unsigned flush_tx();
+  void send_arp_output();
+  void idle(transport::Nanos now);
+  bool commands_waiting();
+  transport::Nanos next_deadline() const;
+
+  port::DpdkPort& port_;
+  EngineConfig config_;
+  transport::Device device_;
+  QueueService queues_;
+  net::PortAddresses addresses_;
+  net::NetCounters net_counters_;
+  net::ArpCache arp_;
+  net::ArpResponder arp_responder_;
+  net::IcmpEchoResponder icmp_;
+  net::ArpOutput arp_out_;
+  std::unique_ptr<Capture> capture_;
+  EngineCounters counters_;
+  uint16_t ip_identification_ = 0;
+  transport::Nanos now_ = 0;  // the current turn's time, for transmit()
+
+  std::vector<rte_mbuf*> tx_;
+  std::vector<uint8_t> scratch_;
+  std::mt19937_64 loss_rng_;
+
+  int wake_fd_ = -1;
+  protocol::SharedRegion status_;
+  std::atomic<bool> stop_{false};
+  std::mutex commands_mutex_;
+  std::condition_variable commands_done_;
+  std::deque<Command*> commands_;
+  std::atomic<uint32_t> commands_pending_{0};
+  bool finished_ = false;  // run() returned: commands are refused (under commands_mutex_)
+  uint64_t idle_since_ = 0;
+  uint64_t sleep_ns_ = 0;
+};
+
+}  // namespace uroce::emulator::engine

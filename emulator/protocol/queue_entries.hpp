@@ -1,0 +1,105 @@
+// The entries of the shared work and completion queues, and the records sent through event pipes.
+//
+// Plain fixed-layout structs (the same on both sides of the socket, checked by static_asserts): a work
+// request is written once by the client and read once by the daemon, which copies and validates it before
+// the transport sees it. Values are rdma-core's (transport/verbs/types.hpp uses rdma-core's numbering), so
+// the verbs shim converts field by field without tables.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+namespace uroce::emulator::protocol {
+
+// ibv_sge's layout.
+struct WireSge {
+  uint64_t addr;
+  uint32_t length;
+  uint32_t lkey;
+};
+static_assert(sizeof(WireSge) == 16);
+
+// A send work request; followed in its slot by num_sge WireSge or, with IBV_SEND_INLINE, inline_length
+// bytes of data (copied at post time: the application may reuse its buffer as soon as the post returns).
+struct SendEntry {
+  uint64_t wr_id;
+  uint32_t opcode;           // verbs::WrOpcode
+  uint32_t send_flags;       // verbs::SendFlags
+  uint32_t imm_data;         // the immediate as the 32-bit value on the wire
+  uint32_t invalidate_rkey;
+  uint64_t remote_addr;
+  uint64_t compare_add;
+  uint64_t swap;
+  uint32_t rkey;
+  uint32_t ah;               // UD: the daemon's address handle number
+  uint32_t remote_qpn;       // UD
+  uint32_t remote_qkey;      // UD
+  uint16_t num_sge;
+  uint16_t reserved;
+  uint32_t inline_length;
+};
+static_assert(sizeof(SendEntry) == 72);
+
+// A receive work request (QP receive queue or SRQ); followed by num_sge WireSge.
+struct RecvEntry {
+  uint64_t wr_id;
+  uint32_t num_sge;
+  uint32_t reserved;
+};
+static_assert(sizeof(RecvEntry) == 16);
+
+// A work completion: ibv_wc's fields, with the immediate as the value on the wire.
+struct CompletionEntry {
+  uint64_t wr_id;
+  uint32_t status;      // verbs::WcStatus
+  uint32_t opcode;      // verbs::WcOpcode
+  uint32_t vendor_err;
+  uint32_t byte_len;
+  uint32_t imm_data;    // immediate, or the invalidated rkey
+  uint32_t qp_num;
+  uint32_t src_qp;
+  uint32_t wc_flags;    // verbs::WcFlags
+  uint16_t pkey_index;
+  uint8_t sl;
+  uint8_t reserved[13];
+};
+static_assert(sizeof(CompletionEntry) == 56);
+
+inline constexpr uint32_t round_up8(size_t n) { return uint32_t((n + 7) & ~size_t(7)); }
+
+inline constexpr uint32_t send_entry_size(uint32_t max_sge, uint32_t max_inline) {
+  return round_up8(sizeof(SendEntry) + std::max<size_t>(size_t(max_sge) * sizeof(WireSge), max_inline));
+}
+inline constexpr uint32_t recv_entry_size(uint32_t max_sge) {
+  return round_up8(sizeof(RecvEntry) + size_t(std::max<uint32_t>(max_sge, 1)) * sizeof(WireSge));
+}
+inline constexpr uint32_t completion_entry_size() { return sizeof(CompletionEntry); }
+
+// Written to a completion channel's pipe when an armed CQ gets a completion (ibv_get_cq_event reads it).
+struct CompletionEventRecord {
+  uint32_t cq;
+  uint32_t reserved;
+};
+
+// Written to the device's async event pipe (ibv_get_async_event reads it); `object` is the QP, CQ or SRQ
+// number for the event's type, the port number for port events.
+struct AsyncEventRecord {
+  uint32_t type;  // verbs::EventType
+  uint32_t object;
+};
+
+// The daemon's status, shared read-only with every client: whether the engine sleeps (a client that posts
+// then rings the wake eventfd, the only system call on the data path, and only when the NIC was idle), and
+// whether the daemon is going away.
+struct alignas(64) EngineStatus {
+  uint32_t magic;
+  uint32_t version;
+  uint32_t daemon_pid;
+  uint32_t reserved;
+  alignas(64) uint32_t sleeping;
+  alignas(64) uint32_t shutting_down;
+};
+inline constexpr uint32_t engine_status_magic = 0x55524f53;  // "UROS"
+
+}  // namespace uroce::emulator::protocol

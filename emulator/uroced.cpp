@@ -1,0 +1,112 @@
+// uroced: the daemon that is the NIC. See docs/daemon.md for how it is built and `uroced --help` for
+// how to run it.
+#include <signal.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include "emulator/control/control_server.hpp"
+#include "emulator/daemon/control_adapter.hpp"
+#include "emulator/daemon/options.hpp"
+#include "emulator/daemon/verbs_service.hpp"
+#include "emulator/engine/engine.hpp"
+#include "emulator/port/dpdk_port.hpp"
+#include "emulator/port/eal.hpp"
+
+using namespace uroce::emulator;
+
+namespace {
+
+int serve(const DaemonOptions& o) {
+  port::Eal eal(o.eal);
+  spdlog::info("EAL started in {:.0f} ms ({})", eal.init_milliseconds(),
+               eal.hugepages() ? "hugepages" : "no hugepages");
+  port::PortOptions po;
+  if (o.mtu != 0 && !o.port.empty()) po.mtu = uint16_t(o.mtu);
+  std::unique_ptr<port::DpdkPort> port;
+  if (o.port.empty()) {
+    port = port::DpdkPort::loopback("uroce_lo", po);
+  } else {
+    port = port::DpdkPort::open(o.port, po);
+  }
+
+  engine::EngineConfig config;
+  config.addresses = o.addresses;
+  config.capture_path = o.capture;
+  config.rx_loss = o.rx_loss;
+  config.loss_seed = o.loss_seed;
+  config.spin_ns = uint64_t(o.spin_us) * 1000;
+  config.max_sleep_ns = uint64_t(o.max_sleep_us) * 1000;
+  // The ring under the loopback carries frames of any size: it runs with jumbo frames, so its RoCE path
+  // MTU is 4096 as on a real NIC's loopback. A real port's MTU is what its driver (or kernel) says.
+  config.ip_mtu = o.port.empty() ? (o.mtu != 0 ? o.mtu : 9000) : port->mtu();
+  if (o.port.empty()) {
+    // DPDK's ring ports have no MAC (all zero) and cannot be given one: the loopback gets a locally
+    // administered address made from our pid.
+    const uint32_t pid = uint32_t(getpid());
+    config.mac = uroce::wire::MacAddress{{0x02, 0x75, uint8_t(pid >> 24), uint8_t(pid >> 16), uint8_t(pid >> 8), uint8_t(pid)}};
+  }
+  engine::Engine engine(*port, config);
+
+  PortDescription description;
+  description.port_name = o.port.empty() ? "loopback" : o.port;
+  description.mac = config.mac.value_or(port->mac());
+  description.gids = o.addresses;
+  description.ip_mtu = config.ip_mtu;
+  description.link_up = port->link().up || o.port.empty();
+  VerbsService service(engine, description, config.limits, engine.wake_fd(), engine.status_fd());
+  ControlAdapter adapter(service);
+
+  boost::asio::io_context io;
+  control::ControlServer server(io, o.socket, adapter);
+  boost::asio::signal_set signals(io, SIGINT, SIGTERM);
+  signals.async_wait([&](const boost::system::error_code& ec, int signal) {
+    if (ec) return;
+    spdlog::info("{}: shutting down", strsignal(signal));
+    engine.announce_shutdown();  // clients see it in shared memory at once...
+    server.stop();               // ... and as a "shutdown" event; their objects are freed
+    engine.stop();
+  });
+  spdlog::info("uroced ready: port {} ({}), address {}, control socket {}", description.port_name,
+               uroce::wire::to_string(description.mac), uroce::wire::to_string(o.addresses.front()), o.socket);
+  std::thread control([&] { io.run(); });
+  engine.run();  // the engine runs on the EAL's main lcore, this thread
+  io.post([&] {
+    signals.cancel();
+    server.stop();
+  });
+  control.join();
+  spdlog::info("uroced stopped");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  DaemonOptions options;
+  CLI::App app{"uroced: a software RoCEv2 NIC on DPDK"};
+  describe_options(app, options);
+  try {
+    app.parse(argc, argv);
+    finish_options(options);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "uroced: %s\n", e.what());
+    return 2;
+  }
+  spdlog::set_level(options.log_level);
+  spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e uroced[%P] %^%l%$ %v");
+  signal(SIGPIPE, SIG_IGN);  // a client that vanished is an error on its socket, not the daemon's death
+  try {
+    return serve(options);
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return 1;
+  }
+}
