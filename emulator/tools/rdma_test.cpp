@@ -23,6 +23,7 @@
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "emulator/client/context.hpp"
@@ -393,6 +394,8 @@ int main(int argc, char** argv) {
   app.add_option("--depth", o.depth, "operations in flight")->check(CLI::Range(1u, 4096u))->capture_default_str();
   app.add_option("--timeout", o.timeout_s, "seconds before giving up")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  // Diagnostics on stderr: stdout carries only the result line.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("uroce-rdma-test"));
   spdlog::set_pattern("uroce-rdma-test[%P] %l %v");
   try {
     return o.server ? run_server(o) : run_client(o);

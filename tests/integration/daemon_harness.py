@@ -1,0 +1,113 @@
+"""Real uroced daemons and real client processes for integration tests.
+
+Everything a test creates is named after its pid (network namespaces, veth pairs, sockets under a
+temporary directory) and removed by the test, also when it fails; processes are stopped by PID.
+"""
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import time
+
+
+class Daemon:
+    """One uroced. `netns`: run it inside that network namespace."""
+
+    def __init__(self, uroced, workdir, name, args=(), netns=None):
+        self.socket = os.path.join(workdir, name + ".sock")
+        self.log_path = os.path.join(workdir, name + ".log")
+        cmd = [uroced, "--socket", self.socket, "--log-level", "debug", *args]
+        if netns:
+            cmd = ["ip", "netns", "exec", netns, *cmd]
+        self.log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 20
+        while not os.path.exists(self.socket):
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"uroced {name} exited with {self.proc.returncode}:\n{self.read_log()}")
+            if time.time() > deadline:
+                raise RuntimeError(f"uroced {name} did not start:\n{self.read_log()}")
+            time.sleep(0.05)
+
+    def read_log(self):
+        with open(self.log_path) as f:
+            return f.read()
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def stop(self, sig=signal.SIGTERM, timeout=20):
+        """Stops the daemon by PID; returns its exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        return self.proc.returncode
+
+
+def stats(uroce, socket):
+    out = subprocess.run([uroce, "stats", "--socket", socket, "--json"], capture_output=True, text=True, timeout=20)
+    if out.returncode != 0:
+        raise RuntimeError("uroce stats failed: " + out.stderr)
+    return json.loads(out.stdout)
+
+
+def run_pair(tool, workdir, server_socket, client_socket, op, size, count, depth=16, timeout=60, extra=()):
+    """Runs uroce-rdma-test as server and client; returns (client result dict or None, server rc, stderr)."""
+    oob = os.path.join(workdir, f"oob-{op}-{time.monotonic_ns()}")
+    common = ["--oob", oob, "--op", op, "--size", str(size), "--count", str(count), "--depth", str(depth),
+              "--timeout", str(timeout), *extra]
+    server = subprocess.Popen([tool, "--server", "--socket", server_socket, *common],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        client = subprocess.run([tool, "--client", "--socket", client_socket, *common],
+                                capture_output=True, text=True, timeout=timeout + 30)
+        _, server_err = server.communicate(timeout=timeout + 30)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    result = json.loads(client.stdout.strip().splitlines()[-1]) if client.stdout.strip() else None
+    return result, client.returncode, server.returncode, client.stderr + server_err
+
+
+def sh(*cmd, check=True):
+    return subprocess.run(cmd, check=check, capture_output=True, text=True)
+
+
+@contextlib.contextmanager
+def two_namespaces_with_veth():
+    """Two network namespaces joined by a veth pair, names unique to this process. The kernel side of
+    each veth has no address, ARP off and IPv6 off: the daemon on it does ARP itself, and the kernel
+    neither answers for the daemon's address nor sends noise."""
+    tag = f"u{os.getpid()}"
+    ns = [f"{tag}a", f"{tag}b"]
+    veth = [f"{tag}va", f"{tag}vb"]
+    try:
+        for n in ns:
+            sh("ip", "netns", "add", n)
+        sh("ip", "link", "add", veth[0], "netns", ns[0], "type", "veth", "peer", "name", veth[1], "netns", ns[1])
+        for n, v in zip(ns, veth):
+            sh("ip", "netns", "exec", n, "sysctl", "-qw", f"net.ipv6.conf.{v}.disable_ipv6=1", check=False)
+            sh("ip", "-n", n, "link", "set", v, "arp", "off")
+            sh("ip", "-n", n, "link", "set", v, "mtu", "4200")
+            sh("ip", "-n", n, "link", "set", v, "up")
+            sh("ip", "-n", n, "link", "set", "lo", "up")
+        yield ns, veth
+    finally:
+        for n in ns:
+            sh("ip", "netns", "del", n, check=False)
+
+
+def is_root():
+    return os.geteuid() == 0
+
+
+def tempdir():
+    return tempfile.TemporaryDirectory(prefix="uroce-daemon-test-")

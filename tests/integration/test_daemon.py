@@ -1,0 +1,197 @@
+#!/usr/bin/env python3
+"""Integration tests of uroced with real daemons and real client processes (issue 4's section 8).
+
+(a) two clients through one daemon's loopback port; (b) two daemons in two network namespaces joined by a
+veth pair (net_af_packet), with a capture that must dissect with every ICRC valid, and with injected loss;
+(c) two daemons joined by memif. Every transfer is checked byte for byte by uroce-rdma-test. A client
+killed with SIGKILL mid-transfer leaves the daemon and other clients healthy.
+
+Usage: test_daemon.py UROCED UROCE_RDMA_TEST UROCE
+"""
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import unittest
+
+from daemon_harness import Daemon, is_root, run_pair, stats, tempdir, two_namespaces_with_veth
+
+UROCED = TOOL = UROCE = None
+
+# (op, size, count): enough traffic to cross many ring wraps, PSN windows and ACK coalescing, small
+# enough for CI's two cores.
+WORKLOAD = [("write", 65536, 1500), ("read", 65536, 1500), ("send", 4096, 3000), ("atomic", 8, 2000),
+            ("ud", 1000, 2000)]
+
+
+def report(label, result):
+    print(f"  {label}: {result['op']} {result['size']} B x {result['count']}: "
+          f"{result['gbytes_per_s']:.3f} GB/s, {result['messages_per_s'] / 1e3:.1f} k msg/s", flush=True)
+
+
+class DaemonTestCase(unittest.TestCase):
+    def run_workload(self, label, server_socket, client_socket, workload=WORKLOAD, extra=()):
+        for op, size, count in workload:
+            with self.subTest(op=op):
+                result, client_rc, server_rc, err = run_pair(TOOL, self.dir.name, server_socket, client_socket, op,
+                                                             size, count, extra=extra)
+                self.assertEqual(client_rc, 0, err)
+                self.assertEqual(server_rc, 0, err)
+                self.assertTrue(result["verified"], result)
+                report(label, result)
+
+    def assert_clean_counters(self, socket):
+        s = stats(UROCE, socket)
+        self.assertEqual(s["device"]["rx_bad_icrc"], 0, s)
+        self.assertEqual(s["device"]["rx_malformed"], 0, s)
+        self.assertEqual(s["queues"]["malformed_wr"], 0, s)
+        return s
+
+    def setUp(self):
+        self.dir = tempdir()
+        self.daemons = []
+
+    def tearDown(self):
+        for d in self.daemons:
+            d.stop()
+        self.dir.cleanup()
+
+    def daemon(self, name, args=(), netns=None):
+        d = Daemon(UROCED, self.dir.name, name, args, netns)
+        self.daemons.append(d)
+        return d
+
+
+class Loopback(DaemonTestCase):
+    """(a): both processes on one daemon's internal loopback port."""
+
+    def test_every_operation(self):
+        d = self.daemon("lo")
+        self.run_workload("loopback", d.socket, d.socket)
+        s = self.assert_clean_counters(d.socket)
+        self.assertEqual(s["sessions"], 1)  # only `uroce stats` itself
+        self.assertGreater(s["device"]["tx_packets"], 10000)
+
+    def test_client_killed_mid_transfer(self):
+        d = self.daemon("lo")
+        oob = os.path.join(self.dir.name, "oob-kill")
+        common = ["--socket", d.socket, "--oob", oob, "--op", "write", "--size", "65536", "--count", "100000000",
+                  "--timeout", "30"]
+        server = subprocess.Popen([TOOL, "--server", *common], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        client = subprocess.Popen([TOOL, "--client", *common], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.time() + 20
+            while stats(UROCE, d.socket)["queues"]["completions"] < 200 and time.time() < deadline:
+                time.sleep(0.05)
+            client.send_signal(signal.SIGKILL)
+            client.wait()
+            server.wait(timeout=30)  # it sees its peer vanish on the out-of-band socket
+        finally:
+            for p in (client, server):
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+        self.assertTrue(d.alive(), d.read_log())
+        deadline = time.time() + 10
+        while stats(UROCE, d.socket)["sessions"] != 1 and time.time() < deadline:  # 1: `uroce stats`
+            time.sleep(0.05)
+        self.assertEqual(stats(UROCE, d.socket)["sessions"], 1)
+        self.assertIn("objects it left were freed", d.read_log())
+        # The daemon still serves new clients, byte-exact.
+        self.run_workload("after kill", d.socket, d.socket, [("write", 65536, 500), ("send", 64, 2000)])
+
+    def test_target_killed_mid_transfer(self):
+        """The side whose memory is written dies: its memory is never touched again, the writer gets an
+        error completion (its peer QP is gone, so retries run out), the daemon lives on."""
+        d = self.daemon("lo")
+        oob = os.path.join(self.dir.name, "oob-kill2")
+        common = ["--socket", d.socket, "--oob", oob, "--op", "write", "--size", "65536", "--count", "100000000",
+                  "--timeout", "30"]
+        server = subprocess.Popen([TOOL, "--server", *common], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        client = subprocess.Popen([TOOL, "--client", *common], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                  text=True)
+        try:
+            deadline = time.time() + 20
+            while stats(UROCE, d.socket)["queues"]["completions"] < 200 and time.time() < deadline:
+                time.sleep(0.05)
+            server.send_signal(signal.SIGKILL)
+            server.wait()
+            _, err = client.communicate(timeout=60)
+        finally:
+            for p in (client, server):
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+        self.assertEqual(client.returncode, 2, err)
+        self.assertIn("retry counter exceeded", err)
+        self.assertTrue(d.alive(), d.read_log())
+        self.run_workload("after kill", d.socket, d.socket, [("write", 65536, 300)])
+
+    def test_bad_command_line(self):
+        for args in (["--port", "net_af_packet0,iface=nonexistent0"], ["--ip", "not-an-address"], ["--bogus"],
+                     ["--rx-loss", "2"]):
+            with self.subTest(args=args):
+                out = subprocess.run([UROCED, "--socket", os.path.join(self.dir.name, "x.sock"), *args],
+                                     capture_output=True, text=True, timeout=30)
+                self.assertNotEqual(out.returncode, 0)
+                self.assertLess(out.returncode, 128, "crashed")  # an error, not a signal
+                self.assertTrue((out.stderr + out.stdout).strip(), "no message")
+
+
+@unittest.skipUnless(is_root(), "needs root for network namespaces")
+class Veth(DaemonTestCase):
+    """(b): two daemons in two network namespaces, af_packet on each end of a veth pair."""
+
+    def pair(self, ns, veth, extra=()):
+        a = self.daemon("a", ["--port", f"net_af_packet0,iface={veth[0]}", "--ip", "10.77.0.1",
+                              "--capture", os.path.join(self.dir.name, "a.pcap"), *extra], netns=ns[0])
+        b = self.daemon("b", ["--port", f"net_af_packet0,iface={veth[1]}", "--ip", "10.77.0.2", *extra], netns=ns[1])
+        return a, b
+
+    def test_every_operation_and_capture(self):
+        with two_namespaces_with_veth() as (ns, veth):
+            a, b = self.pair(ns, veth)
+            self.run_workload("veth", a.socket, b.socket)
+            s = self.assert_clean_counters(a.socket)
+            self.assertGreaterEqual(s["net"]["arp_replies_received"] + s["net"]["arp_requests_received"], 1, s)
+            self.assert_clean_counters(b.socket)
+            for d in (a, b):
+                self.assertEqual(d.stop(), 0, d.read_log())
+        out = subprocess.run([UROCE, "dissect", os.path.join(self.dir.name, "a.pcap")], capture_output=True, text=True,
+                             timeout=300)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        m = re.search(r"(\d+) frames: (\d+) RoCE \((\d+) with a bad ICRC\), (\d+) malformed", out.stderr)
+        self.assertIsNotNone(m, out.stderr)
+        frames, roce, bad, malformed = map(int, m.groups())
+        print(f"  capture: {frames} frames, {roce} RoCE, {bad} bad ICRC, {malformed} malformed")
+        self.assertGreater(roce, 10000)
+        self.assertEqual(bad, 0)
+        self.assertEqual(malformed, 0)
+
+    def test_injected_loss(self):
+        with two_namespaces_with_veth() as (ns, veth):
+            a, b = self.pair(ns, veth, ["--rx-loss", "0.01", "--loss-seed", "7"])
+            self.run_workload("veth 1% loss", a.socket, b.socket,
+                              [("write", 65536, 500), ("read", 65536, 500), ("send", 4096, 2000), ("atomic", 8, 1000)])
+            sa, sb = stats(UROCE, a.socket), stats(UROCE, b.socket)
+            self.assertGreater(sa["engine"]["rx_injected_loss"] + sb["engine"]["rx_injected_loss"], 0)
+            self.assertGreater(sa["device"]["tx_retransmitted"] + sb["device"]["tx_retransmitted"], 0)
+
+
+class Memif(DaemonTestCase):
+    """(c): two daemons joined by a memif (shared-memory packet interface)."""
+
+    def test_every_operation(self):
+        sock = os.path.join(self.dir.name, "memif.sock")
+        a = self.daemon("a", ["--port", f"net_memif0,role=server,socket={sock}", "--ip", "10.78.0.1"])
+        b = self.daemon("b", ["--port", f"net_memif0,role=client,socket={sock}", "--ip", "10.78.0.2"])
+        self.run_workload("memif", a.socket, b.socket)
+        self.assert_clean_counters(a.socket)
+        self.assert_clean_counters(b.socket)
+
+
+if __name__ == "__main__":
+    UROCED, TOOL, UROCE = sys.argv[1:4]
+    unittest.main(argv=sys.argv[:1] + sys.argv[4:], verbosity=2)
