@@ -452,6 +452,15 @@ json VerbsService::stats(Session&, uint64_t, const json&, std::vector<int>&) {
   return out;
 }
 
+void VerbsService::announce_shutdown() {
+  const protocol::AsyncEventRecord fatal{uint32_t(EventType::device_fatal), 0};
+  for (auto& [id, s] : sessions_) {
+    if (s.async_write_fd >= 0) {
+      [[maybe_unused]] ssize_t n = write(s.async_write_fd, &fatal, sizeof fatal);
+    }
+  }
+}
+
 // Order matters: QPs first (they reference CQs, SRQs, PDs and, through their work requests, MRs), then
 // SRQs, CQs, AHs, MRs, PDs — the order in which the verbs let an application destroy them.
 void VerbsService::destroy_everything(Session& s) {

@@ -59,6 +59,9 @@ class VerbsService {
   void close_session(uint64_t session);
 
   size_t session_count() const { return sessions_.size(); }
+  // The daemon is stopping: every client gets IBV_EVENT_DEVICE_FATAL on its async event fd, which is how
+  // a real device tells applications it is gone.
+  void announce_shutdown();
 
  private:
   struct Channel {

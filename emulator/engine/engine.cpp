@@ -193,6 +193,7 @@ bool Engine::turn(transport::Nanos now) {
     send_arp_output();
   }
   work += flush_tx();
+  drop_log_.maybe_report(now, net_counters_, device_.counters());
   return work != 0 || pending;
 }
 

@@ -22,6 +22,7 @@
 
 #include "emulator/daemon/engine_access.hpp"
 #include "emulator/engine/capture.hpp"
+#include "emulator/engine/drop_log.hpp"
 #include "emulator/engine/queue_service.hpp"
 #include "emulator/net/arp_cache.hpp"
 #include "emulator/net/arp_responder.hpp"
@@ -108,6 +109,7 @@ class Engine final : public transport::PacketSink, public EngineAccess {
   net::ArpOutput arp_out_;
   std::unique_ptr<Capture> capture_;
   EngineCounters counters_;
+  DropLog drop_log_;
   uint16_t ip_identification_ = 0;
   transport::Nanos now_ = 0;  // the current turn's time, for transmit()
 
