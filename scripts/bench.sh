@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The "Speed" benchmark: builds uroce_bench (Release) and runs it on one core. Prints Markdown tables:
-# parse / ICRC-verify throughput against memcpy of the same bytes, and the CRC-32 library candidates.
+# parse / ICRC-verify throughput against memcpy of the same bytes, the CRC-32 library candidates, the
+# transport over an in-memory wire; then uroced between two processes in its three setups (loopback,
+# veth in two network namespaces, memif) beside memcpy.
 #
 #   scripts/bench.sh [uroce_bench options: --quick, --rounds N, --sample-ms MS, --cpu N, --dram-mib MIB]
 #
@@ -17,7 +19,11 @@ build_dir="${UROCE_BENCH_BUILD_DIR:-build/bench}"
 
 scripts/deps.sh
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$build_dir" --target uroce_bench
+cmake --build "$build_dir" --target uroce_bench uroced uroce-rdma-test uroce
 
 echo
 "$build_dir/bench/uroce_bench" "$@" | tee "$build_dir/bench-results.md"
+# The daemon: throughput between two processes through uroced in its three setups, beside memcpy.
+scale=1
+for a in "$@"; do [ "$a" = "--quick" ] && scale=0.1; done
+python3 tests/integration/bench_daemon.py "$build_dir" --scale "$scale" | tee -a "$build_dir/bench-results.md"

@@ -43,7 +43,7 @@ Clock::time_point after(double seconds) {
 namespace {
 
 struct Options {
-  bool server = false, client = false;
+  bool server = false, client = false, memcpy = false;
   std::string socket = client::ControlConnection::default_socket_path();
   std::string oob;
   std::string op = "write";
@@ -375,6 +375,24 @@ int run_client(const Options& o) {
   return result.at("verified").get<bool>() ? 0 : 1;
 }
 
+// The reference the benchmark puts beside RDMA numbers: memcpy of the same message size, between two
+// buffers of `depth` slots like the test's, in this process.
+int run_memcpy(const Options& o) {
+  const size_t bytes = size_t(o.size) * o.depth;
+  std::vector<uint8_t> src(bytes, 1), dst(bytes, 0);
+  const auto start = Clock::now();
+  for (uint64_t i = 0; i < o.count; ++i) {
+    const size_t at = (i % o.depth) * o.size;
+    std::memcpy(dst.data() + at, src.data() + at, o.size);
+    asm volatile("" : : "r"(dst.data()) : "memory");  // the copy must happen
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  std::cout << json{{"op", "memcpy"}, {"size", o.size}, {"count", o.count}, {"seconds", seconds},
+                    {"gbytes_per_s", double(o.count) * o.size / seconds / 1e9}, {"verified", true}}.dump()
+            << std::endl;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -383,8 +401,9 @@ int main(int argc, char** argv) {
   auto* role = app.add_option_group("role");
   role->add_flag("--server", o.server, "wait for the client");
   role->add_flag("--client", o.client, "drive the test and print the result");
+  role->add_flag("--memcpy", o.memcpy, "no RDMA: memcpy of --count messages of --size bytes (the reference)");
   role->require_option(1);
-  app.add_option("--oob", o.oob, "Unix socket path the two processes meet at")->required();
+  app.add_option("--oob", o.oob, "Unix socket path the two processes meet at");
   app.add_option("--socket", o.socket, "uroced's control socket")->capture_default_str();
   app.add_option("--op", o.op, "write, read, send, atomic or ud")
       ->check(CLI::IsMember({"write", "read", "send", "atomic", "ud"}))
@@ -398,6 +417,8 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("uroce-rdma-test"));
   spdlog::set_pattern("uroce-rdma-test[%P] %l %v");
   try {
+    if (o.memcpy) return run_memcpy(o);
+    if (o.oob.empty()) throw std::invalid_argument("--oob is required for --server and --client");
     return o.server ? run_server(o) : run_client(o);
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
