@@ -39,6 +39,7 @@ int serve(const DaemonOptions& o) {
   engine::EngineConfig config;
   config.addresses = o.addresses;
   config.capture_path = o.capture;
+  config.capture_received = !o.port.empty();  // on the loopback every frame received was just sent
   config.rx_loss = o.rx_loss;
   config.loss_seed = o.loss_seed;
   config.spin_ns = uint64_t(o.spin_us) * 1000;
@@ -59,6 +60,7 @@ int serve(const DaemonOptions& o) {
   description.mac = config.mac.value_or(port->mac());
   description.gids = o.addresses;
   description.ip_mtu = config.ip_mtu;
+  description.active_mtu = engine.active_mtu();
   description.link_up = port->link().up || o.port.empty();
   VerbsService service(engine, description, config.limits, engine.wake_fd(), engine.status_fd());
   ControlAdapter adapter(service);

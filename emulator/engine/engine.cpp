@@ -64,6 +64,7 @@ Engine::Engine(port::DpdkPort& port, EngineConfig config)
   for (verbs::Mtu m : {verbs::Mtu::mtu_512, verbs::Mtu::mtu_1024, verbs::Mtu::mtu_2048, verbs::Mtu::mtu_4096}) {
     if (verbs::mtu_bytes(m) + 20 + 8 + 12 + 28 + 4 <= ip_mtu) mtu = m;
   }
+  active_mtu_ = mtu;
   device_.set_active_mtu(mtu);
   if (!config_.capture_path.empty()) capture_ = std::make_unique<Capture>(config_.capture_path);
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -210,7 +211,7 @@ unsigned Engine::receive_burst(transport::Nanos now) {
 }
 
 void Engine::handle_frame(std::span<const uint8_t> frame, transport::Nanos now) {
-  if (capture_) capture_->write(frame, realtime_now());
+  if (capture_ && config_.capture_received) capture_->write(frame, realtime_now());
   const net::Classification c = net::classify(frame, addresses_);
   net::count(net_counters_, c);
   switch (c.kind) {

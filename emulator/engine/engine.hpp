@@ -41,6 +41,7 @@ namespace uroce::emulator::engine {
 struct EngineConfig {
   std::vector<wire::IpAddress> addresses;  // the port's IP addresses, GID table order
   std::string capture_path;                // empty: no capture
+  bool capture_received = true;            // false on the loopback, where what is received was just sent
   double rx_loss = 0;                      // fraction of received RoCE frames dropped on purpose (tests)
   uint64_t loss_seed = 1;
   uint64_t spin_ns = 50'000;               // idle time spent polling before the first sleep
@@ -73,6 +74,7 @@ class Engine final : public transport::PacketSink, public EngineAccess {
   void run_on_engine(const std::function<void(EngineContext&)>& fn) override;
 
   int wake_fd() const { return wake_fd_; }
+  verbs::Mtu active_mtu() const { return active_mtu_; }
   int status_fd() const { return status_.fd(); }
   // Tells clients (through the status page) that the daemon is going away.
   void announce_shutdown();
@@ -111,6 +113,7 @@ class Engine final : public transport::PacketSink, public EngineAccess {
   EngineCounters counters_;
   DropLog drop_log_;
   uint16_t ip_identification_ = 0;
+  verbs::Mtu active_mtu_ = verbs::Mtu::mtu_256;
   transport::Nanos now_ = 0;  // the current turn's time, for transmit()
 
   std::vector<rte_mbuf*> tx_;
