@@ -5,6 +5,7 @@
 #include <malloc.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <memory>
@@ -157,8 +158,18 @@ struct Rate {
   double loss_seen = 0;
 };
 
-// Keeps `depth` messages of `size` bytes in flight from a to b for `seconds`, counting completions.
+// A fixed amount of work instead of a fixed time: UROCE_BENCH_MESSAGES=N makes every case stop after N
+// completed messages, so that `perf stat` compares the CPU time (or instructions and cycles, where the
+// machine exposes them) of the same work.
+uint64_t fixed_message_count() {
+  const char* v = std::getenv("UROCE_BENCH_MESSAGES");
+  return v == nullptr ? 0 : std::strtoull(v, nullptr, 10);
+}
+
+// Keeps `depth` messages of `size` bytes in flight from a to b for `seconds` (or, with
+// UROCE_BENCH_MESSAGES, until that many have completed), counting completions.
 Rate run(WrOpcode op, uint32_t size, double loss, double seconds, uint32_t depth) {
+  const uint64_t fixed_messages = fixed_message_count();
   Pair p(loss, std::max<size_t>(size_t(size) * 2, 1 << 20));
   uint64_t posted = 0, completed = 0, received = 0;
   const auto post_recv = [&](uint64_t id) {
@@ -194,7 +205,7 @@ Rate run(WrOpcode op, uint32_t size, double loss, double seconds, uint32_t depth
     for (int n; (n = p.b.device.poll_cq(p.b.cq, wc)) > 0;) {
       for (int i = 0; i < n; ++i) post_recv(received++);
     }
-    if ((completed & 63) == 0 && Clock::now() >= deadline) break;
+    if (fixed_messages != 0 ? completed >= fixed_messages : (completed & 63) == 0 && Clock::now() >= deadline) break;
   }
   const double secs = std::chrono::duration<double>(Clock::now() - start).count();
   Rate r;

@@ -2,21 +2,11 @@
 
 namespace uroce::transport {
 
-bool CompletionQueue::push(const verbs::WorkCompletion& wc) {
-  if (count_ == ring_.size()) {
-    overflowed_ = true;
-    return false;
-  }
-  ring_[(head_ + count_) % ring_.size()] = wc;
-  ++count_;
-  return true;
-}
-
 size_t CompletionQueue::poll(std::span<verbs::WorkCompletion> out) {
   size_t n = 0;
   while (n < out.size() && count_ > 0) {
     out[n++] = ring_[head_];
-    head_ = uint32_t((head_ + 1) % ring_.size());
+    head_ = index(1);
     --count_;
   }
   return n;
@@ -25,7 +15,7 @@ size_t CompletionQueue::poll(std::span<verbs::WorkCompletion> out) {
 bool CompletionQueue::resize(uint32_t capacity) {
   if (capacity == 0 || capacity < count_) return false;
   std::vector<verbs::WorkCompletion> ring(capacity);
-  for (uint32_t i = 0; i < count_; ++i) ring[i] = ring_[(head_ + i) % ring_.size()];
+  for (uint32_t i = 0; i < count_; ++i) ring[i] = ring_[index(i)];
   ring_ = std::move(ring);
   head_ = 0;
   return true;

@@ -14,37 +14,34 @@ using namespace uroce::verbs;
 // ---------------------------------------------------------------------------------------------------------
 // Helpers shared by the engines.
 
-QueuePair* DeviceImpl::find_qp(uint32_t qpn) {
-  const auto it = qps_.find(qpn);
-  return it == qps_.end() ? nullptr : it->second.get();
-}
-
 void DeviceImpl::schedule(QueuePair& qp) {
   if (qp.req.scheduled) return;
   qp.req.scheduled = true;
   run_list_.push_back(&qp);
 }
 
-void DeviceImpl::post_completion(uint32_t cqn, const WorkCompletion& wc) {
-  const auto it = cqs_.find(cqn);
-  if (it == cqs_.end()) return;
-  if (!it->second.push(wc)) {
+WorkCompletion* DeviceImpl::new_completion(uint32_t cqn) {
+  CompletionQueue* cq = cqs_.find(cqn);
+  if (cq == nullptr) return nullptr;
+  WorkCompletion* wc = cq->append();
+  if (wc == nullptr) {
     ++counters_.cq_overflows;
     raise(EventType::cq_err, cqn);
   }
+  return wc;
 }
 
-void DeviceImpl::transmit(QueuePair& qp, const wire::TransportHeaders& h, std::span<const uint8_t> payload,
-                          const AddressVector* destination) {
-  OutPacket p;
-  p.destination = destination ? destination : &qp.attr.ah_attr;
-  p.src_qpn = qp.qpn;
-  p.udp_src_port = qp.udp_src_port;
-  p.headers = h;
-  p.headers.bth.pkey = pkey_;
-  p.payload = payload;
+void DeviceImpl::post_completion(uint32_t cqn, const WorkCompletion& wc) {
+  if (WorkCompletion* slot = new_completion(cqn)) *slot = wc;
+}
+
+void DeviceImpl::transmit(QueuePair& qp, OutPacket& packet) {
+  if (packet.destination == nullptr) packet.destination = &qp.attr.ah_attr;
+  packet.src_qpn = qp.qpn;
+  packet.udp_src_port = qp.udp_src_port;
+  packet.headers.bth.pkey = pkey_;
   ++counters_.tx_packets;
-  sink_.transmit(p);
+  sink_.transmit(packet);
 }
 
 ReceiveQueue* DeviceImpl::receive_queue(QueuePair& qp) {
@@ -94,6 +91,38 @@ KeyCheck DeviceImpl::scatter(const SgeList& sges, uint32_t pd, uint32_t offset,
                    [&](const MemoryRegion& mr, uint64_t at, size_t done, uint32_t n) {
                      return mr.memory->write(at, bytes.data() + done, n);
                    });
+}
+
+namespace {
+
+// The SGE that holds all of [offset, offset + length) of the message, with `offset` made relative to
+// it; nullptr if that part spans SGEs (or lies beyond them). Skips SGEs as walk_sges() does.
+const Sge* sge_holding(const SgeList& sges, uint32_t& offset, uint32_t length) {
+  for (const Sge& sge : sges) {
+    if (offset >= sge.length) {
+      offset -= sge.length;
+      continue;
+    }
+    return length <= sge.length - offset ? &sge : nullptr;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+KeyCheck DeviceImpl::send_payload(const SgeList& sges, uint32_t pd, uint32_t offset, uint32_t length,
+                                  std::span<const uint8_t>& out) {
+  uint32_t in_sge = offset;
+  const Sge* sge = length == 0 ? nullptr : sge_holding(sges, in_sge, length);
+  const MemoryRegion* mr = nullptr;
+  if (sge != nullptr && mrs_.check(sge->lkey, pd, sge->addr + in_sge, length, 0, &mr) == KeyCheck::ok) {
+    out = mr->memory->view(mr->memory_offset + (sge->addr + in_sge - mr->iova), length);
+    if (out.size() == length) return KeyCheck::ok;
+  }
+  // Several pieces, memory that cannot be viewed, or an error, which gather() reports as always.
+  const std::span<uint8_t> staged(scratch_.data(), length);
+  out = staged;
+  return gather(sges, pd, offset, staged);
 }
 
 void DeviceImpl::flush(QueuePair& qp) {
@@ -220,15 +249,15 @@ int Device::create_cq(uint32_t cqe, uint32_t& cqn) {
   DeviceImpl& d = *impl_;
   if (cqe == 0 || cqe > d.limits_.max_cqe || d.cqs_.size() >= d.limits_.max_cq) return EINVAL;
   cqn = d.next_cqn_++;
-  d.cqs_.emplace(cqn, CompletionQueue(cqe));
+  d.cqs_.insert(cqn, std::make_unique<CompletionQueue>(cqe));
   return 0;
 }
 
 int Device::resize_cq(uint32_t cqn, uint32_t cqe) {
   DeviceImpl& d = *impl_;
-  const auto it = d.cqs_.find(cqn);
-  if (it == d.cqs_.end() || cqe == 0 || cqe > d.limits_.max_cqe) return EINVAL;
-  return it->second.resize(cqe) ? 0 : EINVAL;
+  CompletionQueue* cq = d.cqs_.find(cqn);
+  if (cq == nullptr || cqe == 0 || cqe > d.limits_.max_cqe) return EINVAL;
+  return cq->resize(cqe) ? 0 : EINVAL;
 }
 
 int Device::destroy_cq(uint32_t cqn) {
@@ -325,7 +354,7 @@ int Device::create_qp(const QpInitAttr& a, uint32_t& qpn) {
   qp->rq.max_sge = a.cap.max_recv_sge;
   ++d.pds_[a.pd];
   qpn = qp->qpn;
-  d.qps_.emplace(qpn, std::move(qp));
+  d.qps_.insert(qpn, std::move(qp));
   return 0;
 }
 
@@ -425,24 +454,23 @@ int Device::modify_qp(uint32_t qpn, const QpAttr& attr, uint32_t mask, Nanos now
 }
 
 int Device::query_qp(uint32_t qpn, QpAttr& attr) const {
-  const auto it = impl_->qps_.find(qpn);
-  if (it == impl_->qps_.end()) return EINVAL;
-  attr = it->second->attr;
+  const QueuePair* qp = impl_->qps_.find(qpn);
+  if (qp == nullptr) return EINVAL;
+  attr = qp->attr;
   attr.cur_qp_state = attr.qp_state;
-  attr.sq_psn = it->second->req.psn;
-  attr.rq_psn = it->second->resp.psn;
+  attr.sq_psn = qp->req.psn;
+  attr.rq_psn = qp->resp.psn;
   return 0;
 }
 
 int Device::destroy_qp(uint32_t qpn) {
   DeviceImpl& d = *impl_;
-  const auto it = d.qps_.find(qpn);
-  if (it == d.qps_.end()) return EINVAL;
-  QueuePair* qp = it->second.get();
+  QueuePair* qp = d.find_qp(qpn);
+  if (qp == nullptr) return EINVAL;
   std::erase(d.run_list_, qp);
   std::erase(d.ack_list_, qp);
   --d.pds_[qp->pd];
-  d.qps_.erase(it);
+  d.qps_.erase(qpn);
   return 0;
 }
 
@@ -492,11 +520,8 @@ int Device::post_send(uint32_t qpn, const SendWr& wr, Nanos now) {
   const uint64_t length = message_length(wr);
   if (length > 0x80000000ull) return EINVAL;  // max message size: 2 GiB
 
-  SendWqe w;
-  w.wr = wr;
-  w.length = uint32_t(op == WrOpcode::atomic_cmp_and_swp || op == WrOpcode::atomic_fetch_and_add ? 8 : length);
-  w.signaled = qp->sq_sig_all || (wr.send_flags & send_signaled);
-  qp->sq.push_back(std::move(w));
+  const bool atomic = op == WrOpcode::atomic_cmp_and_swp || op == WrOpcode::atomic_fetch_and_add;
+  qp->sq.emplace_back(wr, uint32_t(atomic ? 8 : length), qp->sq_sig_all || (wr.send_flags & send_signaled));
   if (st == QpState::err) {
     d.flush(*qp);  // posting to a QP in error completes at once with a flush error
     return 0;
@@ -530,9 +555,9 @@ int Device::post_srq_recv(uint32_t srqn, const RecvWr& wr) {
 }
 
 int Device::poll_cq(uint32_t cqn, std::span<WorkCompletion> out) {
-  const auto it = impl_->cqs_.find(cqn);
-  if (it == impl_->cqs_.end()) return -EINVAL;
-  return int(it->second.poll(out));
+  CompletionQueue* cq = impl_->cqs_.find(cqn);
+  if (cq == nullptr) return -EINVAL;
+  return int(cq->poll(out));
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -620,12 +645,14 @@ void Device::run(Nanos now) {
   }
   // Requesters, each until it is blocked (window, credits, fence, no work). New QPs scheduled while this
   // runs wait for the next call, so one run() is bounded.
-  std::vector<QueuePair*> list;
-  list.swap(d.run_list_);
-  for (QueuePair* qp : list) {
+  // The two lists swap rather than move so that both keep their capacity: no allocation per call. (A
+  // PacketSink never calls back into the device, so run() is never re-entered while running_ is in use.)
+  d.running_.swap(d.run_list_);
+  for (QueuePair* qp : d.running_) {
     qp->req.scheduled = false;
     d.run_requester(*qp, now);
   }
+  d.running_.clear();
 }
 
 Nanos Device::next_deadline() const {

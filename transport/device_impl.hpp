@@ -10,6 +10,7 @@
 #include "transport/completion_queue.hpp"
 #include "transport/device.hpp"
 #include "transport/memory/mr_table.hpp"
+#include "transport/numbered_table.hpp"
 #include "transport/qp/queue_pair.hpp"
 #include "transport/wire/frame.hpp"
 
@@ -28,7 +29,7 @@ class DeviceImpl {
   MrTable mrs_;
   std::map<uint32_t, uint32_t> pds_;  // pd -> number of objects using it
   uint32_t next_pd_ = 1;
-  std::unordered_map<uint32_t, CompletionQueue> cqs_;
+  NumberedTable<CompletionQueue> cqs_;
   uint32_t next_cqn_ = 1;
   std::unordered_map<uint32_t, ReceiveQueue> srqs_;
   uint32_t next_srqn_ = 1;
@@ -38,9 +39,10 @@ class DeviceImpl {
   };
   std::unordered_map<uint32_t, AddressHandle> ahs_;
   uint32_t next_ahn_ = 1;
-  std::unordered_map<uint32_t, std::unique_ptr<QueuePair>> qps_;
+  NumberedTable<QueuePair> qps_;
   uint32_t next_qpn_ = 0x11;  // rxe's first QP number: QP 0 and 1 are special, 2-16 reserved
   std::vector<QueuePair*> run_list_;
+  std::vector<QueuePair*> running_;         // the run list run() works through (kept for its capacity)
   std::vector<QueuePair*> ack_list_;        // QPs whose responder owes a coalesced ACK
   std::vector<AsyncEvent> events_;
   DeviceCounters counters_;
@@ -48,12 +50,16 @@ class DeviceImpl {
   std::vector<uint8_t> scratch_ = std::vector<uint8_t>(4096);  // one packet's payload
 
   // -- shared helpers (device.cpp) --
-  QueuePair* find_qp(uint32_t qpn);
+  QueuePair* find_qp(uint32_t qpn) { return qps_.find(qpn); }
   void schedule(QueuePair& qp);
   void post_completion(uint32_t cqn, const verbs::WorkCompletion& wc);
+  // The completion to fill in place at the tail of CQ `cqn` (see CompletionQueue::append); nullptr if the
+  // CQ is gone or full (an overflow is counted and raised as post_completion does).
+  verbs::WorkCompletion* new_completion(uint32_t cqn);
   void raise(verbs::EventType type, uint32_t object) { events_.push_back({type, object}); }
-  void transmit(QueuePair& qp, const wire::TransportHeaders& h, std::span<const uint8_t> payload,
-                const verbs::AddressVector* destination = nullptr);
+  // Sends `packet` for `qp`: the caller filled in the headers (in place: a copy of freshly written
+  // headers is slow), the payload and, for UD, the destination; this adds what the QP and the port give.
+  void transmit(QueuePair& qp, OutPacket& packet);
   // Moves a QP to the error state: flushes every outstanding work request (the first send WQE gets
   // `status` unless it is success) and raises `event` unless the caller asked for the state itself.
   void enter_error(QueuePair& qp, std::optional<verbs::EventType> event);
@@ -63,6 +69,11 @@ class DeviceImpl {
   // message; `access` is what each SGE's lkey must grant. Returns the failing check, or ok.
   KeyCheck gather(const verbs::SgeList& sges, uint32_t pd, uint32_t offset, std::span<uint8_t> bytes);
   KeyCheck scatter(const verbs::SgeList& sges, uint32_t pd, uint32_t offset, std::span<const uint8_t> bytes);
+  // The `length` bytes of a message to send from `offset`, checked as gather() checks them: a view of
+  // the registered memory when they lie in one SGE of a region whose memory can be viewed in place,
+  // otherwise gathered into scratch_. On failure `out` is unspecified.
+  KeyCheck send_payload(const verbs::SgeList& sges, uint32_t pd, uint32_t offset, uint32_t length,
+                        std::span<const uint8_t>& out);
 
   // -- requester (qp/requester.cpp) --
   void run_requester(QueuePair& qp, Nanos now);

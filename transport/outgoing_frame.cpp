@@ -7,9 +7,14 @@ wire::FrameSpec frame_spec_for(const OutPacket& packet, const PortAddressing& po
   const uint8_t ecn = uint8_t(packet.ecn_capable ? wire::Ecn::ect0 : wire::Ecn::not_ect);
   const uint8_t tclass = uint8_t((av.traffic_class & ~3u) | ecn);
 
-  wire::FrameSpec s;
-  s.eth.src = port.src_mac;
-  s.eth.dst = port.dst_mac;
+  // The headers are copied in as the spec is initialised, not zero-filled first and then overwritten:
+  // this runs for every packet.
+  wire::FrameSpec s{.eth = {.dst = port.dst_mac, .src = port.src_mac},
+                    .ipv4 = {},
+                    .ipv6 = {},
+                    .udp_src_port = packet.udp_src_port,
+                    .headers = packet.headers,
+                    .payload = packet.payload};
   if (port.src_ip.is_v4() && av.dgid.is_v4()) {
     s.ip_version = wire::IpVersion::v4;
     s.eth.ethertype = wire::ethertype_ipv4;
@@ -28,9 +33,6 @@ wire::FrameSpec frame_spec_for(const OutPacket& packet, const PortAddressing& po
     s.ipv6.flow_label = av.flow_label & 0xfffff;
     s.ipv6.hop_limit = av.hop_limit;
   }
-  s.udp_src_port = packet.udp_src_port;
-  s.headers = packet.headers;
-  s.payload = packet.payload;
   return s;
 }
 

@@ -3,8 +3,8 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 
+#include "transport/ring_queue.hpp"
 #include "transport/verbs/work.hpp"
 
 namespace uroce::transport {
@@ -13,7 +13,7 @@ struct ReceiveQueue {
   uint32_t pd = 0;
   uint32_t max_wr = 0;
   uint32_t max_sge = 0;
-  std::deque<verbs::RecvWr> wrs;
+  RingQueue<verbs::RecvWr> wrs;
   // SRQ limit: when armed and the queue drops below it, IBV_EVENT_SRQ_LIMIT_REACHED fires once.
   uint32_t limit = 0;
   bool limit_armed = false;

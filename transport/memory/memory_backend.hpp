@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 namespace uroce::transport {
 
@@ -21,6 +22,14 @@ class MemoryBackend {
   // value before the operation.
   virtual bool compare_swap(uint64_t offset, uint64_t compare, uint64_t swap, uint64_t& original) = 0;
   virtual bool fetch_add(uint64_t offset, uint64_t add, uint64_t& original) = 0;
+  // The bytes [offset, offset + len) in place, when the store is memory this process can read directly
+  // (valid until the next call into the transport); empty otherwise, and then read() must be used. Lets
+  // the requester send from registered memory without first copying the payload into a staging buffer.
+  virtual std::span<const uint8_t> view(uint64_t offset, size_t len) {
+    (void)offset;
+    (void)len;
+    return {};
+  }
 };
 
 // Memory of this process: [base, base + size).
@@ -31,6 +40,10 @@ class HostMemory final : public MemoryBackend {
   bool write(uint64_t offset, const void* src, size_t len) override;
   bool compare_swap(uint64_t offset, uint64_t compare, uint64_t swap, uint64_t& original) override;
   bool fetch_add(uint64_t offset, uint64_t add, uint64_t& original) override;
+  std::span<const uint8_t> view(uint64_t offset, size_t len) override {
+    if (!in_bounds(offset, len)) return {};
+    return {base_ + offset, len};
+  }
 
  private:
   bool in_bounds(uint64_t offset, size_t len) const { return offset <= size_ && len <= size_ - offset; }

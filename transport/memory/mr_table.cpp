@@ -36,14 +36,6 @@ std::optional<uint32_t> MrTable::add(MemoryRegion region) {
   return s.region.key;
 }
 
-const MemoryRegion* MrTable::find(uint32_t key) const {
-  const uint32_t index = key >> 8;
-  if (index == 0 || index >= slots_.size()) return nullptr;
-  const Slot& s = slots_[index];
-  if (!s.in_use || s.key_byte != uint8_t(key)) return nullptr;
-  return &s.region;
-}
-
 bool MrTable::remove(uint32_t key) {
   if (find(key) == nullptr) return false;
   Slot& s = slots_[key >> 8];
@@ -68,20 +60,6 @@ bool MrTable::invalidate(uint32_t key) {
   if (find(key) == nullptr) return false;
   slots_[key >> 8].region.valid = false;
   return true;
-}
-
-KeyCheck MrTable::check(uint32_t key, uint32_t pd, uint64_t addr, uint64_t len, uint32_t access,
-                        const MemoryRegion** out) const {
-  const MemoryRegion* r = find(key);
-  if (r == nullptr) return KeyCheck::bad_key;
-  if (!r->valid) return KeyCheck::invalidated;
-  if (r->pd != pd) return KeyCheck::wrong_pd;
-  if (len != 0 && (addr < r->iova || addr - r->iova > r->length || len > r->length - (addr - r->iova))) {
-    return KeyCheck::out_of_bounds;
-  }
-  if ((r->access & access) != access) return KeyCheck::no_access;
-  if (out != nullptr) *out = r;
-  return KeyCheck::ok;
 }
 
 }  // namespace uroce::transport

@@ -44,10 +44,28 @@ class MrTable {
 
   // Checks that [addr, addr+len) lies in the region `key` of protection domain `pd` and that the region
   // grants every bit of `access`. A zero-length access checks the key and PD only.
+  // Inline (with find()): every packet's payload is checked.
   KeyCheck check(uint32_t key, uint32_t pd, uint64_t addr, uint64_t len, uint32_t access,
-                 const MemoryRegion** region = nullptr) const;
+                 const MemoryRegion** region = nullptr) const {
+    const MemoryRegion* r = find(key);
+    if (r == nullptr) return KeyCheck::bad_key;
+    if (!r->valid) return KeyCheck::invalidated;
+    if (r->pd != pd) return KeyCheck::wrong_pd;
+    if (len != 0 && (addr < r->iova || addr - r->iova > r->length || len > r->length - (addr - r->iova))) {
+      return KeyCheck::out_of_bounds;
+    }
+    if ((r->access & access) != access) return KeyCheck::no_access;
+    if (region != nullptr) *region = r;
+    return KeyCheck::ok;
+  }
 
-  const MemoryRegion* find(uint32_t key) const;
+  const MemoryRegion* find(uint32_t key) const {
+    const uint32_t index = key >> 8;
+    if (index == 0 || index >= slots_.size()) return nullptr;
+    const Slot& s = slots_[index];
+    if (!s.in_use || s.key_byte != uint8_t(key)) return nullptr;
+    return &s.region;
+  }
   size_t size() const { return live_; }
 
  private:

@@ -74,13 +74,13 @@ void DeviceImpl::complete_finished(QueuePair& qp) {
       return;
     }
     if (w.signaled) {
-      WorkCompletion wc;
-      wc.wr_id = w.wr.wr_id;
-      wc.status = WcStatus::success;
-      wc.opcode = send_wc_opcode(w.wr.opcode);
-      wc.byte_len = w.length;
-      wc.qp_num = qp.qpn;
-      post_completion(qp.send_cq, wc);
+      if (WorkCompletion* wc = new_completion(qp.send_cq)) {
+        wc->wr_id = w.wr.wr_id;
+        wc->status = WcStatus::success;
+        wc->opcode = send_wc_opcode(w.wr.opcode);
+        wc->byte_len = w.length;
+        wc->qp_num = qp.qpn;
+      }
     }
     qp.sq.pop_front();
     if (qp.req.next > 0) --qp.req.next;

@@ -4,12 +4,12 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <optional>
 #include <vector>
 
 #include "transport/packet_io.hpp"
 #include "transport/receive_queue.hpp"
+#include "transport/ring_queue.hpp"
 #include "transport/verbs/work.hpp"
 
 namespace uroce::transport {
@@ -30,6 +30,11 @@ enum class WqeState : uint8_t {
 };
 
 struct SendWqe {
+  // Built in place in the send queue from the posted request: copying `wr` straight in avoids first
+  // zero-filling a default work request of a few hundred bytes and then overwriting it.
+  SendWqe(const verbs::SendWr& posted, uint32_t message_length, bool signaled_)
+      : wr(posted), signaled(signaled_), length(message_length) {}
+
   verbs::SendWr wr;
   WqeState state = WqeState::posted;
   verbs::WcStatus status = verbs::WcStatus::success;
@@ -71,7 +76,7 @@ struct QueuePair {
   verbs::QpAttr attr;          // as last set by modify_qp (state included)
   uint16_t udp_src_port = 0xc000;
 
-  std::deque<SendWqe> sq;      // posted and not yet completed, oldest first
+  RingQueue<SendWqe> sq;       // posted and not yet completed, oldest first
   ReceiveQueue rq;             // own receive queue (unused with an SRQ)
 
   struct Requester {

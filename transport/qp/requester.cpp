@@ -107,9 +107,9 @@ void DeviceImpl::run_requester(QueuePair& qp, Nanos now) {
       }
     }
 
-    wire::TransportHeaders h;
+    OutPacket packet;
+    wire::TransportHeaders& h = packet.headers;
     h.bth.dest_qp = qp.attr.dest_qp_num;
-    const AddressVector* destination = nullptr;
 
     if (w.wr.opcode == WrOpcode::rdma_read) {
       // One request for what is still missing: all of it, or after a retry the part not yet received.
@@ -125,7 +125,7 @@ void DeviceImpl::run_requester(QueuePair& qp, Nanos now) {
       w.state = WqeState::pending;
       ++qp.req.next;
       qp.req.packets_since_ackreq = 0;
-      transmit(qp, h, {});
+      transmit(qp, packet);
     } else if (w.wr.opcode == WrOpcode::atomic_cmp_and_swp || w.wr.opcode == WrOpcode::atomic_fetch_and_add) {
       const bool cas = w.wr.opcode == WrOpcode::atomic_cmp_and_swp;
       h.bth.opcode = uint8_t(cas ? Opcode::rc_compare_swap : Opcode::rc_fetch_add);
@@ -140,7 +140,7 @@ void DeviceImpl::run_requester(QueuePair& qp, Nanos now) {
       w.state = WqeState::pending;
       ++qp.req.next;
       qp.req.packets_since_ackreq = 0;
-      transmit(qp, h, {});
+      transmit(qp, packet);
     } else {
       const uint32_t offset = w.sent;
       const uint32_t chunk = std::min<uint32_t>(mtu, w.length - offset);
@@ -168,16 +168,16 @@ void DeviceImpl::run_requester(QueuePair& qp, Nanos now) {
           complete_finished(qp);
           return;
         }
-        destination = &ah->second.av;
+        packet.destination = &ah->second.av;
         h.bth.dest_qp = w.wr.remote_qpn;
         // A Q_Key with the high bit set means "use the QP's own Q_Key" (IBTA 10.2.5).
         h.deth.qkey = (w.wr.remote_qkey & 0x80000000u) ? qp.attr.qkey : w.wr.remote_qkey;
         h.deth.src_qp = qp.qpn;
       }
-      std::span<uint8_t> payload(scratch_.data(), chunk);
+      // Straight into the packet: a span copied right after it was stored stalls (store forwarding).
       if (w.wr.send_flags & send_inline) {
-        std::copy_n(w.wr.inline_data.begin() + offset, chunk, payload.begin());
-      } else if (gather(w.wr.sg_list, qp.pd, offset, payload) != KeyCheck::ok) {
+        packet.payload = std::span<const uint8_t>(w.wr.inline_data).subspan(offset, chunk);
+      } else if (send_payload(w.wr.sg_list, qp.pd, offset, chunk, packet.payload) != KeyCheck::ok) {
         w.state = WqeState::failed;  // an lkey, PD or bounds problem in the gather list
         w.status = WcStatus::loc_prot_err;
         ++qp.req.next;
@@ -197,7 +197,7 @@ void DeviceImpl::run_requester(QueuePair& qp, Nanos now) {
         w.state = qp.type == QpType::rc ? WqeState::pending : WqeState::done;
         ++qp.req.next;
       }
-      transmit(qp, h, payload, destination);
+      transmit(qp, packet);
       if (w.state == WqeState::done) complete_finished(qp);
     }
     if (qp.type == QpType::rc && qp.comp.timeout_at == never) arm_timeout(qp, now);

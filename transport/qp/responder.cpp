@@ -23,17 +23,18 @@ uint32_t sge_total(const RecvWr& r) {
   return uint32_t(std::min<uint64_t>(n, 0xffffffffu));
 }
 
-// Receive WQE from the QP's queue or its SRQ (firing the SRQ limit event when it drops below the limit).
-std::optional<RecvWr> take_receive(DeviceImpl& d, QueuePair& qp) {
+// Moves the next receive WQE from the QP's queue or its SRQ into `into` (firing the SRQ limit event
+// when the SRQ drops below its limit); false if there is none.
+bool take_receive(DeviceImpl& d, QueuePair& qp, std::optional<RecvWr>& into) {
   ReceiveQueue* q = d.receive_queue(qp);
-  if (q == nullptr || q->wrs.empty()) return std::nullopt;
-  RecvWr r = std::move(q->wrs.front());
+  if (q == nullptr || q->wrs.empty()) return false;
+  into.emplace(std::move(q->wrs.front()));
   q->wrs.pop_front();
   if (qp.srq != 0 && q->limit_armed && q->wrs.size() < q->limit) {
     q->limit_armed = false;  // one event per arming (ibv_modify_srq re-arms)
     d.raise(EventType::srq_limit_reached, qp.srq);
   }
-  return r;
+  return true;
 }
 
 }  // namespace
@@ -140,14 +141,12 @@ class RcResponder {
 
   bool check_resources() {
     if (needs_receive() && !qp_.resp.recv) {
-      auto r = take_receive(d_, qp_);
-      if (!r) {
+      if (!take_receive(d_, qp_, qp_.resp.recv)) {
         // Receiver not ready: the requester waits the QP's min_rnr_timer and resends from this PSN.
         ++d_.counters_.rnr_naks_sent;
         send_aeth(wire::Aeth::rnr_nak(qp_.resp.msn, qp_.attr.min_rnr_timer), bth_.psn);
         return false;
       }
-      qp_.resp.recv = std::move(r);
       // A SEND starts filling the receive; a WRITE with immediate keeps counting the bytes it wrote.
       if (info_.operation == Operation::send) qp_.resp.received = 0;
     }
@@ -262,27 +261,28 @@ class RcResponder {
     const bool imm = info_.has(wire::hdr_immdt);
     const bool is_send = info_.operation == Operation::send;
     if (!is_send && !imm) return true;  // a plain RDMA WRITE completes nothing at the responder
-    WorkCompletion wc;
-    wc.wr_id = r.recv->wr_id;
-    wc.opcode = is_send ? WcOpcode::recv : WcOpcode::recv_rdma_with_imm;
-    wc.byte_len = is_send ? r.received : r.write_length;
-    wc.qp_num = qp_.qpn;
-    wc.src_qp = qp_.attr.dest_qp_num;
-    if (imm) {
-      wc.wc_flags |= wc_with_imm;
-      wc.imm_data = h_.immdt;
+    const bool inv = info_.has(wire::hdr_ieth);
+    if (inv && !d_.mrs_.invalidate(h_.ieth)) {
+      fatal(wire::NakCode::invalid_request, WcStatus::rem_inv_req_err, EventType::qp_req_err);
+      return false;
     }
-    if (info_.has(wire::hdr_ieth)) {
-      if (!d_.mrs_.invalidate(h_.ieth)) {
-        fatal(wire::NakCode::invalid_request, WcStatus::rem_inv_req_err, EventType::qp_req_err);
-        return false;
+    if (WorkCompletion* wc = d_.new_completion(qp_.recv_cq)) {
+      wc->wr_id = r.recv->wr_id;
+      wc->opcode = is_send ? WcOpcode::recv : WcOpcode::recv_rdma_with_imm;
+      wc->byte_len = is_send ? r.received : r.write_length;
+      wc->qp_num = qp_.qpn;
+      wc->src_qp = qp_.attr.dest_qp_num;
+      if (imm) {
+        wc->wc_flags |= wc_with_imm;
+        wc->imm_data = h_.immdt;
       }
-      wc.wc_flags |= wc_with_inv;
-      wc.imm_data = h_.ieth;
+      if (inv) {
+        wc->wc_flags |= wc_with_inv;
+        wc->imm_data = h_.ieth;
+      }
     }
     r.recv.reset();
     r.received = 0;
-    d_.post_completion(qp_.recv_cq, wc);
     return true;
   }
 
@@ -352,24 +352,26 @@ class RcResponder {
 
   void send_aeth(const wire::Aeth& aeth, uint32_t psn) {
     d_.flush_ack(qp_);  // responses leave in PSN order: an owed ACK goes first
-    wire::TransportHeaders h;
+    OutPacket packet;
+  wire::TransportHeaders& h = packet.headers;
     h.bth.opcode = uint8_t(wire::Opcode::rc_acknowledge);
     h.bth.dest_qp = qp_.attr.dest_qp_num;
     h.bth.psn = psn;
     h.aeth = aeth;
     if (aeth.kind() == wire::AethKind::nak) ++d_.counters_.naks_sent;
-    d_.transmit(qp_, h, {});
+    d_.transmit(qp_, packet);
   }
 
   void send_atomic_ack(const ResponderResource& res) {
     d_.flush_ack(qp_);
-    wire::TransportHeaders h;
+    OutPacket packet;
+  wire::TransportHeaders& h = packet.headers;
     h.bth.opcode = uint8_t(wire::Opcode::rc_atomic_acknowledge);
     h.bth.dest_qp = qp_.attr.dest_qp_num;
     h.bth.psn = res.first_psn;
     h.aeth = wire::Aeth::ack(res.msn);
     h.atomic_ack_eth.original = res.atomic_original;
-    d_.transmit(qp_, h, {});
+    d_.transmit(qp_, packet);
   }
 
   // Sends the response packets of `res` from `from_psn` on (all of them, or the rest for a replay).
@@ -380,7 +382,8 @@ class RcResponder {
     for (uint32_t i = uint32_t(wire::psn_diff(from_psn, res.first_psn)); i < n; ++i) {
       const uint32_t offset = i * mtu;
       const uint32_t len = std::min<uint32_t>(mtu, res.length - offset);
-      wire::TransportHeaders h;
+      OutPacket packet;
+      wire::TransportHeaders& h = packet.headers;
       h.bth.opcode = uint8_t(n == 1       ? wire::Opcode::rc_rdma_read_response_only
                              : i == 0     ? wire::Opcode::rc_rdma_read_response_first
                              : i == n - 1 ? wire::Opcode::rc_rdma_read_response_last
@@ -398,7 +401,8 @@ class RcResponder {
           return;
         }
       }
-      d_.transmit(qp_, h, payload);
+      packet.payload = payload;
+      d_.transmit(qp_, packet);
     }
   }
 
@@ -467,8 +471,7 @@ void handle_uc(DeviceImpl& d, QueuePair& qp, const wire::Frame& f) {
   if (info.operation == Operation::send || info.has(wire::hdr_immdt)) {
     if (!r.recv) {
       if (info.operation == Operation::send && !starts_message(info.position)) return drop_uc_message(qp);
-      r.recv = take_receive(d, qp);
-      if (!r.recv) return drop_uc_message(qp);
+      if (!take_receive(d, qp, r.recv)) return drop_uc_message(qp);
       if (info.operation == Operation::send) r.received = 0;
     }
   }
@@ -528,8 +531,8 @@ void handle_ud(DeviceImpl& d, QueuePair& qp, const wire::Frame& f) {
     ++d.counters_.rx_bad_qkey;
     return;
   }
-  auto recv = take_receive(d, qp);
-  if (!recv) {
+  std::optional<RecvWr> recv;
+  if (!take_receive(d, qp, recv)) {
     ++d.counters_.rx_qp_not_ready;  // no receive posted: a datagram is simply lost
     return;
   }
@@ -568,12 +571,13 @@ void DeviceImpl::flush_ack(QueuePair& qp) {
   if (!qp.resp.ack_pending) return;
   qp.resp.ack_pending = false;
   if (qp.attr.qp_state == QpState::err || qp.attr.qp_state == QpState::reset) return;
-  wire::TransportHeaders h;
+  OutPacket packet;
+  wire::TransportHeaders& h = packet.headers;
   h.bth.opcode = uint8_t(wire::Opcode::rc_acknowledge);
   h.bth.dest_qp = qp.attr.dest_qp_num;
   h.bth.psn = qp.resp.ack_psn;
   h.aeth = wire::Aeth::ack(qp.resp.msn);
-  transmit(qp, h, {});
+  transmit(qp, packet);
 }
 
 void DeviceImpl::on_request(QueuePair& qp, const wire::Frame& f, Nanos now) {

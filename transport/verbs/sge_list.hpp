@@ -27,6 +27,18 @@ class SgeList {
     assign(sges.data(), sges.data() + sges.size());
     return *this;
   }
+  // Copies and moves take the entries in use only: a work request is copied when it is posted and
+  // moved when a receive is taken, and copying the whole inline array cost more than the entries.
+  SgeList(const SgeList& other) { assign(other.begin(), other.end()); }
+  SgeList& operator=(const SgeList& other) {
+    if (this != &other) assign(other.begin(), other.end());
+    return *this;
+  }
+  SgeList(SgeList&& other) noexcept { take(other); }
+  SgeList& operator=(SgeList&& other) noexcept {
+    if (this != &other) take(other);
+    return *this;
+  }
 
   void push_back(const Sge& s) {
     if (size_ < inline_capacity) {
@@ -59,8 +71,18 @@ class SgeList {
     clear();
     for (; first != last; ++first) push_back(*first);
   }
+  // Leaves `other` empty.
+  void take(SgeList& other) {
+    if (other.size_ > inline_capacity) {
+      heap_ = std::move(other.heap_);
+      size_ = other.size_;
+    } else {
+      assign(other.begin(), other.end());
+    }
+    other.clear();
+  }
 
-  std::array<Sge, inline_capacity> inline_{};
+  std::array<Sge, inline_capacity> inline_;  // entries past size_ are never read, so not initialised
   uint32_t size_ = 0;
   std::vector<Sge> heap_;  // all entries, once there are more than inline_capacity
 };

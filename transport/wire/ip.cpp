@@ -7,9 +7,17 @@
 namespace uroce::wire {
 
 uint16_t internet_checksum(const uint8_t* p, size_t len) {
-  uint32_t sum = 0;
-  for (size_t i = 0; i + 1 < len; i += 2) sum += load_be16(p + i);
-  if (len & 1) sum += uint32_t(p[len - 1]) << 8;
+  // The one's-complement sum of 16-bit words, taken four bytes at a time: 2^16 = 1 modulo 0xFFFF, so a
+  // 32-bit word adds the same as its two halves, and a 64-bit accumulator keeps every carry until the
+  // end-around fold. (An IPv4 header is five 32-bit loads.)
+  uint64_t sum = 0;
+  size_t i = 0;
+  for (; i + 4 <= len; i += 4) sum += load_be32(p + i);
+  if (i + 2 <= len) {
+    sum += load_be16(p + i);
+    i += 2;
+  }
+  if (i < len) sum += uint32_t(p[i]) << 8;
   while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
   return uint16_t(~sum);
 }
@@ -24,10 +32,15 @@ unsigned write_ipv4(uint8_t* out, const Ipv4Header& h) {
   store_be16(out + 6, frag);
   out[8] = h.ttl;
   out[9] = h.protocol;
-  store_be16(out + 10, 0);
   store_be32(out + 12, h.src);
   store_be32(out + 16, h.dst);
-  store_be16(out + 10, internet_checksum(out, ipv4_min_header_size));
+  // The checksum from the values rather than from the bytes just written: reading those back at once
+  // would wait for the stores to reach the cache. The same one's-complement sum as internet_checksum().
+  uint64_t sum = uint32_t(out[0]) << 8 | h.tos;
+  sum += h.total_length + h.identification + frag + (uint32_t(h.ttl) << 8 | h.protocol);
+  sum += uint64_t(h.src) + h.dst;  // 32-bit words add as their two halves (2^16 = 1 mod 0xFFFF)
+  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+  store_be16(out + 10, uint16_t(~sum));
   return ipv4_min_header_size;
 }
 

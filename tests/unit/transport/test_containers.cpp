@@ -1,0 +1,82 @@
+// The device's containers: RingQueue (work queues) and NumberedTable (QPs and CQs by number). The
+// protocol tests use them through the Device; these reach the corners those rarely do: ring wrap-around
+// while growing, and numbers that share their low bits in the table's index.
+#include <catch2/catch.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "transport/numbered_table.hpp"
+#include "transport/ring_queue.hpp"
+
+using uroce::transport::NumberedTable;
+using uroce::transport::RingQueue;
+
+TEST_CASE("RingQueue is a FIFO across wrap-around and growth", "[transport][containers]") {
+  RingQueue<std::string> q;
+  CHECK(q.empty());
+  std::vector<std::string> model;  // what the queue should hold, oldest first
+  size_t next = 0;
+  // Push more than pop, so that the ring wraps (head moves) before each growth.
+  for (int round = 0; round < 200; ++round) {
+    for (int i = 0; i < 3; ++i) {
+      q.push_back(std::to_string(next));
+      model.push_back(std::to_string(next++));
+    }
+    for (int i = 0; i < 2; ++i) {
+      REQUIRE(q.front() == model.front());
+      q.pop_front();
+      model.erase(model.begin());
+    }
+    REQUIRE(q.size() == model.size());
+    for (size_t i = 0; i < model.size(); ++i) REQUIRE(q[i] == model[i]);
+  }
+  size_t i = 0;
+  for (const std::string& s : q) CHECK(s == model[i++]);
+  CHECK(q.back() == model.back());
+
+  RingQueue<std::string> moved = std::move(q);
+  CHECK(moved.size() == model.size());
+  CHECK(moved.front() == model.front());
+  moved.clear();
+  CHECK(moved.empty());
+  moved.emplace_back("again");
+  CHECK(moved.front() == "again");
+}
+
+TEST_CASE("NumberedTable finds by number, also when numbers collide in its index", "[transport][containers]") {
+  NumberedTable<int> t;
+  // 0x11 and 0x11 + 64 share their low bits in the initial 64-entry index.
+  t.insert(0x11, std::make_unique<int>(1));
+  t.insert(0x11 + 64, std::make_unique<int>(2));
+  REQUIRE(t.find(0x11) != nullptr);
+  CHECK(*t.find(0x11) == 1);
+  REQUIRE(t.find(0x11 + 64) != nullptr);
+  CHECK(*t.find(0x11 + 64) == 2);
+  CHECK(t.find(0x11 + 128) == nullptr);  // shares the slot, never inserted
+  CHECK(t.find(0x12) == nullptr);
+
+  // Removing the indexed one lets the other take its slot; a removed number never finds anything.
+  CHECK(t.erase(0x11));
+  CHECK(t.find(0x11) == nullptr);
+  REQUIRE(t.find(0x11 + 64) != nullptr);
+  CHECK(*t.find(0x11 + 64) == 2);
+  CHECK_FALSE(t.erase(0x11));
+
+  // Growth (the index stays at least twice the population) keeps every object reachable.
+  for (uint32_t n = 1000; n < 1300; ++n) t.insert(n, std::make_unique<int>(int(n)));
+  CHECK(t.size() == 301);
+  for (uint32_t n = 1000; n < 1300; ++n) {
+    REQUIRE(t.find(n) != nullptr);
+    CHECK(*t.find(n) == int(n));
+  }
+  for (uint32_t n = 1000; n < 1300; n += 2) CHECK(t.erase(n));
+  for (uint32_t n = 1000; n < 1300; ++n) CHECK((t.find(n) != nullptr) == (n % 2 == 1));
+  size_t seen = 0;
+  for (const auto& [number, object] : t) {
+    CHECK(*object == (number == 0x11 + 64 ? 2 : int(number)));
+    ++seen;
+  }
+  CHECK(seen == t.size());
+}
