@@ -18,6 +18,7 @@ void describe_options(CLI::App& app, DaemonOptions& o) {
       "  uroced --port net_memif0,role=server,socket=/run/memif.sock --ip 10.0.1.1\n"
       "  uroced --config /etc/uroce/uroced.toml   (same names as the options: port = \"...\")");
   app.set_config("--config", "", "read options from a TOML file (keys are the long option names)");
+  app.allow_config_extras(CLI::config_extras_mode::error);  // a misspelt key is an error, not ignored
   app.add_option("--port", o.port,
                  "DPDK devargs of the Ethernet port: a vdev (net_af_packet0,iface=IF / net_memif0,... / "
                  "net_tap0,... / net_pcap0,...) or a PCI address; default: the internal loopback");
