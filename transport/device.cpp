@@ -41,6 +41,8 @@ void DeviceImpl::transmit(QueuePair& qp, OutPacket& packet) {
   packet.udp_src_port = qp.udp_src_port;
   packet.headers.bth.pkey = pkey_;
   ++counters_.tx_packets;
+  ++qp.counters.tx_packets;
+  qp.counters.tx_payload_bytes += packet.payload.size();
   sink_.transmit(packet);
 }
 
@@ -605,6 +607,8 @@ void Device::receive(std::span<const uint8_t> bytes, Nanos now) {
     ++c.rx_unknown_qp;
     return;
   }
+  ++qp->counters.rx_packets;
+  qp->counters.rx_bytes += bytes.size();
   if (!pkey_matches(bth.pkey, d.pkey_)) {
     ++c.rx_bad_pkey;
     return;
@@ -673,5 +677,9 @@ std::vector<AsyncEvent> Device::take_events() {
 }
 
 const DeviceCounters& Device::counters() const { return impl_->counters_; }
+
+void Device::for_each_qp_counters(const std::function<void(uint32_t, const QpCounters&)>& visit) const {
+  for (const auto& [qpn, qp] : impl_->qps_) visit(qpn, qp->counters);
+}
 
 }  // namespace uroce::transport

@@ -5,7 +5,9 @@
 // Results are errno values (0 = success), which is what the verbs interface reports.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -71,6 +73,23 @@ struct DeviceCounters {
   uint64_t cq_overflows = 0;
 };
 
+// What one queue pair did (`uroce stats` per QP). NAKs by their code: PSN sequence error, invalid request,
+// remote access error, remote operational error (wire::NakCode 0..3; anything else in the last slot).
+struct QpCounters {
+  uint64_t tx_packets = 0;
+  uint64_t tx_payload_bytes = 0;
+  uint64_t rx_packets = 0;
+  uint64_t rx_bytes = 0;            // whole frames
+  uint64_t tx_retransmitted = 0;
+  uint64_t rx_duplicates = 0;
+  uint64_t rx_out_of_sequence = 0;
+  uint64_t timeouts = 0;
+  uint64_t rnr_naks_sent = 0;
+  uint64_t rnr_naks_received = 0;
+  std::array<uint64_t, 5> naks_sent{};
+  std::array<uint64_t, 5> naks_received{};
+};
+
 class DeviceImpl;
 
 class Device {
@@ -121,6 +140,8 @@ class Device {
 
   std::vector<AsyncEvent> take_events();
   const DeviceCounters& counters() const;
+  // Every QP's counters, by QP number.
+  void for_each_qp_counters(const std::function<void(uint32_t qpn, const QpCounters&)>& visit) const;
 
  private:
   std::unique_ptr<DeviceImpl> impl_;

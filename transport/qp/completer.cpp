@@ -131,7 +131,10 @@ void DeviceImpl::retry_from(QueuePair& qp, uint32_t psn, Nanos now) {
     if (later.state == WqeState::pending || later.state == WqeState::processing) later.state = WqeState::posted;
   }
   const int32_t resent = wire::psn_diff(qp.req.psn, psn);
-  if (resent > 0) counters_.tx_retransmitted += uint64_t(resent);
+  if (resent > 0) {
+    counters_.tx_retransmitted += uint64_t(resent);
+    qp.counters.tx_retransmitted += uint64_t(resent);
+  }
   qp.req.next = i;
   qp.req.psn = psn;
   qp.req.packets_since_ackreq = 0;
@@ -176,6 +179,7 @@ void DeviceImpl::on_response(QueuePair& qp, const wire::Frame& f, Nanos now) {
   // A bare ACK for the PSN just before comp.psn repeats what is known (a coalesced or duplicate ACK).
   if (!in_window) {
     ++counters_.rx_duplicates;
+    ++qp.counters.rx_duplicates;
     return;
   }
 
@@ -206,6 +210,7 @@ void DeviceImpl::on_response(QueuePair& qp, const wire::Frame& f, Nanos now) {
         }
         case wire::AethKind::rnr_nak: {
           ++counters_.rnr_naks_received;
+          ++qp.counters.rnr_naks_received;
           // Everything before the NAKed PSN arrived (unless a READ/atomic response went missing before it).
           const uint32_t resume = acknowledge_before(qp, psn);
           progressed_to(resume);
@@ -223,6 +228,7 @@ void DeviceImpl::on_response(QueuePair& qp, const wire::Frame& f, Nanos now) {
         }
         case wire::AethKind::nak: {
           ++counters_.naks_received;
+          ++qp.counters.naks_received[std::min<size_t>(aeth.low_bits(), qp.counters.naks_received.size() - 1)];
           const uint32_t resume = acknowledge_before(qp, psn);
           progressed_to(resume);
           if (aeth.low_bits() == uint8_t(wire::NakCode::psn_sequence_error)) {
@@ -339,6 +345,7 @@ void DeviceImpl::on_timer(QueuePair& qp, Nanos now) {
   qp.comp.timeout_at = never;
   if (wire::psn_diff(qp.req.psn, qp.comp.psn) <= 0) return;  // everything was acknowledged meanwhile
   ++counters_.timeouts;
+  ++qp.counters.timeouts;
   if (qp.comp.retry_left == 0) {
     fail_oldest(qp, WcStatus::retry_exc_err);
     complete_finished(qp);

@@ -67,6 +67,7 @@ struct ResponderResource {
 
 struct QueuePair {
   uint32_t qpn = 0;
+  QpCounters counters;
   verbs::QpType type = verbs::QpType::rc;
   uint32_t pd = 0;
   uint32_t send_cq = 0;

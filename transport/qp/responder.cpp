@@ -59,6 +59,7 @@ class RcResponder {
   // -- PSN --------------------------------------------------------------------------------------------
   void out_of_sequence() {
     ++d_.counters_.rx_out_of_sequence;
+    ++qp_.counters.rx_out_of_sequence;
     // One NAK per gap, as rxe: then silence until the expected PSN arrives.
     if (qp_.resp.nak_sent) return;
     qp_.resp.nak_sent = true;
@@ -67,6 +68,7 @@ class RcResponder {
 
   void duplicate() {
     ++d_.counters_.rx_duplicates;
+    ++qp_.counters.rx_duplicates;
     switch (info_.operation) {
       case Operation::send:
       case Operation::rdma_write:
@@ -144,6 +146,7 @@ class RcResponder {
       if (!take_receive(d_, qp_, qp_.resp.recv)) {
         // Receiver not ready: the requester waits the QP's min_rnr_timer and resends from this PSN.
         ++d_.counters_.rnr_naks_sent;
+        ++qp_.counters.rnr_naks_sent;
         send_aeth(wire::Aeth::rnr_nak(qp_.resp.msn, qp_.attr.min_rnr_timer), bth_.psn);
         return false;
       }
@@ -358,7 +361,10 @@ class RcResponder {
     h.bth.dest_qp = qp_.attr.dest_qp_num;
     h.bth.psn = psn;
     h.aeth = aeth;
-    if (aeth.kind() == wire::AethKind::nak) ++d_.counters_.naks_sent;
+    if (aeth.kind() == wire::AethKind::nak) {
+      ++d_.counters_.naks_sent;
+      ++qp_.counters.naks_sent[std::min<size_t>(aeth.low_bits(), qp_.counters.naks_sent.size() - 1)];
+    }
     d_.transmit(qp_, packet);
   }
 
@@ -450,6 +456,7 @@ void handle_uc(DeviceImpl& d, QueuePair& qp, const wire::Frame& f) {
   const auto payload = f.roce.payload;
   if (bth.psn != r.psn) {
     ++d.counters_.rx_out_of_sequence;
+    ++qp.counters.rx_out_of_sequence;
     drop_uc_message(qp);  // the message in progress lost a packet
   }
   r.psn = (bth.psn + 1) & wire::psn_mask;
