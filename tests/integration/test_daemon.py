@@ -8,6 +8,7 @@ killed with SIGKILL mid-transfer leaves the daemon and other clients healthy.
 
 Usage: test_daemon.py UROCED UROCE_RDMA_TEST UROCE
 """
+import json
 import os
 import re
 import signal
@@ -169,6 +170,34 @@ class Veth(DaemonTestCase):
         self.assertGreater(roce, 10000)
         self.assertEqual(bad, 0)
         self.assertEqual(malformed, 0)
+
+    def test_neighbour_and_hostile_frames(self):
+        """ARP and ping from a kernel neighbour are answered; bad ICRC, unknown QP, truncated RoCE and junk
+        are dropped and counted; the daemon keeps working."""
+        with two_namespaces_with_veth() as (ns, veth):
+            a, b = self.pair(ns, veth)
+            b.stop()  # the injector takes b's end of the cable
+            script = os.path.join(os.path.dirname(__file__), "inject_frames.py")
+            out = subprocess.run(["ip", "netns", "exec", ns[1], sys.executable, script, veth[1], "10.77.0.99",
+                                  "10.77.0.1"], capture_output=True, text=True, timeout=60)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            r = json.loads(out.stdout)
+            s = stats(UROCE, a.socket)
+            self.assertTrue(r["arp_reply_mac"], (r, s))
+            self.assertTrue(r["ping_replied"], (r, s))
+            self.assertEqual(s["net"]["icmp_echo_replied"], 1, s)
+            self.assertGreaterEqual(s["device"]["rx_bad_icrc"], r["sent"]["bad_icrc"], s)
+            self.assertGreaterEqual(s["device"]["rx_unknown_qp"], r["sent"]["unknown_qp"], s)
+            dropped = sum(v for k, v in s["net"].items() if k.startswith("dropped."))
+            self.assertGreater(dropped + s["device"]["rx_malformed"], r["sent"]["truncated_roce"] // 2, s)
+            self.assertTrue(a.alive(), a.read_log())
+            deadline = time.time() + 5  # the rate-limited log line comes at most once a second
+            while "dropped frames in the last" not in a.read_log() and time.time() < deadline:
+                time.sleep(0.1)
+            self.assertIn("dropped frames in the last", a.read_log())
+            # Still a working NIC: b comes back on its end of the cable and they talk.
+            b = self.daemon("b2", ["--port", f"net_af_packet0,iface={veth[1]}", "--ip", "10.77.0.2"], netns=ns[1])
+            self.run_workload("after hostile frames", a.socket, b.socket, [("write", 65536, 200)])
 
     def test_injected_loss(self):
         with two_namespaces_with_veth() as (ns, veth):
