@@ -275,6 +275,7 @@ class RcResponder {
       wc->byte_len = is_send ? r.received : r.write_length;
       wc->qp_num = qp_.qpn;
       wc->src_qp = qp_.attr.dest_qp_num;
+      wc->solicited = bth_.solicited;
       if (imm) {
         wc->wc_flags |= wc_with_imm;
         wc->imm_data = h_.immdt;
@@ -518,6 +519,7 @@ void handle_uc(DeviceImpl& d, QueuePair& qp, const wire::Frame& f) {
   wc.byte_len = info.operation == Operation::send ? r.received : r.write_length;
   wc.qp_num = qp.qpn;
   wc.src_qp = qp.attr.dest_qp_num;
+  wc.solicited = f.roce.bth().solicited;
   if (info.has(wire::hdr_immdt)) {
     wc.wc_flags |= wc_with_imm;
     wc.imm_data = h.immdt;
@@ -549,6 +551,7 @@ void handle_ud(DeviceImpl& d, QueuePair& qp, const wire::Frame& f) {
   wc.opcode = WcOpcode::recv;
   wc.qp_num = qp.qpn;
   wc.src_qp = h.deth.src_qp;
+  wc.solicited = f.roce.bth().solicited;
   wc.wc_flags = wc_grh;
   wc.byte_len = grh_size + uint32_t(payload.size());
   if (f.roce.info->has(wire::hdr_immdt)) {
