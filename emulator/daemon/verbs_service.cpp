@@ -41,7 +41,10 @@ SharedRegion make_ring(const std::string& name, uint32_t capacity, uint32_t entr
 
 uint32_t need_u32(const json& r, const char* key) {
   const auto it = r.find(key);
-  if (it == r.end() || !it->is_number_unsigned()) throw ServiceError(EINVAL, std::string("missing field ") + key);
+  // A value beyond 32 bits is refused, not truncated: 2^32 + n must not name object n.
+  if (it == r.end() || !it->is_number_unsigned() || it->get<uint64_t>() > UINT32_MAX) {
+    throw ServiceError(EINVAL, std::string("missing or invalid field ") + key);
+  }
   return it->get<uint32_t>();
 }
 
@@ -133,7 +136,9 @@ json VerbsService::open_device(Session& s, uint64_t id, const json&, std::vector
   if (s.async_write_fd < 0) {
     const auto [rd, wr] = event_pipe();
     s.async_write_fd = wr;
-    engine_.run_on_engine([&](EngineContext& c) { c.queues.set_event_pipe(id, wr); });
+    // Captured through a plain variable: clang before 16 cannot capture a structured binding.
+    const int write_end = wr;
+    engine_.run_on_engine([&](EngineContext& c) { c.queues.set_event_pipe(id, write_end); });
     fds.push_back(rd);
   } else {
     throw ServiceError(EBUSY, "device already open in this session");
@@ -266,11 +271,16 @@ json VerbsService::create_cq(Session& s, uint64_t id, const json& r, std::vector
   SharedRegion region = make_ring("uroce-cq", capacity, protocol::completion_entry_size());
   const int client_fd = region.dup_fd();
   uint32_t cqn = 0;
-  engine_call("create_cq", [&](EngineContext& c) {
-    if (int e = c.device.create_cq(capacity, cqn)) return e;
-    c.queues.attach_cq(id, cqn, {std::move(region), channel_fd});
-    return 0;
-  });
+  try {
+    engine_call("create_cq", [&](EngineContext& c) {
+      if (int e = c.device.create_cq(capacity, cqn)) return e;
+      c.queues.attach_cq(id, cqn, {std::move(region), channel_fd});
+      return 0;
+    });
+  } catch (...) {
+    close(client_fd);  // the client's copy of a ring that will never exist
+    throw;
+  }
   s.cqs.insert(cqn);
   if (channel != 0) s.cq_channel[cqn] = channel;
   fds.push_back(client_fd);
@@ -304,11 +314,16 @@ json VerbsService::create_srq(Session& s, uint64_t id, const json& r, std::vecto
   SharedRegion region = make_ring("uroce-srq", capacity, entry);
   const int client_fd = region.dup_fd();
   uint32_t srqn = 0;
-  engine_call("create_srq", [&](EngineContext& c) {
-    if (int e = c.device.create_srq(pd, capacity, max_sge, limit, srqn)) return e;
-    c.queues.attach_srq(id, srqn, {std::move(region), max_sge});
-    return 0;
-  });
+  try {
+    engine_call("create_srq", [&](EngineContext& c) {
+      if (int e = c.device.create_srq(pd, capacity, max_sge, limit, srqn)) return e;
+      c.queues.attach_srq(id, srqn, {std::move(region), max_sge});
+      return 0;
+    });
+  } catch (...) {
+    close(client_fd);
+    throw;
+  }
   s.srqs.insert(srqn);
   fds.push_back(client_fd);
   return {{"srq", srqn}, {"max_wr", capacity}, {"max_sge", max_sge}, {"ring_bytes", protocol::ring_bytes(capacity, entry)},
@@ -335,12 +350,16 @@ json VerbsService::destroy_srq(Session& s, uint64_t, const json& r, std::vector<
   return json::object();
 }
 
-json VerbsService::create_ah(Session& s, uint64_t, const json& r, std::vector<int>&) {
+json VerbsService::create_ah(Session& s, uint64_t id, const json& r, std::vector<int>&) {
   const uint32_t pd = need_u32(r, "pd");
   require_owned(s.pds, pd, "protection domain");
   const AddressVector av = r.at("ah_attr").get<AddressVector>();
   uint32_t ahn = 0;
-  engine_call("create_ah", [&](EngineContext& c) { return c.device.create_ah(pd, av, ahn); });
+  engine_call("create_ah", [&](EngineContext& c) {
+    if (int e = c.device.create_ah(pd, av, ahn)) return e;
+    c.queues.attach_ah(id, ahn);  // so that no other session's UD send can name it
+    return 0;
+  });
   s.ahs.insert(ahn);
   return {{"ah", ahn}};
 }
@@ -348,7 +367,11 @@ json VerbsService::create_ah(Session& s, uint64_t, const json& r, std::vector<in
 json VerbsService::destroy_ah(Session& s, uint64_t, const json& r, std::vector<int>&) {
   const uint32_t ahn = need_u32(r, "ah");
   require_owned(s.ahs, ahn, "address handle");
-  engine_call("destroy_ah", [&](EngineContext& c) { return c.device.destroy_ah(ahn); });
+  engine_call("destroy_ah", [&](EngineContext& c) {
+    if (int e = c.device.destroy_ah(ahn)) return e;
+    c.queues.detach_ah(ahn);
+    return 0;
+  });
   s.ahs.erase(ahn);
   return json::object();
 }
@@ -389,13 +412,18 @@ json VerbsService::create_qp(Session& s, uint64_t id, const json& r, std::vector
   std::vector<int> client_fds{send.dup_fd()};
   if (init.srq == 0) client_fds.push_back(recv.dup_fd());
   uint32_t qpn = 0;
-  engine_call("create_qp", [&](EngineContext& c) {
-    if (int e = c.device.create_qp(init, qpn)) return e;
-    engine::QpQueues q{std::move(send), std::move(recv), cap.max_send_sge, cap.max_inline_data, cap.max_recv_sge,
-                       init.send_cq};
-    c.queues.attach_qp(id, qpn, std::move(q));
-    return 0;
-  });
+  try {
+    engine_call("create_qp", [&](EngineContext& c) {
+      if (int e = c.device.create_qp(init, qpn)) return e;
+      engine::QpQueues q{std::move(send), std::move(recv), cap.max_send_sge, cap.max_inline_data, cap.max_recv_sge,
+                         init.send_cq};
+      c.queues.attach_qp(id, qpn, std::move(q));
+      return 0;
+    });
+  } catch (...) {
+    for (int fd : client_fds) close(fd);
+    throw;
+  }
   s.qps.insert(qpn);
   fds.insert(fds.end(), client_fds.begin(), client_fds.end());
   json reply = {{"qp_num", qpn},
@@ -442,6 +470,26 @@ json VerbsService::stats(Session&, uint64_t, const json&, std::vector<int>&) {
   json out;
   engine_.run_on_engine([&](EngineContext& c) {
     out["device"] = c.device.counters();
+    json qps = json::object();
+    c.device.for_each_qp_counters([&](uint32_t qpn, const transport::QpCounters& q) {
+      const auto naks = [](const std::array<uint64_t, 5>& n) {
+        return json{{"psn_sequence_error", n[0]}, {"invalid_request", n[1]}, {"remote_access_error", n[2]},
+                    {"remote_operational_error", n[3]}, {"other", n[4]}};
+      };
+      qps[std::to_string(qpn)] = {{"tx_packets", q.tx_packets},
+                                  {"tx_payload_bytes", q.tx_payload_bytes},
+                                  {"rx_packets", q.rx_packets},
+                                  {"rx_bytes", q.rx_bytes},
+                                  {"tx_retransmitted", q.tx_retransmitted},
+                                  {"rx_duplicates", q.rx_duplicates},
+                                  {"rx_out_of_sequence", q.rx_out_of_sequence},
+                                  {"timeouts", q.timeouts},
+                                  {"rnr_naks_sent", q.rnr_naks_sent},
+                                  {"rnr_naks_received", q.rnr_naks_received},
+                                  {"naks_sent", naks(q.naks_sent)},
+                                  {"naks_received", naks(q.naks_received)}};
+    });
+    out["qp"] = qps;
     const auto& q = c.queues.counters();
     out["queues"] = {{"send_posted", q.send_posted},   {"recv_posted", q.recv_posted},
                      {"malformed_wr", q.malformed_wr}, {"completions", q.completions},
@@ -478,7 +526,10 @@ void VerbsService::destroy_everything(Session& s) {
       c.device.destroy_cq(q);
       c.queues.detach_cq(q);
     }
-    for (uint32_t a : ahs) c.device.destroy_ah(a);
+    for (uint32_t a : ahs) {
+      c.device.destroy_ah(a);
+      c.queues.detach_ah(a);
+    }
     for (uint32_t m : mrs) c.device.dereg_mr(m);
     for (uint32_t p : pds) c.device.dealloc_pd(p);
   });

@@ -148,6 +148,13 @@ bool QueueService::decode_send(const QpBinding& b, const uint8_t* slot, SendWr& 
   return true;
 }
 
+// Only handles the service knows are judged here (every one the verbs service creates); an unknown
+// number is left to the transport, which refuses it on a UD QP and ignores it on the others.
+bool QueueService::foreign_ah(const QpBinding& b, uint32_t ahn) const {
+  const auto it = ahs_.find(ahn);
+  return it != ahs_.end() && it->second != b.session;
+}
+
 void QueueService::reject_send(uint32_t qpn, const SendWr& wr, WcStatus status) {
   ++counters_.malformed_wr;
   WorkCompletion wc;
@@ -163,7 +170,7 @@ unsigned QueueService::drain_send(uint32_t qpn, QpBinding& b, transport::Nanos n
   SendWr wr;
   for (uint32_t avail = b.send.readable(b.send_consumer); taken < avail && taken < burst; ++taken) {
     const uint8_t* slot = b.send.entry(b.send_consumer);
-    if (!decode_send(b, slot, wr)) {
+    if (!decode_send(b, slot, wr) || foreign_ah(b, wr.ah)) {
       spdlog::debug("qp {:#x}: malformed send work request {} rejected", qpn, wr.wr_id);
       reject_send(qpn, wr, WcStatus::loc_qp_op_err);
     } else {

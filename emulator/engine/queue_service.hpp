@@ -61,6 +61,10 @@ class QueueService {
   void detach_qp(uint32_t qpn);
   void detach_cq(uint32_t cqn);
   void detach_srq(uint32_t srqn);
+  // Address handles are numbered device-wide, and a UD send names one: the engine refuses a send that
+  // names another session's address handle, as it would any other object of another session.
+  void attach_ah(SessionId session, uint32_t ahn) { ahs_.insert_or_assign(ahn, session); }
+  void detach_ah(uint32_t ahn) { ahs_.erase(ahn); }
   // The pipe (write end, not owned) where a session's async events go; -1 to forget it.
   void set_event_pipe(SessionId session, int fd);
   void set_channel(uint32_t cqn, int fd);
@@ -104,6 +108,7 @@ class QueueService {
   unsigned deliver_to(uint32_t cqn, CqBinding& b);
   void signal(CqBinding& b, uint32_t cqn);
   bool decode_send(const QpBinding& b, const uint8_t* slot, verbs::SendWr& wr) const;
+  bool foreign_ah(const QpBinding& b, uint32_t ahn) const;
   void reject_send(uint32_t qpn, const verbs::SendWr& wr, verbs::WcStatus status);
   void send_event(SessionId session, const protocol::AsyncEventRecord& r);
 
@@ -111,6 +116,7 @@ class QueueService {
   std::unordered_map<uint32_t, QpBinding> qps_;
   std::unordered_map<uint32_t, CqBinding> cqs_;
   std::unordered_map<uint32_t, SrqBinding> srqs_;
+  std::unordered_map<uint32_t, SessionId> ahs_;  // owner of each address handle
   std::unordered_map<SessionId, int> event_pipes_;
   std::vector<verbs::WorkCompletion> scratch_;
   // Completions the engine made itself (malformed work requests), by CQ, ahead of the transport's.

@@ -1,0 +1,186 @@
+// How the QueueService tells clients that something happened: completion channel records for armed CQs
+// (one per arming), and async events, which go to the session that owns the object and to no other.
+#include <fcntl.h>
+
+#include "tests/emulator/service/service_fixture.hpp"
+
+namespace uroce::test::service {
+namespace {
+
+using protocol::AsyncEventRecord;
+using protocol::CompletionEventRecord;
+
+// An RDMA WRITE of 8 bytes from a to b: one completion on a's send CQ and nothing on b's side.
+void post_write(ServedPair& s, uint64_t wr_id) {
+  protocol::SendEntry w = send_entry(wr_id, verbs::WrOpcode::rdma_write);
+  w.remote_addr = Pair::b_base;
+  w.rkey = s.pair.b_key;
+  const protocol::WireSge src = sge(Pair::a_base, 8, s.pair.a_key);
+  REQUIRE(s.ca.send.post(w, std::span(&src, 1), {}) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("an armed CQ writes exactly one record to its channel per arming", "[queues][events]") {
+  ServedPair s;
+  Pipe channel;
+  s.qa.set_channel(s.pair.a.send_cq, channel.write_fd);
+
+  post_write(s, 1);
+  s.pump();
+  CHECK(poll_all(s.ca.send_cq).size() == 1);
+  CHECK(drain_records<CompletionEventRecord>(channel.read_fd).empty());  // not armed: no event
+
+  s.ca.send_cq.arm(false);
+  s.pump();
+  CHECK(drain_records<CompletionEventRecord>(channel.read_fd).empty());  // armed, but nothing completed yet
+
+  post_write(s, 2);
+  post_write(s, 3);
+  post_write(s, 4);
+  s.pump();
+  const auto events = drain_records<CompletionEventRecord>(channel.read_fd);
+  REQUIRE(events.size() == 1);  // three completions, one arming: one event
+  CHECK(events[0].cq == s.pair.a.send_cq);
+  CHECK(poll_all(s.ca.send_cq).size() == 3);
+
+  post_write(s, 5);  // the arming was used up
+  s.pump();
+  CHECK(drain_records<CompletionEventRecord>(channel.read_fd).empty());
+
+  for (uint64_t round = 0; round < 3; ++round) {  // re-armed each time: one event each time
+    s.ca.send_cq.arm(false);
+    post_write(s, 10 + round);
+    s.pump();
+    CHECK(drain_records<CompletionEventRecord>(channel.read_fd).size() == 1);
+  }
+  CHECK(s.qa.counters().events_sent == 4);
+  CHECK(s.qa.counters().events_lost == 0);
+}
+
+// Known limitation (queue_service.cpp, TODO(solicited)): the transport does not mark solicited receive
+// completions yet, so a CQ armed for solicited completions only is signalled by any completion. This
+// test pins today's behaviour (an extra wake-up, never a missed one); when the TODO is done, the
+// unsolicited completion below must produce no event and this test must change.
+TEST_CASE("solicited-only arming currently signals on any completion (known limitation)", "[queues][events]") {
+  ServedPair s;
+  Pipe channel;
+  s.qb.set_channel(s.pair.b.recv_cq, channel.write_fd);
+  const protocol::WireSge rsge = sge(Pair::b_base, 64, s.pair.b_key);
+  REQUIRE(s.cb.recv.post(1, std::span(&rsge, 1)) == 0);
+  s.cb.recv_cq.arm(true);
+
+  const std::vector<uint8_t> data(8, 1);
+  REQUIRE(s.ca.send.post(send_entry(1, verbs::WrOpcode::send, verbs::send_inline), {}, data) == 0);  // not solicited
+  s.pump();
+  REQUIRE(poll_all(s.cb.recv_cq).size() == 1);
+  CHECK(drain_records<CompletionEventRecord>(channel.read_fd).size() == 1);  // ideally 0
+}
+
+TEST_CASE("a completion channel that is full loses the event without blocking the engine", "[queues][events]") {
+  ServedPair s;
+  Pipe channel;
+  const int capacity = fcntl(channel.write_fd, F_GETPIPE_SZ);
+  REQUIRE(capacity > 0);
+  const std::vector<uint8_t> filler(size_t(capacity), 0);
+  REQUIRE(write(channel.write_fd, filler.data(), filler.size()) == capacity);
+  s.qa.set_channel(s.pair.a.send_cq, channel.write_fd);
+
+  s.ca.send_cq.arm(false);
+  post_write(s, 1);
+  s.pump();
+  CHECK(poll_all(s.ca.send_cq).size() == 1);
+  CHECK(s.qa.counters().events_lost == 1);
+  CHECK(s.qa.counters().events_sent == 0);
+}
+
+TEST_CASE("a QP error event goes to the session that owns the QP, and only there", "[queues][events]") {
+  ServedPair s;
+  Pair& p = s.pair;
+  Pipe events_a, events_b, events_other;
+  s.qa.set_event_pipe(ServedPair::session_a, events_a.write_fd);
+  s.qb.set_event_pipe(ServedPair::session_b, events_b.write_fd);
+  s.qb.set_event_pipe(99, events_other.write_fd);  // another client of b's daemon
+
+  // A SEND into a receive buffer whose lkey is not b's: b's responder cannot place the data and its QP
+  // goes to the error state with IBV_EVENT_QP_FATAL.
+  const protocol::WireSge bad = sge(Pair::b_base, 64, p.b_key + 0x100);
+  REQUIRE(s.cb.recv.post(7, std::span(&bad, 1)) == 0);
+  const std::vector<uint8_t> data(16, 2);
+  REQUIRE(s.ca.send.post(send_entry(1, verbs::WrOpcode::send, verbs::send_signaled | verbs::send_inline), {}, data) == 0);
+  s.pump();
+
+  const auto at_b = drain_records<AsyncEventRecord>(events_b.read_fd);
+  REQUIRE(at_b.size() == 1);
+  CHECK(at_b[0].type == uint32_t(verbs::EventType::qp_fatal));
+  CHECK(at_b[0].object == p.qb);
+  CHECK(drain_records<AsyncEventRecord>(events_a.read_fd).empty());
+  CHECK(drain_records<AsyncEventRecord>(events_other.read_fd).empty());
+
+  const auto received = poll_all(s.cb.recv_cq);
+  REQUIRE_FALSE(received.empty());
+  CHECK(received[0].wr_id == 7);
+  CHECK(received[0].status == uint32_t(verbs::WcStatus::loc_prot_err));
+  const auto sent = poll_all(s.ca.send_cq);
+  REQUIRE(sent.size() == 1);
+  CHECK(sent[0].status == uint32_t(verbs::WcStatus::rem_op_err));
+}
+
+TEST_CASE("an SRQ limit event goes to the session that owns the SRQ", "[queues][events]") {
+  ServedPair s;
+  Pair& p = s.pair;
+  // A second connection between a and b whose b side takes its receives from an SRQ (limit 2).
+  uint32_t srqn = 0;
+  REQUIRE(p.b.device->create_srq(p.b.pd, 16, 2, 2, srqn) == 0);
+  const uint32_t b2 = p.b.create_qp(verbs::QpType::rc, 64, srqn);
+  const uint32_t a2 = p.a.create_qp(verbs::QpType::rc, 64);
+  connect(p.a, a2, verbs::QpType::rc, p.b.address, b2, 300, 400);
+  connect(p.b, b2, verbs::QpType::rc, p.a.address, a2, 400, 300);
+
+  protocol::SharedRegion srq_ring = daemon_ring(16, protocol::recv_entry_size(2));
+  client::RecvRing srq = client_recv_ring(srq_ring, 2);
+  s.qb.attach_srq(ServedPair::session_b, srqn, {std::move(srq_ring), 2});
+  protocol::SharedRegion a2_send = daemon_ring(8, protocol::send_entry_size(1, 64));
+  client::SendRing a2_ring = client_send_ring(a2_send, 1, 64);
+  s.qa.attach_qp(ServedPair::session_a, a2, {std::move(a2_send), {}, 1, 64, 0, p.a.send_cq});
+  s.qb.attach_qp(ServedPair::session_b, b2, {daemon_ring(8, protocol::send_entry_size(1, 0)), {}, 1, 0, 0, p.b.send_cq});
+
+  Pipe events_a, events_b, events_other;
+  s.qa.set_event_pipe(ServedPair::session_a, events_a.write_fd);
+  s.qb.set_event_pipe(ServedPair::session_b, events_b.write_fd);
+  s.qb.set_event_pipe(99, events_other.write_fd);
+
+  for (uint64_t i = 0; i < 3; ++i) {
+    const protocol::WireSge r = sge(Pair::b_base + i * 64, 64, p.b_key);
+    REQUIRE(srq.post(50 + i, std::span(&r, 1)) == 0);
+  }
+  s.pump();
+  CHECK(drain_records<AsyncEventRecord>(events_b.read_fd).empty());  // 3 posted, limit 2: not below yet
+
+  const std::vector<uint8_t> data(8, 3);
+  for (uint64_t i = 0; i < 2; ++i) {
+    REQUIRE(a2_ring.post(send_entry(i, verbs::WrOpcode::send, verbs::send_signaled | verbs::send_inline), {}, data) == 0);
+  }
+  s.pump();
+  CHECK(poll_all(s.cb.recv_cq).size() == 2);
+  const auto at_b = drain_records<AsyncEventRecord>(events_b.read_fd);
+  REQUIRE(at_b.size() == 1);
+  CHECK(at_b[0].type == uint32_t(verbs::EventType::srq_limit_reached));
+  CHECK(at_b[0].object == srqn);
+  CHECK(drain_records<AsyncEventRecord>(events_a.read_fd).empty());
+  CHECK(drain_records<AsyncEventRecord>(events_other.read_fd).empty());
+}
+
+TEST_CASE("an event for a session without an event pipe is counted as lost", "[queues][events]") {
+  ServedPair s;
+  Pair& p = s.pair;
+  const protocol::WireSge bad = sge(Pair::b_base, 64, p.b_key + 0x100);
+  REQUIRE(s.cb.recv.post(7, std::span(&bad, 1)) == 0);
+  const std::vector<uint8_t> data(16, 2);
+  REQUIRE(s.ca.send.post(send_entry(1, verbs::WrOpcode::send, verbs::send_inline), {}, data) == 0);
+  s.pump();
+  CHECK(s.qb.counters().events_lost == 1);
+  CHECK(s.qb.counters().events_sent == 0);
+}
+
+}  // namespace uroce::test::service

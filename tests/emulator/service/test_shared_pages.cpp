@@ -1,0 +1,157 @@
+// SharedPages, the client's side of shared-memory registration: registered pages are moved onto a memfd
+// in place (same addresses, same contents, now shared with whoever maps the memfd), regions already
+// moved are reused, and memory that must not be moved is left alone.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "emulator/client/shared_pages.hpp"
+#include "tests/emulator/service/service_fixture.hpp"
+
+namespace uroce::test::service {
+namespace {
+
+size_t page_size() { return size_t(sysconf(_SC_PAGESIZE)); }
+
+// A private anonymous mapping of `pages` pages, unmapped at the end of the test.
+struct Anonymous {
+  explicit Anonymous(size_t pages, int prot = PROT_READ | PROT_WRITE) : size(pages * page_size()) {
+    base = static_cast<uint8_t*>(mmap(nullptr, size, prot, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    REQUIRE(base != MAP_FAILED);
+  }
+  ~Anonymous() { munmap(base, size); }
+  uint8_t* page(size_t i) const { return base + i * page_size(); }
+  uint8_t* base;
+  size_t size;
+};
+
+// The memfd's bytes [offset, offset + n), through a mapping of our own (as the daemon sees them).
+std::vector<uint8_t> memfd_bytes(int fd, uint64_t offset, size_t n) {
+  struct stat st {};
+  REQUIRE(fstat(fd, &st) == 0);
+  auto* m = static_cast<uint8_t*>(mmap(nullptr, size_t(st.st_size), PROT_READ, MAP_SHARED, fd, 0));
+  REQUIRE(m != MAP_FAILED);
+  std::vector<uint8_t> out(m + offset, m + offset + n);
+  munmap(m, size_t(st.st_size));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a heap buffer moves onto a sealed memfd with its contents and address unchanged", "[shared-pages]") {
+  client::SharedPages pages;
+  constexpr size_t length = 3 * 4096 + 123;
+  auto* buffer = static_cast<uint8_t*>(std::malloc(length));
+  REQUIRE(buffer != nullptr);
+  const auto bytes = pattern(length, 17);
+  std::memcpy(buffer, bytes.data(), length);
+
+  const std::optional<client::SharedSpan> span = pages.share(buffer, length);
+  REQUIRE(span);
+  const uint64_t page_start = reinterpret_cast<uint64_t>(buffer) & ~uint64_t(page_size() - 1);
+  CHECK(span->offset == reinterpret_cast<uint64_t>(buffer) - page_start);
+  CHECK(span->fd_size % page_size() == 0);
+  CHECK(span->fd_size >= span->offset + length);
+  CHECK((fcntl(span->fd, F_GET_SEALS) & F_SEAL_SHRINK) != 0);  // what the daemon requires
+
+  CHECK(std::memcmp(buffer, bytes.data(), length) == 0);  // unchanged where the application looks
+  CHECK((memfd_bytes(span->fd, span->offset, length) == bytes));  // and the same in the memfd
+
+  // Both ways: a write through the memfd is seen at the original address, and the reverse.
+  auto* shared = static_cast<uint8_t*>(mmap(nullptr, span->fd_size, PROT_READ | PROT_WRITE, MAP_SHARED, span->fd, 0));
+  REQUIRE(shared != MAP_FAILED);
+  shared[span->offset + 5000] = 0xee;
+  CHECK(buffer[5000] == 0xee);
+  buffer[10] = 0x3c;
+  CHECK(shared[span->offset + 10] == 0x3c);
+  munmap(shared, span->fd_size);
+
+  // Registering it again gives the same memfd.
+  const std::optional<client::SharedSpan> again = pages.share(buffer, length);
+  REQUIRE(again);
+  CHECK(again->fd == span->fd);
+  CHECK(again->offset == span->offset);
+  std::free(buffer);
+}
+
+TEST_CASE("a sub-range of a shared region reuses its memfd at the right offset", "[shared-pages]") {
+  client::SharedPages pages;
+  Anonymous m(8);
+  const size_t page = page_size();
+  const std::optional<client::SharedSpan> whole = pages.share(m.page(2), 4 * page);  // pages 2-5
+  REQUIRE(whole);
+  CHECK(whole->offset == 0);
+  CHECK(whole->fd_size == 4 * page);
+
+  const std::optional<client::SharedSpan> inner = pages.share(m.page(3) + 10, 100);
+  REQUIRE(inner);
+  CHECK(inner->fd == whole->fd);
+  CHECK(inner->offset == page + 10);
+  CHECK(inner->fd_size == whole->fd_size);
+
+  const std::optional<client::SharedSpan> tail = pages.share(m.page(5), page);  // the last page exactly
+  REQUIRE(tail);
+  CHECK(tail->fd == whole->fd);
+  CHECK(tail->offset == 3 * page);
+}
+
+TEST_CASE("a range that partly overlaps a shared region is not moved", "[shared-pages]") {
+  client::SharedPages pages;
+  Anonymous m(8);
+  const size_t page = page_size();
+  REQUIRE(pages.share(m.page(2), 2 * page));            // pages 2-3
+  m.page(1)[0] = 0x42;
+  CHECK_FALSE(pages.share(m.page(1), 2 * page));        // pages 1-2: starts before
+  CHECK_FALSE(pages.share(m.page(3), 2 * page));        // pages 3-4: runs past the end
+  CHECK_FALSE(pages.share(m.page(0), 8 * page));        // around it
+  CHECK(m.page(1)[0] == 0x42);
+  // Disjoint neighbours are fine, each with its own memfd.
+  const auto before = pages.share(m.page(0), page);
+  const auto after = pages.share(m.page(4), page);
+  REQUIRE(before);
+  REQUIRE(after);
+  CHECK(before->fd != after->fd);
+}
+
+TEST_CASE("shared file mappings, read-only memory, the stack and empty ranges are not moved", "[shared-pages]") {
+  client::SharedPages pages;
+  const size_t page = page_size();
+
+  char path[] = "/tmp/uroce-shared-pages-XXXXXX";
+  const int file = mkstemp(path);
+  REQUIRE(file >= 0);
+  unlink(path);
+  REQUIRE(ftruncate(file, off_t(2 * page)) == 0);
+  auto* mapped = static_cast<uint8_t*>(mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_SHARED, file, 0));
+  REQUIRE(mapped != MAP_FAILED);
+  mapped[0] = 0x77;
+  CHECK_FALSE(pages.share(mapped, 2 * page));
+  mapped[1] = 0x78;  // still attached to its file
+  uint8_t from_file[2] = {};
+  REQUIRE(pread(file, from_file, 2, 0) == 2);
+  CHECK(from_file[0] == 0x77);
+  CHECK(from_file[1] == 0x78);
+  munmap(mapped, 2 * page);
+  close(file);
+
+  Anonymous read_only(2, PROT_READ);
+  CHECK_FALSE(pages.share(read_only.base, 2 * page));
+
+  // Partly read-only: the first page is writable, the second is not.
+  Anonymous mixed(2);
+  REQUIRE(mprotect(mixed.page(1), page, PROT_READ) == 0);
+  CHECK_FALSE(pages.share(mixed.base, 2 * page));
+
+  uint8_t on_stack[64];
+  CHECK_FALSE(pages.share(on_stack, sizeof on_stack));
+
+  Anonymous fine(1);
+  CHECK_FALSE(pages.share(fine.base, 0));
+  CHECK(pages.share(fine.base, 1));  // the same memory with a length is fine
+}
+
+}  // namespace uroce::test::service

@@ -1,0 +1,166 @@
+// The verbs service driven by the requests the client library sends: every object's life from creation
+// to destruction, and two sessions talking RDMA to each other through one device (the loopback case
+// of one uroced serving two applications), with the client rings handed out in the replies.
+#include <unistd.h>
+
+#include "emulator/protocol/verbs_json.hpp"
+#include "tests/emulator/service/service_fixture.hpp"
+
+namespace uroce::test::service {
+namespace {
+
+// The client's end of a QP and its CQ, built from the replies' descriptors and sizes the way
+// emulator/client/context.cpp builds them.
+struct ClientQp {
+  uint32_t qpn = 0;
+  client::SendRing send;
+  client::RecvRing recv;
+};
+
+ClientQp create_client_qp(ServiceHarness& h, uint64_t session, uint32_t pd, uint32_t cq) {
+  std::vector<int> fds;
+  const json reply = h.call(session, qp_request(pd, cq, cq), &fds);
+  REQUIRE(fds.size() == 2);
+  const auto cap = reply.at("cap").get<verbs::QpCap>();
+  ClientQp qp;
+  qp.qpn = reply.at("qp_num").get<uint32_t>();
+  qp.send = client::SendRing(fds[0], reply.at("send_ring_bytes").get<size_t>(), cap.max_send_wr,
+                             reply.at("send_entry_size").get<uint32_t>(), cap.max_send_sge, cap.max_inline_data);
+  qp.recv = client::RecvRing(fds[1], reply.at("recv_ring_bytes").get<size_t>(), cap.max_recv_wr,
+                             reply.at("recv_entry_size").get<uint32_t>(), cap.max_recv_sge);
+  return qp;
+}
+
+client::CompletionRing create_client_cq(ServiceHarness& h, uint64_t session, uint32_t cqe, uint32_t& cqn) {
+  std::vector<int> fds;
+  const json reply = h.call(session, {{"op", "create_cq"}, {"cqe", cqe}}, &fds);
+  REQUIRE(fds.size() == 1);
+  cqn = reply.at("cq").get<uint32_t>();
+  return client::CompletionRing(fds[0], reply.at("ring_bytes").get<size_t>(), reply.at("cqe").get<uint32_t>());
+}
+
+}  // namespace
+
+TEST_CASE("open_device hands out the event pipe, the wake eventfd and the status page, once", "[verbs]") {
+  ServiceHarness h;
+  h.service->open_session(1, getpid(), getuid());
+  std::vector<int> fds;
+  const json reply = h.call(1, {{"op", "open_device"}}, &fds);
+  REQUIRE(fds.size() == 3);
+  CHECK(reply.at("fds") == json({"async_events", "wake", "engine_status"}));
+  CHECK(reply.at("daemon_pid").get<long>() == getpid());
+  CHECK(reply.at("limits").get<transport::DeviceLimits>().max_qp == h.limits.max_qp);
+  CHECK(reply.at("gids") == json({"10.0.0.1"}));
+  // The status page is the daemon's, with its magic, as the client's Doorbell checks.
+  client::Doorbell doorbell(protocol::SharedRegion::attach(fds[2], sizeof(protocol::EngineStatus)), fds[1]);
+  CHECK_FALSE(doorbell.daemon_shutting_down());
+  close(fds[0]);
+
+  CHECK(h.error_of(1, {{"op", "open_device"}}) == EBUSY);
+
+  // An event announced to every client arrives on the pipe open_device returned.
+  std::vector<int> fds2;
+  h.service->open_session(2, getpid(), getuid());
+  h.call(2, {{"op", "open_device"}}, &fds2);
+  h.service->announce_shutdown();
+  protocol::AsyncEventRecord r{};
+  REQUIRE(read(fds2[0], &r, sizeof r) == sizeof r);
+  CHECK(r.type == uint32_t(verbs::EventType::device_fatal));
+  close_all(fds2);
+}
+
+TEST_CASE("every object is created, used and destroyed through requests", "[verbs]") {
+  ServiceHarness h;
+  h.service->open_session(1, getpid(), getuid());
+  std::vector<uint8_t> buffer(4096);
+  const SessionObjects o = create_one_of_each(h, 1, buffer.data(), buffer.size());
+
+  connect_qp(h, 1, o.qp, o.qp);  // to itself, through the device's own address
+  const auto attr = h.call(1, {{"op", "query_qp"}, {"qp_num", o.qp}}).at("attr").get<verbs::QpAttr>();
+  CHECK(attr.qp_state == verbs::QpState::rts);
+  CHECK(attr.dest_qp_num == o.qp);
+  h.call(1, {{"op", "modify_srq"}, {"srq", o.srq}, {"srq_limit", 4}});
+  const json rereg = h.call(1, {{"op", "rereg_mr"}, {"key", o.mr}, {"pd", o.pd},
+                                {"addr", reinterpret_cast<uint64_t>(buffer.data())}, {"length", 2048},
+                                {"access", uint32_t(verbs::access_local_write)}});
+  const uint32_t mr = rereg.at("lkey").get<uint32_t>();
+  const json stats = h.call(1, {{"op", "stats"}});
+  CHECK(stats.at("sessions") == 1);
+  CHECK(stats.contains("device"));
+  CHECK(stats.at("queues").contains("malformed_wr"));
+
+  // The PD is still in use, and so is the channel: both refused.
+  CHECK(h.error_of(1, {{"op", "dealloc_pd"}, {"pd", o.pd}}) == EBUSY);
+  CHECK(h.error_of(1, {{"op", "destroy_comp_channel"}, {"channel", o.channel}}) == EBUSY);
+
+  h.call(1, {{"op", "destroy_qp"}, {"qp_num", o.qp}});
+  h.call(1, {{"op", "destroy_ah"}, {"ah", o.ah}});
+  h.call(1, {{"op", "destroy_srq"}, {"srq", o.srq}});
+  h.call(1, {{"op", "destroy_cq"}, {"cq", o.cq}});
+  h.call(1, {{"op", "destroy_comp_channel"}, {"channel", o.channel}});
+  h.call(1, {{"op", "dereg_mr"}, {"key", mr}});
+  h.call(1, {{"op", "dealloc_pd"}, {"pd", o.pd}});
+
+  // Gone: a second destruction is refused like an unknown handle.
+  CHECK(h.error_of(1, {{"op", "destroy_qp"}, {"qp_num", o.qp}}) == EINVAL);
+  CHECK(h.error_of(1, {{"op", "destroy_ah"}, {"ah", o.ah}}) == EINVAL);
+  CHECK(h.error_of(1, {{"op", "destroy_srq"}, {"srq", o.srq}}) == EINVAL);
+  CHECK(h.error_of(1, {{"op", "destroy_cq"}, {"cq", o.cq}}) == EINVAL);
+  CHECK(h.error_of(1, {{"op", "destroy_comp_channel"}, {"channel", o.channel}}) == EINVAL);
+  CHECK(h.error_of(1, {{"op", "dereg_mr"}, {"key", mr}}) == EINVAL);
+  CHECK(h.error_of(1, {{"op", "dereg_mr"}, {"key", o.mr}}) == EINVAL);  // replaced by rereg_mr
+  CHECK(h.error_of(1, {{"op", "dealloc_pd"}, {"pd", o.pd}}) == EINVAL);
+}
+
+TEST_CASE("two sessions exchange a SEND and an RDMA WRITE through the rings the service handed out", "[verbs]") {
+  ServiceHarness h;
+  h.service->open_session(1, getpid(), getuid());
+  h.service->open_session(2, getpid(), getuid());
+  std::vector<uint8_t> mem_a(65536), mem_b(65536);
+  const auto data = pattern(20000, 11);
+  put(mem_a, 0, data);
+
+  const uint32_t pd_a = h.call(1, {{"op", "alloc_pd"}}).at("pd").get<uint32_t>();
+  const uint32_t pd_b = h.call(2, {{"op", "alloc_pd"}}).at("pd").get<uint32_t>();
+  const auto reg = [&](uint64_t s, uint32_t pd, std::vector<uint8_t>& m) {
+    return h.call(s, {{"op", "reg_mr"}, {"pd", pd}, {"addr", reinterpret_cast<uint64_t>(m.data())},
+                      {"length", uint64_t(m.size())}, {"access", uint32_t(Pair::all_access)}});
+  };
+  const json mr_a = reg(1, pd_a, mem_a), mr_b = reg(2, pd_b, mem_b);
+  uint32_t cq_a = 0, cq_b = 0;
+  client::CompletionRing ring_a = create_client_cq(h, 1, 30, cq_a);
+  client::CompletionRing ring_b = create_client_cq(h, 2, 30, cq_b);
+  CHECK(ring_a.capacity() == 32);  // rounded up to a power of two
+  ClientQp qa = create_client_qp(h, 1, pd_a, cq_a);
+  ClientQp qb = create_client_qp(h, 2, pd_b, cq_b);
+  connect_qp(h, 1, qa.qpn, qb.qpn);
+  connect_qp(h, 2, qb.qpn, qa.qpn);
+
+  // Memory is reached with process_vm_readv/writev on our own pid (nothing was shared).
+  const protocol::WireSge recv_sge = sge(reinterpret_cast<uint64_t>(mem_b.data()) + 30000, 1000, mr_b.at("lkey"));
+  REQUIRE(qb.recv.post(0xb0, std::span(&recv_sge, 1)) == 0);
+  const protocol::WireSge send_sge = sge(reinterpret_cast<uint64_t>(mem_a.data()), 1000, mr_a.at("lkey"));
+  REQUIRE(qa.send.post(send_entry(0xa0, verbs::WrOpcode::send), std::span(&send_sge, 1), {}) == 0);
+  protocol::SendEntry write = send_entry(0xa1, verbs::WrOpcode::rdma_write);
+  write.remote_addr = reinterpret_cast<uint64_t>(mem_b.data());
+  write.rkey = mr_b.at("rkey");
+  const protocol::WireSge write_sge = sge(reinterpret_cast<uint64_t>(mem_a.data()), 20000, mr_a.at("lkey"));
+  REQUIRE(qa.send.post(write, std::span(&write_sge, 1), {}) == 0);
+  h.pump();
+
+  const auto sent = poll_all(ring_a);
+  REQUIRE(sent.size() == 2);
+  CHECK(sent[0].wr_id == 0xa0);
+  CHECK(sent[0].status == uint32_t(verbs::WcStatus::success));
+  CHECK(sent[1].wr_id == 0xa1);
+  CHECK(sent[1].status == uint32_t(verbs::WcStatus::success));
+  const auto received = poll_all(ring_b);
+  REQUIRE(received.size() == 1);
+  CHECK(received[0].wr_id == 0xb0);
+  CHECK(received[0].byte_len == 1000);
+  CHECK(received[0].qp_num == qb.qpn);
+  CHECK((slice(mem_b, 30000, 1000) == slice(data, 0, 1000)));
+  CHECK((slice(mem_b, 0, 20000) == data));
+}
+
+}  // namespace uroce::test::service
