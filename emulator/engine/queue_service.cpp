@@ -263,10 +263,15 @@ unsigned QueueService::deliver_completions() {
 unsigned QueueService::deliver_to(uint32_t cqn, CqBinding& b) {
   uint32_t room = b.ring.writable(b.producer);
   unsigned moved = 0;
+  bool wakes_solicited = false;  // a solicited receive or an error: what a solicited-only arm waits for
+  const auto note = [&](const WorkCompletion& wc) {
+    wakes_solicited |= wc.solicited || wc.status != WcStatus::success;
+  };
   if (auto own = own_completions_.find(cqn); own != own_completions_.end()) {
     auto& v = own->second;
     size_t i = 0;
     for (; i < v.size() && room > 0; ++i, --room, ++moved) {
+      note(v[i]);
       const CompletionEntry e = to_entry(v[i]);
       std::memcpy(b.ring.entry(b.producer++), &e, sizeof e);
     }
@@ -278,6 +283,7 @@ unsigned QueueService::deliver_to(uint32_t cqn, CqBinding& b) {
     const int got = device_.poll_cq(cqn, scratch_);
     if (got <= 0) break;
     for (int i = 0; i < got; ++i) {
+      note(scratch_[size_t(i)]);
       const CompletionEntry e = to_entry(scratch_[size_t(i)]);
       std::memcpy(b.ring.entry(b.producer++), &e, sizeof e);
     }
@@ -287,20 +293,21 @@ unsigned QueueService::deliver_to(uint32_t cqn, CqBinding& b) {
   if (moved != 0) {
     b.ring.publish_producer(b.producer);
     counters_.completions += moved;
-    signal(b, cqn);
+    signal(b, cqn, wakes_solicited);
   }
   return moved;
 }
 
-// An armed CQ gets one event per arming, as ibv_req_notify_cq promises. The arm word is exchanged, not
-// just read, so that a client re-arming concurrently is never lost nor double-counted.
-// TODO(solicited): the transport does not yet mark solicited receive completions; a CQ armed for
-// solicited-only completions is signalled on any completion (more wake-ups, never a missed one).
-void QueueService::signal(CqBinding& b, uint32_t cqn) {
+// An armed CQ gets one event per arming, as ibv_req_notify_cq promises: on any new completion, or, armed
+// solicited-only, on a solicited receive or an error completion. The arm word is exchanged, not just
+// read, so that a client re-arming concurrently is never lost nor double-counted.
+void QueueService::signal(CqBinding& b, uint32_t cqn, bool solicited_or_error) {
   // Pairs with the client's seq_cst store of the arm word: either we see the arm, or its next poll sees
   // the completions we just published.
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (b.ring.arm().load(std::memory_order_acquire) == uint32_t(protocol::CqArm::none)) return;
+  const uint32_t arm = b.ring.arm().load(std::memory_order_acquire);
+  if (arm == uint32_t(protocol::CqArm::none)) return;
+  if (arm == uint32_t(protocol::CqArm::solicited) && !solicited_or_error) return;
   if (b.ring.arm().exchange(uint32_t(protocol::CqArm::none), std::memory_order_acq_rel) == 0) return;
   const protocol::CompletionEventRecord r{cqn, 0};
   if (write_record(b.queue.channel_fd, &r, sizeof r)) {

@@ -106,7 +106,7 @@ class QueueService {
   unsigned drain_recv(uint32_t qpn, QpBinding& b);
   unsigned drain_srq(uint32_t srqn, SrqBinding& b);
   unsigned deliver_to(uint32_t cqn, CqBinding& b);
-  void signal(CqBinding& b, uint32_t cqn);
+  void signal(CqBinding& b, uint32_t cqn, bool solicited_or_error);
   bool decode_send(const QpBinding& b, const uint8_t* slot, verbs::SendWr& wr) const;
   bool foreign_ah(const QpBinding& b, uint32_t ahn) const;
   void reject_send(uint32_t qpn, const verbs::SendWr& wr, verbs::WcStatus status);

@@ -58,23 +58,27 @@ TEST_CASE("an armed CQ writes exactly one record to its channel per arming", "[q
   CHECK(s.qa.counters().events_lost == 0);
 }
 
-// Known limitation (queue_service.cpp, TODO(solicited)): the transport does not mark solicited receive
-// completions yet, so a CQ armed for solicited completions only is signalled by any completion. This
-// test pins today's behaviour (an extra wake-up, never a missed one); when the TODO is done, the
-// unsolicited completion below must produce no event and this test must change.
-TEST_CASE("solicited-only arming currently signals on any completion (known limitation)", "[queues][events]") {
+// ibv_req_notify_cq(solicited_only): an unsolicited SEND does not fire the channel; a solicited one does.
+TEST_CASE("solicited-only arming fires on a solicited receive, not on an unsolicited one", "[queues][events]") {
   ServedPair s;
   Pipe channel;
   s.qb.set_channel(s.pair.b.recv_cq, channel.write_fd);
   const protocol::WireSge rsge = sge(Pair::b_base, 64, s.pair.b_key);
   REQUIRE(s.cb.recv.post(1, std::span(&rsge, 1)) == 0);
+  REQUIRE(s.cb.recv.post(2, std::span(&rsge, 1)) == 0);
   s.cb.recv_cq.arm(true);
 
   const std::vector<uint8_t> data(8, 1);
   REQUIRE(s.ca.send.post(send_entry(1, verbs::WrOpcode::send, verbs::send_inline), {}, data) == 0);  // not solicited
   s.pump();
   REQUIRE(poll_all(s.cb.recv_cq).size() == 1);
-  CHECK(drain_records<CompletionEventRecord>(channel.read_fd).size() == 1);  // ideally 0
+  CHECK(drain_records<CompletionEventRecord>(channel.read_fd).empty());
+
+  REQUIRE(s.ca.send.post(send_entry(2, verbs::WrOpcode::send, verbs::send_inline | verbs::send_solicited), {}, data) ==
+          0);
+  s.pump();
+  REQUIRE(poll_all(s.cb.recv_cq).size() == 1);
+  CHECK(drain_records<CompletionEventRecord>(channel.read_fd).size() == 1);
 }
 
 TEST_CASE("a completion channel that is full loses the event without blocking the engine", "[queues][events]") {
