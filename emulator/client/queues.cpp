@@ -67,7 +67,10 @@ uint32_t Doorbell::daemon_pid() const { return reinterpret_cast<const EngineStat
 
 SendRing::SendRing(int fd, size_t bytes, uint32_t capacity, uint32_t entry_size, uint32_t max_sge, uint32_t max_inline)
     : region_(SharedRegion::attach(fd, bytes)), ring_(attach_ring(region_, capacity, entry_size)),
-      producer_(ring_.load_producer()), max_sge_(max_sge), max_inline_(max_inline) {}
+      producer_(ring_.load_producer()), max_sge_(max_sge), max_inline_(max_inline) {
+  // Posting writes up to max_sge SGEs or max_inline bytes after the entry: the slot must hold them.
+  if (entry_size < send_entry_size(max_sge, max_inline)) throw std::runtime_error("uroced sent a send queue too small");
+}
 
 int SendRing::post(const SendEntry& wr, std::span<const WireSge> sges, std::span<const uint8_t> inline_data) {
   const bool is_inline = (wr.send_flags & (1u << 3)) != 0;  // IBV_SEND_INLINE
@@ -89,7 +92,9 @@ int SendRing::post(const SendEntry& wr, std::span<const WireSge> sges, std::span
 
 RecvRing::RecvRing(int fd, size_t bytes, uint32_t capacity, uint32_t entry_size, uint32_t max_sge)
     : region_(SharedRegion::attach(fd, bytes)), ring_(attach_ring(region_, capacity, entry_size)),
-      producer_(ring_.load_producer()), max_sge_(max_sge) {}
+      producer_(ring_.load_producer()), max_sge_(max_sge) {
+  if (entry_size < recv_entry_size(max_sge)) throw std::runtime_error("uroced sent a receive queue too small");
+}
 
 int RecvRing::post(uint64_t wr_id, std::span<const WireSge> sges) {
   if (sges.size() > max_sge_) return EINVAL;

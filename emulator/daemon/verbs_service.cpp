@@ -54,6 +54,11 @@ uint64_t need_u64(const json& r, const char* key) {
   return it->get<uint64_t>();
 }
 
+// An optional 32-bit field: absent means `fallback`; present, it must fit (no silent truncation).
+uint32_t opt_u32(const json& r, const char* key, uint32_t fallback) {
+  return r.contains(key) ? need_u32(r, key) : fallback;
+}
+
 void require_owned(const std::set<uint32_t>& owned, uint32_t object, const char* kind) {
   // Another client's object is reported exactly like a nonexistent one: a client learns nothing about
   // the others.
@@ -261,7 +266,7 @@ json VerbsService::create_cq(Session& s, uint64_t id, const json& r, std::vector
   const uint32_t cqe = need_u32(r, "cqe");
   if (cqe == 0 || cqe > limits_.max_cqe) throw ServiceError(EINVAL, "cqe out of range");
   int channel_fd = -1;
-  const uint32_t channel = r.value("channel", 0u);
+  const uint32_t channel = opt_u32(r, "channel", 0);
   if (channel != 0) {
     const auto it = s.channels.find(channel);
     if (it == s.channels.end()) throw ServiceError(EINVAL, "no such completion channel");
@@ -305,7 +310,7 @@ json VerbsService::create_srq(Session& s, uint64_t id, const json& r, std::vecto
   const uint32_t pd = need_u32(r, "pd");
   require_owned(s.pds, pd, "protection domain");
   const uint32_t max_wr = need_u32(r, "max_wr"), max_sge = need_u32(r, "max_sge");
-  const uint32_t limit = r.value("srq_limit", 0u);
+  const uint32_t limit = opt_u32(r, "srq_limit", 0);
   if (max_wr == 0 || max_wr > limits_.max_srq_wr || max_sge == 0 || max_sge > limits_.max_sge) {
     throw ServiceError(EINVAL, "SRQ size out of range");
   }
@@ -381,7 +386,7 @@ json VerbsService::create_qp(Session& s, uint64_t id, const json& r, std::vector
   init.pd = need_u32(r, "pd");
   init.send_cq = need_u32(r, "send_cq");
   init.recv_cq = need_u32(r, "recv_cq");
-  init.srq = r.value("srq", 0u);
+  init.srq = opt_u32(r, "srq", 0);
   init.type = QpType(need_u32(r, "qp_type"));
   init.sq_sig_all = r.value("sq_sig_all", false);
   init.cap = r.at("cap").get<QpCap>();
