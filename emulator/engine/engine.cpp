@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <rte_mbuf.h>
+#include <sys/prctl.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -24,6 +25,7 @@ namespace uroce::emulator::engine {
 namespace {
 
 constexpr uint16_t burst_size = 32;
+constexpr size_t max_rx_wait_fds = 4;
 
 transport::Nanos monotonic_now() {
   timespec ts{};
@@ -124,6 +126,7 @@ unsigned Engine::run_commands(transport::Nanos now) {
   EngineContext context{device_, queues_, now};
   context.report_counters = [this](nlohmann::json& out) {
     out["engine"] = {{"loops", counters_.loops},           {"sleeps", counters_.sleeps},
+                     {"slept_us", counters_.slept_ns / 1000},
                      {"tx_frames", counters_.tx_frames},   {"tx_no_mbuf", counters_.tx_no_mbuf},
                      {"tx_no_route", counters_.tx_no_route}, {"rx_injected_loss", counters_.rx_injected_loss}};
     nlohmann::json net;
@@ -151,8 +154,11 @@ unsigned Engine::run_commands(transport::Nanos now) {
 }
 
 void Engine::run() {
-  spdlog::info("engine running on port {} (MAC {}, IP MTU {})", port_.name(), wire::to_string(addresses_.mac),
-               config_.ip_mtu);
+  spdlog::info("engine running on port {} (MAC {}, IP MTU {}, {} rx wake-up fds)", port_.name(),
+               wire::to_string(addresses_.mac), config_.ip_mtu, port_.rx_wait_fds().size());
+  // The idle back-off sleeps for tens of microseconds: without this, the kernel's default timer slack
+  // (50 us) would stretch a 10-us sleep to 60.
+  prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
   // Announce ourselves: peers that knew another MAC for our addresses update their caches.
   for (const uint32_t ip : addresses_.ipv4_addresses()) {
     uint8_t garp[net::max_arp_frame_size];
@@ -185,7 +191,7 @@ bool Engine::turn(transport::Nanos now) {
   unsigned work = run_commands(now);
   work += receive_burst(now);
   work += queues_.drain_work(now);
-  const bool pending = device_.has_pending_work();
+  bool pending = device_.has_pending_work();
   device_.run(now);
   work += queues_.deliver_completions();
   queues_.deliver_events();
@@ -194,6 +200,8 @@ bool Engine::turn(transport::Nanos now) {
     send_arp_output();
   }
   work += flush_tx();
+  // Work the transport scheduled while it ran (a requester it could not finish in one go) is not idle.
+  pending = pending || device_.has_pending_work();
   drop_log_.maybe_report(now, net_counters_, device_.counters());
   return work != 0 || pending;
 }
@@ -313,9 +321,15 @@ transport::Nanos Engine::next_deadline() const { return std::min(device_.next_de
 void Engine::idle(transport::Nanos now) {
   if (idle_since_ == 0) idle_since_ = now;
   if (now - idle_since_ < config_.spin_ns) return;
-  sleep_ns_ = sleep_ns_ == 0 ? 10'000 : std::min(sleep_ns_ * 2, config_.max_sleep_ns);
-  uint64_t timeout = sleep_ns_;
   const transport::Nanos deadline = next_deadline();
+  // A transport timer runs while requests are in flight: the peer's answer is due within microseconds,
+  // so the sleep stays short instead of doubling towards max_sleep_ns (which would add up to that much
+  // latency to every answer). An idle port (no timer) backs off as before.
+  const uint64_t cap = device_.next_deadline() != transport::never
+                           ? std::min(config_.in_flight_sleep_ns, config_.max_sleep_ns)
+                           : config_.max_sleep_ns;
+  sleep_ns_ = sleep_ns_ == 0 ? std::min<uint64_t>(10'000, cap) : std::min(sleep_ns_ * 2, cap);
+  uint64_t timeout = sleep_ns_;
   if (deadline != transport::never) timeout = deadline <= now ? 0 : std::min<uint64_t>(timeout, deadline - now);
   if (timeout == 0) return;
   auto* st = reinterpret_cast<protocol::EngineStatus*>(status_.data());
@@ -324,9 +338,17 @@ void Engine::idle(transport::Nanos now) {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (!queues_.work_waiting() && !commands_waiting() && !stop_.load(std::memory_order_acquire)) {
     ++counters_.sleeps;
-    pollfd pfd{wake_fd_, POLLIN, 0};
+    // The wake eventfd, and the port's own rx wake-up where it has one (af_packet): a frame arriving
+    // ends the sleep at once instead of waiting for the timeout.
+    pollfd pfd[1 + max_rx_wait_fds];
+    nfds_t nfds = 0;
+    pfd[nfds++] = {wake_fd_, POLLIN, 0};
+    for (int fd : port_.rx_wait_fds()) {
+      if (nfds < std::size(pfd)) pfd[nfds++] = {fd, POLLIN, 0};
+    }
     const timespec ts{time_t(timeout / 1'000'000'000), long(timeout % 1'000'000'000)};
-    ppoll(&pfd, 1, &ts, nullptr);
+    ppoll(pfd, nfds, &ts, nullptr);
+    counters_.slept_ns += monotonic_now() - now;
   }
   sleeping.store(0, std::memory_order_relaxed);
   uint64_t drained = 0;

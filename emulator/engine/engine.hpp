@@ -46,6 +46,7 @@ struct EngineConfig {
   uint64_t loss_seed = 1;
   uint64_t spin_ns = 50'000;               // idle time spent polling before the first sleep
   uint64_t max_sleep_ns = 500'000;         // the longest sleep; a received frame waits at most this long
+  uint64_t in_flight_sleep_ns = 20'000;    // the longest sleep while transport timers run (traffic in flight)
   std::optional<wire::MacAddress> mac;      // instead of the port's own (ring ports have none)
   unsigned ip_mtu = 1500;                  // the port's IP MTU; the RoCE path MTU follows from it
   transport::DeviceLimits limits;
@@ -55,6 +56,7 @@ struct EngineConfig {
 struct EngineCounters {
   uint64_t loops = 0;
   uint64_t sleeps = 0;
+  uint64_t slept_ns = 0;           // time spent asleep in the idle back-off
   uint64_t rx_bursts = 0;
   uint64_t tx_frames = 0;
   uint64_t tx_no_mbuf = 0;         // a frame could not be sent: the mbuf pool was empty

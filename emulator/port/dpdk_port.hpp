@@ -96,6 +96,10 @@ class DpdkPort {
   // The kernel interface behind an af_packet or tap port (its iface= devargs), empty for other ports.
   const std::string& kernel_interface() const { return kernel_interface_; }
   uint32_t max_frame() const { return max_frame_; }
+  // File descriptors that poll(2) readable (POLLIN) when a frame is waiting to be received, for ports
+  // whose driver offers no rx interrupt but has one underneath: af_packet's sockets (their rx ring).
+  // Empty for other ports. The driver owns them; use them only to wait, never to read.
+  const std::vector<int>& rx_wait_fds() const { return rx_wait_fds_; }
   LinkStatus link() const;
   PortStats stats() const;
   void reset_stats();
@@ -113,6 +117,7 @@ class DpdkPort {
   std::vector<std::shared_ptr<rte_ring>> rings_;  // destroyed before pool_: their mbufs go back to it
   uint32_t max_frame_;
   std::string kernel_interface_;
+  std::vector<int> rx_wait_fds_;
   uint64_t tx_dropped_ = 0;
 };
 
