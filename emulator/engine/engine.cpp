@@ -82,6 +82,7 @@ Engine::Engine(port::DpdkPort& port, EngineConfig config)
 
 Engine::~Engine() {
   for (rte_mbuf* m : tx_) rte_pktmbuf_free(m);
+  for (rte_mbuf* m : local_) rte_pktmbuf_free(m);
   if (capture_) capture_->flush();
   if (wake_fd_ >= 0) close(wake_fd_);
 }
@@ -189,6 +190,7 @@ bool Engine::turn(transport::Nanos now) {
   now_ = now;
   ++counters_.loops;
   unsigned work = run_commands(now);
+  work += receive_local(now);
   work += receive_burst(now);
   work += queues_.drain_work(now);
   bool pending = device_.has_pending_work();
@@ -201,7 +203,7 @@ bool Engine::turn(transport::Nanos now) {
   }
   work += flush_tx();
   // Work the transport scheduled while it ran (a requester it could not finish in one go) is not idle.
-  pending = pending || device_.has_pending_work();
+  pending = pending || device_.has_pending_work() || !local_.empty();
   drop_log_.maybe_report(now, net_counters_, device_.counters());
   return work != 0 || pending;
 }
@@ -212,14 +214,26 @@ unsigned Engine::receive_burst(transport::Nanos now) {
   if (n != 0) ++counters_.rx_bursts;
   for (uint16_t i = 0; i < n; ++i) {
     const std::span<const uint8_t> frame = port::frame_of(burst[i], scratch_);
-    if (!frame.empty()) handle_frame(frame, now);
+    if (!frame.empty()) handle_frame(frame, now, false);
     rte_pktmbuf_free(burst[i]);
   }
   return n;
 }
 
-void Engine::handle_frame(std::span<const uint8_t> frame, transport::Nanos now) {
-  if (capture_ && config_.capture_received) capture_->write(frame, realtime_now());
+unsigned Engine::receive_local(transport::Nanos now) {
+  if (local_.empty()) return 0;
+  local_turn_.swap(local_);  // what these frames make the transport send goes to the next turn
+  for (rte_mbuf* m : local_turn_) {
+    handle_frame(port::frame_of(m, scratch_), now, true);
+    rte_pktmbuf_free(m);
+  }
+  const unsigned n = unsigned(local_turn_.size());
+  local_turn_.clear();
+  return n;
+}
+
+void Engine::handle_frame(std::span<const uint8_t> frame, transport::Nanos now, bool captured) {
+  if (capture_ && config_.capture_received && !captured) capture_->write(frame, realtime_now());
   const net::Classification c = net::classify(frame, addresses_);
   net::count(net_counters_, c);
   switch (c.kind) {
@@ -296,6 +310,11 @@ void Engine::transmit(const transport::OutPacket& p) {
   }
   auto* data = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, uint16_t(size)));
   wire::build_frame(spec, {data, size});
+  if (addresses_.owns_v4(dst)) {
+    if (capture_) capture_->write({data, size}, realtime_now());
+    local_.push_back(m);
+    return;
+  }
   tx_.push_back(m);
   if (tx_.size() >= burst_size) flush_tx();
 }

@@ -92,7 +92,8 @@ class Engine final : public transport::PacketSink, public EngineAccess {
 
   bool turn(transport::Nanos now);
   unsigned receive_burst(transport::Nanos now);
-  void handle_frame(std::span<const uint8_t> frame, transport::Nanos now);
+  unsigned receive_local(transport::Nanos now);
+  void handle_frame(std::span<const uint8_t> frame, transport::Nanos now, bool captured);
   unsigned run_commands(transport::Nanos now);
   void queue_copy(std::span<const uint8_t> frame);
   unsigned flush_tx();
@@ -119,6 +120,10 @@ class Engine final : public transport::PacketSink, public EngineAccess {
   transport::Nanos now_ = 0;  // the current turn's time, for transmit()
 
   std::vector<rte_mbuf*> tx_;
+  // Frames to one of our own addresses: delivered to ourselves at the next turn, never put on the wire,
+  // as a NIC loops back traffic between two of its own QPs (and as rxe does).
+  std::vector<rte_mbuf*> local_;
+  std::vector<rte_mbuf*> local_turn_;
   std::vector<uint8_t> scratch_;
   std::mt19937_64 loss_rng_;
 

@@ -200,6 +200,14 @@ class Veth(DaemonTestCase):
             b = self.daemon("b2", ["--port", f"net_af_packet0,iface={veth[1]}", "--ip", "10.77.0.2"], netns=ns[1])
             self.run_workload("after hostile frames", a.socket, b.socket, [("write", 65536, 200)])
 
+    def test_two_processes_on_one_daemon_of_a_real_port(self):
+        """Traffic between two QPs of the same port never leaves it (a NIC's internal loopback, as rxe)."""
+        with two_namespaces_with_veth() as (ns, veth):
+            a, _ = self.pair(ns, veth)
+            before = stats(UROCE, a.socket)["port"]["opackets"]
+            self.run_workload("one daemon on veth", a.socket, a.socket, [("write", 65536, 300), ("send", 64, 2000)])
+            self.assertLess(stats(UROCE, a.socket)["port"]["opackets"] - before, 10)  # ARP at most
+
     def test_injected_loss(self):
         with two_namespaces_with_veth() as (ns, veth):
             a, b = self.pair(ns, veth, ["--rx-loss", "0.01", "--loss-seed", "7"])
