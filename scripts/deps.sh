@@ -22,6 +22,7 @@ packages=(
   tshark                              # reference dissector the tests compare against
   iproute2                            # veth pairs and network namespaces in integration tests
   python3                             # test glue (tshark comparison)
+  ibverbs-utils perftest              # unmodified verbs programs run through the verbs shim
 )
 
 missing=()

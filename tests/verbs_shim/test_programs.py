@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Debian's unmodified ibverbs-utils against a uroced, through the verbs shim (uroce-run).
+
+Starts one uroced on its loopback port, then runs ibv_devices, ibv_devinfo (-v) and ibv_rc_pingpong
+server + client (both on the loopback; their out-of-band exchange is TCP on localhost) with several sizes,
+MTUs and event mode. Exits 0 only if every case passed; the daemon is stopped by its PID at the end.
+
+  test_programs.py --uroced build/.../emulator/uroced --uroce-run build/.../verbs_shim/uroce-run
+"""
+import argparse
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+from daemon_harness import Daemon  # noqa: E402
+
+TIMEOUT = 60
+RESULT = re.compile(r"\d+ bytes in [\d.]+ seconds")
+
+
+def run(uroce_run, socket, args, timeout=TIMEOUT):
+    return subprocess.run([uroce_run, "--socket", socket, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def check_devices(uroce_run, socket):
+    out = run(uroce_run, socket, ["ibv_devices"])
+    assert out.returncode == 0, out.stderr
+    assert re.search(r"^\s+uroce0\s+[0-9a-f]{16}$", out.stdout, re.M), out.stdout
+
+
+def check_devinfo(uroce_run, socket, verbose):
+    out = run(uroce_run, socket, ["ibv_devinfo", *(["-v"] if verbose else [])])
+    assert out.returncode == 0, out.stdout + out.stderr
+    for want in ("hca_id:\turoce0", "PORT_ACTIVE", "link_layer:\t\tEthernet"):
+        assert want in out.stdout, f"{want!r} missing:\n{out.stdout}"
+    if verbose:
+        assert re.search(r"GID\[\s*0\]:\s+::ffff:\d+\.\d+\.\d+\.\d+, RoCE v2", out.stdout), out.stdout
+
+
+def check_pingpong(uroce_run, socket, extra):
+    port = str(random.randint(20000, 40000))
+    common = ["ibv_rc_pingpong", "-p", port, "-d", "uroce0", "-g", "0", "-n", "200", *extra]
+    server = subprocess.Popen([uroce_run, "--socket", socket, *common],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        client = None
+        deadline = time.time() + 10
+        # The client fails at once if the server is not listening yet: retry until it is.
+        while True:
+            client = run(uroce_run, socket, [*common, "localhost"])
+            if client.returncode == 0 or time.time() > deadline or server.poll() is not None:
+                break
+            if "Couldn't connect" not in client.stderr + client.stdout:
+                break
+            time.sleep(0.2)
+        s_out, s_err = server.communicate(timeout=TIMEOUT)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    what = " ".join(extra) or "default"
+    assert client.returncode == 0, f"client ({what}) rc {client.returncode}:\n{client.stdout}{client.stderr}"
+    assert server.returncode == 0, f"server ({what}) rc {server.returncode}:\n{s_out}{s_err}"
+    assert RESULT.search(client.stdout) and RESULT.search(s_out), client.stdout + s_out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--uroced", required=True)
+    ap.add_argument("--uroce-run", required=True)
+    args = ap.parse_args()
+    missing = [p for p in ("ibv_devices", "ibv_devinfo", "ibv_rc_pingpong") if not shutil.which(p)]
+    if missing:
+        print("missing programs (apt-get install ibverbs-utils):", " ".join(missing))
+        return 1
+    workdir = tempfile.mkdtemp(prefix="uroce-shim-")
+    daemon = Daemon(args.uroced, workdir, "u")
+    cases = [
+        ("ibv_devices", lambda: check_devices(args.uroce_run, daemon.socket)),
+        ("ibv_devinfo", lambda: check_devinfo(args.uroce_run, daemon.socket, False)),
+        ("ibv_devinfo -v", lambda: check_devinfo(args.uroce_run, daemon.socket, True)),
+    ]
+    for extra in ([], ["-s", "1"], ["-s", "65536"], ["-m", "1024"], ["-m", "4096", "-s", "4096"], ["-e"],
+                  ["-e", "-s", "65536"]):
+        cases.append(("ibv_rc_pingpong " + " ".join(extra),
+                      lambda extra=extra: check_pingpong(args.uroce_run, daemon.socket, extra)))
+    failed = 0
+    try:
+        for name, case in cases:
+            try:
+                case()
+                print(f"PASS {name}")
+            except (AssertionError, subprocess.TimeoutExpired) as e:
+                failed += 1
+                print(f"FAIL {name}: {e}")
+    finally:
+        rc = daemon.stop()
+        if failed:
+            print(daemon.read_log()[-4000:])
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+    if rc not in (0, None):
+        print(f"uroced exited with {rc}")
+        failed += 1
+    print(f"{len(cases) - failed}/{len(cases)} passed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,160 @@
+// Completion queues and completion channels. Polling and arming touch only the shared ring; an event is
+// an 8-byte record (CompletionEventRecord) uroced writes into the channel's pipe when an armed CQ
+// completes something, and ibv_get_cq_event reads it.
+#include <unistd.h>
+
+#include <arpa/inet.h>
+
+#include "shim.hpp"
+
+namespace uroce::shim {
+
+int poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
+  Cq* q = to_shim(cq);
+  if (num_entries <= 0) return 0;
+  emulator::protocol::CompletionEntry e[32];
+  int total = 0;
+  std::lock_guard g(q->lock);
+  while (total < num_entries) {
+    const int want = std::min(num_entries - total, int(std::size(e)));
+    const int n = q->impl->ring.poll({e, size_t(want)});
+    for (int i = 0; i < n; ++i) {
+      ibv_wc& w = wc[total + i];
+      const auto& c = e[i];
+      w.wr_id = c.wr_id;
+      w.status = ibv_wc_status(c.status);
+      w.opcode = ibv_wc_opcode(c.opcode);
+      w.vendor_err = c.vendor_err;
+      w.byte_len = c.byte_len;
+      // The ring carries the immediate as the value on the wire; ibv_wc holds it in network order. An
+      // invalidated rkey (IBV_WC_WITH_INV) is a plain host-order key.
+      w.imm_data = (c.wc_flags & IBV_WC_WITH_IMM) ? htonl(c.imm_data) : c.imm_data;
+      w.qp_num = c.qp_num;
+      w.src_qp = c.src_qp;
+      w.wc_flags = c.wc_flags;
+      w.pkey_index = c.pkey_index;
+      w.slid = 0;
+      w.sl = c.sl;
+      w.dlid_path_bits = 0;
+    }
+    total += n;
+    if (n < want) break;
+  }
+  return total;
+}
+
+int req_notify_cq(ibv_cq* cq, int solicited_only) {
+  Cq* q = to_shim(cq);
+  if (!cq->channel) return EINVAL;  // nowhere to deliver the event
+  q->impl->ring.arm(solicited_only != 0);
+  return 0;
+}
+
+}  // namespace uroce::shim
+
+using namespace uroce::shim;
+
+SHIM_EXPORT ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
+  auto* ch = new (std::nothrow) CompChannel{};
+  if (!ch) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  if (guarded("create_comp_channel", [&] { ch->impl = to_shim(context)->impl->create_comp_channel(); })) {
+    delete ch;
+    return nullptr;
+  }
+  ch->channel.context = context;
+  ch->channel.fd = ch->impl->fd;
+  ch->channel.refcnt = 0;
+  return &ch->channel;
+}
+
+SHIM_EXPORT int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
+  CompChannel* ch = to_shim(channel);
+  if (channel->refcnt) {
+    errno = EBUSY;
+    return EBUSY;  // CQs still use it
+  }
+  if (int rc = guarded("destroy_comp_channel", [&] { to_shim(channel->context)->impl->destroy_comp_channel(*ch->impl); })) {
+    return rc;
+  }
+  delete ch;
+  return 0;
+}
+
+SHIM_EXPORT ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
+                                  int comp_vector) {
+  Context* c = to_shim(context);
+  if (cqe <= 0 || comp_vector < 0 || comp_vector >= context->num_comp_vectors) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  auto* q = new (std::nothrow) Cq{};
+  if (!q) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  if (guarded("create_cq", [&] {
+        q->impl = c->impl->create_cq(uint32_t(cqe), channel ? to_shim(channel)->impl.get() : nullptr);
+      })) {
+    delete q;
+    return nullptr;
+  }
+  ibv_cq& cq = q->cq;
+  cq.context = context;
+  cq.channel = channel;
+  cq.cq_context = cq_context;
+  cq.handle = q->impl->cqn;
+  cq.cqe = int(q->impl->cqe);
+  pthread_mutex_init(&cq.mutex, nullptr);
+  pthread_cond_init(&cq.cond, nullptr);
+  if (channel) __atomic_add_fetch(&channel->refcnt, 1, __ATOMIC_RELAXED);
+  std::lock_guard g(*c->objects_lock);
+  (*c->cqs)[cq.handle] = q;
+  return &cq;
+}
+
+SHIM_EXPORT int ibv_destroy_cq(ibv_cq* cq) {
+  Context* c = to_shim(cq->context);
+  Cq* q = to_shim(cq);
+  if (int rc = guarded("destroy_cq", [&] { c->impl->destroy_cq(*q->impl); })) return rc;
+  {
+    std::lock_guard g(*c->objects_lock);
+    c->cqs->erase(cq->handle);
+  }
+  if (cq->channel) __atomic_sub_fetch(&cq->channel->refcnt, 1, __ATOMIC_RELAXED);
+  pthread_mutex_destroy(&cq->mutex);
+  pthread_cond_destroy(&cq->cond);
+  delete q;
+  return 0;
+}
+
+SHIM_EXPORT int ibv_resize_cq(ibv_cq*, int) { return EOPNOTSUPP; }  // not yet in the client library
+
+SHIM_EXPORT int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
+  uroce::emulator::protocol::CompletionEventRecord r{};
+  // Blocks unless the application made the fd non-blocking (then EAGAIN, as with the kernel's).
+  const ssize_t n = read(channel->fd, &r, sizeof r);
+  if (n != ssize_t(sizeof r)) {
+    if (n >= 0) errno = EIO;
+    return -1;
+  }
+  Context* c = to_shim(channel->context);
+  std::lock_guard g(*c->objects_lock);
+  auto it = c->cqs->find(r.cq);
+  if (it == c->cqs->end()) {
+    errno = EIO;  // an event for a CQ destroyed meanwhile
+    return -1;
+  }
+  *cq = &it->second->cq;
+  *cq_context = it->second->cq.cq_context;
+  return 0;
+}
+
+SHIM_EXPORT void ibv_ack_cq_events(ibv_cq* cq, unsigned int nevents) {
+  pthread_mutex_lock(&cq->mutex);
+  cq->comp_events_completed += nevents;
+  pthread_cond_signal(&cq->cond);
+  pthread_mutex_unlock(&cq->mutex);
+}

@@ -1,0 +1,302 @@
+// Finding uroced's device and describing it: ibv_get_device_list and friends, ibv_query_device(_ex),
+// ibv_query_port, GIDs and P_Keys. The device is whatever the uroced at $UROCE_SOCKET serves; no daemon
+// means no device, quietly, as with a machine that has no RDMA hardware.
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "emulator/client/control_connection.hpp"
+#include "emulator/protocol/verbs_json.hpp"
+#include "shim.hpp"
+
+namespace uroce::shim {
+namespace {
+
+// vendor_id: none of the RDMA vendors' (perftest and the providers key on these); the IEEE "private"
+// OUI range is unassigned by design. vendor_part_id: outside every list perftest keeps (Mellanox's
+// ConnectX ids are 0x1000-0x1030, 4099..4131, 41680.., ...), so it stays on generic verbs.
+constexpr uint32_t vendor_id = 0xfffffe;
+constexpr uint32_t vendor_part_id = 0x7552;  // "uR"
+
+std::mutex registry_lock;
+// Devices live as long as the process: an application may keep an ibv_device * after freeing the list
+// (ibv_open_device is commonly called that way), so they are never freed.
+std::vector<Device*> registry;
+
+uint64_t guid_from_mac(const std::string& mac_text) {
+  unsigned m[6] = {};
+  if (std::sscanf(mac_text.c_str(), "%x:%x:%x:%x:%x:%x", &m[0], &m[1], &m[2], &m[3], &m[4], &m[5]) != 6) return 0;
+  // Modified EUI-64, as RoCE NICs derive their node GUID: flip the U/L bit, insert ff:fe.
+  const uint8_t g[8] = {uint8_t(m[0] ^ 2), uint8_t(m[1]), uint8_t(m[2]), 0xff, 0xfe, uint8_t(m[3]), uint8_t(m[4]),
+                        uint8_t(m[5])};
+  uint64_t be = 0;
+  std::memcpy(&be, g, 8);  // the bytes in wire order: a __be64
+  return be;
+}
+
+Device* find_or_add(const std::string& socket, const nlohmann::json& info) {
+  const std::string name = info.value("device_name", std::string("uroce0"));
+  std::lock_guard g(registry_lock);
+  for (Device* d : registry) {
+    if (d->socket == socket && name == d->dev.name) return d;
+  }
+  auto* d = new Device{};
+  d->socket = socket;
+  d->guid_be = guid_from_mac(info.value("mac", std::string()));
+  d->dev.node_type = IBV_NODE_CA;
+  d->dev.transport_type = IBV_TRANSPORT_IB;  // RoCE reports the IB transport
+  std::snprintf(d->dev.name, sizeof d->dev.name, "%s", name.c_str());
+  std::snprintf(d->dev.dev_name, sizeof d->dev.dev_name, "uverbs-%s", name.c_str());
+  std::snprintf(d->dev.dev_path, sizeof d->dev.dev_path, "%s", socket.c_str());
+  std::snprintf(d->dev.ibdev_path, sizeof d->dev.ibdev_path, "/sys/class/infiniband/%s", name.c_str());
+  registry.push_back(d);
+  return d;
+}
+
+wire::IpAddress gid_at(const Context& c, size_t index) { return c.info.at("gids").at(index).get<wire::IpAddress>(); }
+
+}  // namespace
+
+void fill_port_attr(Context& c, ibv_port_attr& a) {
+  // Live state (link, MTU) from the daemon; the open-time copy if it cannot answer.
+  nlohmann::json info = c.info;
+  try {
+    info = c.impl->control().call({{"op", "query_port"}});
+  } catch (const std::exception& e) {
+    spdlog::debug("uroce verbs shim: query_port: {}", e.what());
+  }
+  const bool up = info.value("link_up", true);
+  a.state = up ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
+  a.max_mtu = IBV_MTU_4096;
+  a.active_mtu = ibv_mtu(info.value("active_mtu", uint32_t(IBV_MTU_1024)));
+  a.gid_tbl_len = int(info.at("gids").size());
+  a.port_cap_flags = 0;
+  a.max_msg_sz = 1u << 31;
+  a.pkey_tbl_len = 1;
+  a.max_vl_num = 1;
+  a.active_width = 1;    // 1X
+  a.active_speed = 32;   // 25 Gb/s (EDR lane rate): a plausible Ethernet port
+  a.phys_state = up ? 5 : 3;  // LinkUp / Disabled
+  a.link_layer = IBV_LINK_LAYER_ETHERNET;
+}
+
+int query_port_ex(ibv_context* context, uint8_t port_num, ibv_port_attr* attr, size_t attr_len) {
+  if (port_num != 1) return EINVAL;
+  ibv_port_attr a{};
+  if (int rc = guarded("query_port", [&] { fill_port_attr(*to_shim(context), a); })) return rc;
+  // An older application's struct may be shorter than ours: copy what it has room for.
+  std::memset(attr, 0, attr_len);
+  std::memcpy(attr, &a, std::min(attr_len, sizeof a));
+  return 0;
+}
+
+static void fill_device_attr(Context& c, ibv_device_attr& a) {
+  const auto l = c.impl->limits();
+  std::memset(&a, 0, sizeof a);
+  std::snprintf(a.fw_ver, sizeof a.fw_ver, "uroce 0.1.0");
+  a.node_guid = c.device->guid_be;
+  a.sys_image_guid = c.device->guid_be;
+  a.max_mr_size = l.max_mr_size;
+  a.page_size_cap = 0xfffff000;  // 4 KiB and up
+  a.vendor_id = vendor_id;
+  a.vendor_part_id = vendor_part_id;
+  a.max_qp = int(l.max_qp);
+  a.max_qp_wr = int(l.max_qp_wr);
+  a.device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT;  // no SRQ_RESIZE: modify_srq cannot resize yet
+  a.max_sge = int(l.max_sge);
+  a.max_sge_rd = int(l.max_sge);
+  a.max_cq = int(l.max_cq);
+  a.max_cqe = int(l.max_cqe);
+  a.max_mr = int(l.max_mr);
+  a.max_pd = int(l.max_pd);
+  a.max_qp_rd_atom = l.max_qp_rd_atom;
+  a.max_qp_init_rd_atom = l.max_qp_rd_atom;
+  a.max_res_rd_atom = int(l.max_qp_rd_atom) * int(l.max_qp);
+  a.atomic_cap = IBV_ATOMIC_HCA;
+  a.max_ah = int(l.max_ah);
+  a.max_srq = int(l.max_srq);
+  a.max_srq_wr = int(l.max_srq_wr);
+  a.max_srq_sge = int(l.max_sge);
+  a.max_pkeys = 1;
+  a.local_ca_ack_delay = 15;
+  a.phys_port_cnt = 1;
+}
+
+int query_device_ex(ibv_context* context, const ibv_query_device_ex_input* input, ibv_device_attr_ex* attr,
+                    size_t attr_size) {
+  if (input && input->comp_mask) return EINVAL;
+  if (attr_size < sizeof(ibv_device_attr)) return EINVAL;
+  ibv_device_attr_ex a{};
+  if (int rc = guarded("query_device", [&] { fill_device_attr(*to_shim(context), a.orig_attr); })) return rc;
+  // Extended capabilities (ODP, timestamps, TSO, RSS, ...) are none: zero is the honest answer.
+  std::memset(attr, 0, attr_size);
+  std::memcpy(attr, &a, std::min(attr_size, sizeof a));
+  return 0;
+}
+
+}  // namespace uroce::shim
+
+using namespace uroce::shim;
+
+SHIM_EXPORT ibv_device** ibv_get_device_list(int* num_devices) {
+  const std::string socket = uroce::emulator::client::ControlConnection::default_socket_path();
+  std::vector<Device*> found;
+  try {
+    auto conn = uroce::emulator::client::ControlConnection::connect(socket, "uroce-verbs-shim");
+    found.push_back(find_or_add(socket, conn->call({{"op", "query_device"}})));
+  } catch (const std::exception& e) {
+    // No daemon: no device. Not an error (ibv_get_device_list fails only when it cannot allocate).
+    spdlog::debug("uroce verbs shim: no device at {}: {}", socket, e.what());
+  }
+  auto** list = static_cast<ibv_device**>(calloc(found.size() + 1, sizeof(ibv_device*)));
+  if (!list) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  for (size_t i = 0; i < found.size(); ++i) list[i] = &found[i]->dev;
+  if (num_devices) *num_devices = int(found.size());
+  return list;
+}
+
+SHIM_EXPORT void ibv_free_device_list(ibv_device** list) { free(list); }
+
+SHIM_EXPORT const char* ibv_get_device_name(ibv_device* device) { return device->name; }
+
+SHIM_EXPORT __be64 ibv_get_device_guid(ibv_device* device) { return to_shim(device)->guid_be; }
+
+SHIM_EXPORT int ibv_get_device_index(ibv_device* device) {
+  // Kernel devices have an index; a user-space device has its position among uroce's (one per daemon).
+  (void)device;
+  return 0;
+}
+
+SHIM_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
+  Device* d = to_shim(device);
+  auto* c = new (std::nothrow) Context{};
+  if (!c) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  const int rc = guarded("open_device", [&] {
+    c->impl = uroce::emulator::client::Context::open(d->socket, "uroce-verbs-shim").release();
+  });
+  if (rc) {
+    delete c;
+    errno = rc;
+    return nullptr;
+  }
+  c->device = d;
+  c->info = c->impl->device();
+  c->objects_lock = new std::mutex;
+  c->cqs = new std::map<uint32_t, Cq*>;
+  c->qps = new std::map<uint32_t, Qp*>;
+  c->srqs = new std::map<uint32_t, Srq*>;
+
+  verbs_context& v = c->vctx;
+  v.sz = sizeof(verbs_context);
+  v.query_port = query_port_ex;
+  v.query_device_ex = query_device_ex;
+  v.create_qp_ex = create_qp_ex;
+  v.create_srq_ex = create_srq_ex;
+  ibv_context& ctx = v.context;
+  ctx.device = device;
+  ctx.cmd_fd = c->impl->control().fd();
+  ctx.async_fd = c->impl->async_fd();
+  ctx.num_comp_vectors = 1;
+  pthread_mutex_init(&ctx.mutex, nullptr);
+  ctx.abi_compat = __VERBS_ABI_IS_EXTENDED;
+  ctx.ops.poll_cq = poll_cq;
+  ctx.ops.req_notify_cq = req_notify_cq;
+  ctx.ops.post_send = post_send;
+  ctx.ops.post_recv = post_recv;
+  ctx.ops.post_srq_recv = post_srq_recv;
+  return &ctx;
+}
+
+SHIM_EXPORT int ibv_close_device(ibv_context* context) {
+  Context* c = to_shim(context);
+  // Closing the control connection makes uroced destroy whatever the application left behind.
+  delete c->impl;
+  delete c->cqs;
+  delete c->qps;
+  delete c->srqs;
+  delete c->objects_lock;
+  pthread_mutex_destroy(&context->mutex);
+  delete c;
+  return 0;
+}
+
+SHIM_EXPORT int ibv_query_device(ibv_context* context, ibv_device_attr* attr) {
+  return guarded("query_device", [&] { fill_device_attr(*to_shim(context), *attr); });
+}
+
+// The exported (non-inline) ibv_query_port takes the old, shorter struct: the verbs.h macro only falls
+// back to it for contexts without verbs_context, but old binaries call it directly. That struct (opaque in
+// verbs.h) is ibv_port_attr up to and including link_layer.
+SHIM_EXPORT int ibv_query_port(ibv_context* context, uint8_t port_num, _compat_ibv_port_attr* attr) {
+  return query_port_ex(context, port_num, reinterpret_cast<ibv_port_attr*>(attr), offsetof(ibv_port_attr, flags));
+}
+
+SHIM_EXPORT int ibv_query_gid(ibv_context* context, uint8_t port_num, int index, ibv_gid* gid) {
+  Context* c = to_shim(context);
+  if (port_num != 1 || index < 0 || size_t(index) >= c->info.at("gids").size()) {
+    errno = EINVAL;
+    return -1;
+  }
+  // GIDs are held as IPv6 bytes, IPv4 ones v4-mapped (::ffff:a.b.c.d): exactly RoCE v2's GID.
+  const auto ip = gid_at(*c, size_t(index));
+  std::memcpy(gid->raw, ip.bytes.data(), 16);
+  return 0;
+}
+
+SHIM_EXPORT int _ibv_query_gid_ex(ibv_context* context, uint32_t port_num, uint32_t gid_index,
+                                  ibv_gid_entry* entry, uint32_t flags, size_t entry_size) {
+  if (flags) return EINVAL;
+  if (entry_size < sizeof(ibv_gid_entry)) return EINVAL;
+  ibv_gid gid;
+  if (port_num > 255 || ibv_query_gid(context, uint8_t(port_num), int(gid_index), &gid)) return EINVAL;
+  std::memset(entry, 0, entry_size);
+  entry->gid = gid;
+  entry->gid_index = gid_index;
+  entry->port_num = port_num;
+  entry->gid_type = IBV_GID_TYPE_ROCE_V2;
+  entry->ndev_ifindex = 0;  // no kernel netdev behind the port
+  return 0;
+}
+
+SHIM_EXPORT ssize_t _ibv_query_gid_table(ibv_context* context, ibv_gid_entry* entries, size_t max_entries,
+                                         uint32_t flags, size_t entry_size) {
+  if (flags || entry_size < sizeof(ibv_gid_entry)) return -EINVAL;
+  const size_t n = to_shim(context)->info.at("gids").size();
+  if (max_entries < n) return -EINVAL;
+  for (size_t i = 0; i < n; ++i) {
+    auto* e = reinterpret_cast<ibv_gid_entry*>(reinterpret_cast<char*>(entries) + i * entry_size);
+    if (int rc = _ibv_query_gid_ex(context, 1, uint32_t(i), e, 0, entry_size)) return -rc;
+  }
+  return ssize_t(n);
+}
+
+// rdma-core's private enum ibv_gid_type_sysfs (not in the installed headers): 0 IB/RoCE v1, 1 RoCE v2.
+SHIM_EXPORT int ibv_query_gid_type(ibv_context* context, uint8_t port_num, unsigned int index, int* type) {
+  if (port_num != 1 || index >= to_shim(context)->info.at("gids").size()) {
+    errno = EINVAL;
+    return -1;
+  }
+  *type = 1;
+  return 0;
+}
+
+SHIM_EXPORT int ibv_query_pkey(ibv_context*, uint8_t port_num, int index, __be16* pkey) {
+  if (port_num != 1 || index != 0) {
+    errno = EINVAL;
+    return -1;
+  }
+  *pkey = 0xffff;  // the default full-membership P_Key, the only one RoCE uses
+  return 0;
+}
+
+SHIM_EXPORT int ibv_get_pkey_index(ibv_context*, uint8_t port_num, __be16 pkey) {
+  if (port_num == 1 && (pkey | 0x0080) == 0xffff) return 0;  // full or limited member of the default
+  errno = ENOENT;
+  return -1;
+}

@@ -1,0 +1,82 @@
+// Asynchronous events: uroced writes an 8-byte AsyncEventRecord {type, object number} into the
+// context's async pipe (ibv_context.async_fd, pollable like the kernel's); the object number is resolved
+// to the application's QP, CQ or SRQ here.
+#include <unistd.h>
+
+#include "shim.hpp"
+
+using namespace uroce::shim;
+
+SHIM_EXPORT int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
+  uroce::emulator::protocol::AsyncEventRecord r{};
+  const ssize_t n = read(context->async_fd, &r, sizeof r);
+  if (n != ssize_t(sizeof r)) {
+    if (n >= 0) errno = EIO;  // 0: the daemon went away
+    return -1;
+  }
+  Context* c = to_shim(context);
+  event->event_type = ibv_event_type(r.type);
+  event->element = {};
+  std::lock_guard g(*c->objects_lock);
+  switch (event->event_type) {
+    case IBV_EVENT_CQ_ERR: {
+      auto it = c->cqs->find(r.object);
+      event->element.cq = it == c->cqs->end() ? nullptr : &it->second->cq;
+      break;
+    }
+    case IBV_EVENT_QP_FATAL:
+    case IBV_EVENT_QP_REQ_ERR:
+    case IBV_EVENT_QP_ACCESS_ERR:
+    case IBV_EVENT_COMM_EST:
+    case IBV_EVENT_SQ_DRAINED:
+    case IBV_EVENT_PATH_MIG:
+    case IBV_EVENT_PATH_MIG_ERR:
+    case IBV_EVENT_QP_LAST_WQE_REACHED: {
+      auto it = c->qps->find(r.object);
+      event->element.qp = it == c->qps->end() ? nullptr : &it->second->qp;
+      break;
+    }
+    case IBV_EVENT_SRQ_ERR:
+    case IBV_EVENT_SRQ_LIMIT_REACHED: {
+      auto it = c->srqs->find(r.object);
+      event->element.srq = it == c->srqs->end() ? nullptr : &it->second->srq;
+      break;
+    }
+    default:
+      event->element.port_num = int(r.object);
+      break;
+  }
+  return 0;
+}
+
+// Counting acknowledgements is what lets destroy calls wait for events in flight in rdma-core; uroced
+// resolves events at read time, so the counters only serve applications that look at them.
+SHIM_EXPORT void ibv_ack_async_event(ibv_async_event* event) {
+  auto bump = [](pthread_mutex_t* m, pthread_cond_t* cv, uint32_t* counter) {
+    pthread_mutex_lock(m);
+    ++*counter;
+    pthread_cond_signal(cv);
+    pthread_mutex_unlock(m);
+  };
+  switch (event->event_type) {
+    case IBV_EVENT_CQ_ERR:
+      if (ibv_cq* cq = event->element.cq) bump(&cq->mutex, &cq->cond, &cq->async_events_completed);
+      break;
+    case IBV_EVENT_QP_FATAL:
+    case IBV_EVENT_QP_REQ_ERR:
+    case IBV_EVENT_QP_ACCESS_ERR:
+    case IBV_EVENT_COMM_EST:
+    case IBV_EVENT_SQ_DRAINED:
+    case IBV_EVENT_PATH_MIG:
+    case IBV_EVENT_PATH_MIG_ERR:
+    case IBV_EVENT_QP_LAST_WQE_REACHED:
+      if (ibv_qp* qp = event->element.qp) bump(&qp->mutex, &qp->cond, &qp->events_completed);
+      break;
+    case IBV_EVENT_SRQ_ERR:
+    case IBV_EVENT_SRQ_LIMIT_REACHED:
+      if (ibv_srq* srq = event->element.srq) bump(&srq->mutex, &srq->cond, &srq->events_completed);
+      break;
+    default:
+      break;
+  }
+}

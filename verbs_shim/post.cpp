@@ -1,0 +1,149 @@
+// ibv_post_send / ibv_post_recv / ibv_post_srq_recv: each work request of the chain becomes one ring
+// entry (stores into shared memory); the doorbell is rung once per chain, and only makes a system call
+// when the engine sleeps.
+#include <arpa/inet.h>
+
+#include <cstring>
+#include <span>
+
+#include "shim.hpp"
+
+namespace uroce::shim {
+namespace {
+
+using emulator::protocol::SendEntry;
+using emulator::protocol::WireSge;
+static_assert(sizeof(ibv_sge) == sizeof(WireSge) && offsetof(ibv_sge, lkey) == offsetof(WireSge, lkey));
+
+std::span<const WireSge> sges(const ibv_sge* list, int n) {
+  return {reinterpret_cast<const WireSge*>(list), size_t(n)};
+}
+
+// Inline data is copied now: the application may reuse its buffers as soon as the post returns.
+int gather_inline(const ibv_send_wr& wr, uint8_t* out, size_t room, size_t& length) {
+  length = 0;
+  for (int i = 0; i < wr.num_sge; ++i) {
+    const ibv_sge& s = wr.sg_list[i];
+    if (length + s.length > room) return EINVAL;
+    std::memcpy(out + length, reinterpret_cast<const void*>(uintptr_t(s.addr)), s.length);
+    length += s.length;
+  }
+  return 0;
+}
+
+int post_one(Qp& q, const ibv_send_wr& wr) {
+  if (wr.num_sge < 0) return EINVAL;
+  SendEntry e{};
+  e.wr_id = wr.wr_id;
+  e.opcode = uint32_t(wr.opcode);
+  e.send_flags = wr.send_flags;
+  switch (wr.opcode) {
+    case IBV_WR_SEND_WITH_IMM:
+    case IBV_WR_RDMA_WRITE_WITH_IMM:
+      e.imm_data = ntohl(wr.imm_data);  // ibv_send_wr holds it in network order; the ring, the wire value
+      break;
+    case IBV_WR_SEND_WITH_INV:
+      e.invalidate_rkey = wr.invalidate_rkey;
+      break;
+    default:
+      break;
+  }
+  switch (wr.opcode) {
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM:
+    case IBV_WR_RDMA_READ:
+      e.remote_addr = wr.wr.rdma.remote_addr;
+      e.rkey = wr.wr.rdma.rkey;
+      break;
+    case IBV_WR_ATOMIC_CMP_AND_SWP:
+    case IBV_WR_ATOMIC_FETCH_AND_ADD:
+      e.remote_addr = wr.wr.atomic.remote_addr;
+      e.compare_add = wr.wr.atomic.compare_add;
+      e.swap = wr.wr.atomic.swap;
+      e.rkey = wr.wr.atomic.rkey;
+      break;
+    default:
+      break;
+  }
+  if (q.qp.qp_type == IBV_QPT_UD) {
+    if (!wr.wr.ud.ah) return EINVAL;
+    e.ah = wr.wr.ud.ah->handle;
+    e.remote_qpn = wr.wr.ud.remote_qpn;
+    e.remote_qkey = wr.wr.ud.remote_qkey;
+  }
+  if (wr.send_flags & IBV_SEND_INLINE) {
+    uint8_t data[1024];
+    const size_t room = std::min<size_t>(sizeof data, q.impl->cap.max_inline_data);
+    size_t length = 0;
+    if (int rc = gather_inline(wr, data, room, length)) return rc;
+    e.num_sge = 0;
+    e.inline_length = uint32_t(length);
+    return q.impl->send.post(e, {}, {data, length});
+  }
+  e.num_sge = uint16_t(wr.num_sge);
+  return q.impl->send.post(e, sges(wr.sg_list, wr.num_sge), {});
+}
+
+}  // namespace
+
+int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
+  Qp* q = to_shim(qp);
+  int rc = 0;
+  bool posted = false;
+  {
+    std::lock_guard g(q->send_lock);
+    for (; wr; wr = wr->next) {
+      if ((rc = post_one(*q, *wr))) {
+        *bad_wr = wr;
+        break;
+      }
+      posted = true;
+    }
+  }
+  if (posted) to_shim(qp->context)->impl->ring_doorbell();
+  return rc;
+}
+
+int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+  Qp* q = to_shim(qp);
+  if (!q->impl->recv) {  // the QP receives through its SRQ
+    *bad_wr = wr;
+    return EINVAL;
+  }
+  int rc = 0;
+  bool posted = false;
+  {
+    std::lock_guard g(q->recv_lock);
+    for (; wr; wr = wr->next) {
+      if (wr->num_sge < 0 || (rc = q->impl->recv->post(wr->wr_id, sges(wr->sg_list, wr->num_sge)))) {
+        if (!rc) rc = EINVAL;
+        *bad_wr = wr;
+        break;
+      }
+      posted = true;
+    }
+  }
+  if (posted) to_shim(qp->context)->impl->ring_doorbell();
+  return rc;
+}
+
+int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+  Srq* s = to_shim(srq);
+  int rc = 0;
+  bool posted = false;
+  {
+    std::lock_guard g(s->lock);
+    for (; wr; wr = wr->next) {
+      if (wr->num_sge < 0 || (rc = s->impl->ring.post(wr->wr_id, sges(wr->sg_list, wr->num_sge)))) {
+        if (!rc) rc = EINVAL;
+        *bad_wr = wr;
+        break;
+      }
+      posted = true;
+    }
+  }
+  if (posted) to_shim(srq->context)->impl->ring_doorbell();
+  return rc;
+}
+
+}  // namespace uroce::shim

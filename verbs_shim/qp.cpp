@@ -1,0 +1,300 @@
+// Queue pairs, shared receive queues and address handles: ibv_* attributes converted field by field to
+// the transport's (transport/verbs), whose numeric values (states, masks, access flags, MTUs) are
+// rdma-core's, so flags and masks pass through unchanged.
+#include <cstring>
+
+#include "shim.hpp"
+
+namespace uroce::shim {
+namespace {
+
+bool av_from(const ibv_ah_attr& a, verbs::AddressVector& av) {
+  // RoCE addresses by GID: a path without a GRH (an IB LID) cannot be reached.
+  if (!a.is_global) return false;
+  av.dgid = wire::IpAddress::from_v6_bytes(a.grh.dgid.raw);
+  av.sgid_index = a.grh.sgid_index;
+  av.flow_label = a.grh.flow_label;
+  av.hop_limit = a.grh.hop_limit;
+  av.traffic_class = a.grh.traffic_class;
+  av.service_level = a.sl;
+  return true;
+}
+
+void av_to(const verbs::AddressVector& av, ibv_ah_attr& a) {
+  std::memset(&a, 0, sizeof a);
+  a.is_global = 1;
+  std::memcpy(a.grh.dgid.raw, av.dgid.bytes.data(), 16);
+  a.grh.sgid_index = av.sgid_index;
+  a.grh.flow_label = av.flow_label;
+  a.grh.hop_limit = av.hop_limit;
+  a.grh.traffic_class = av.traffic_class;
+  a.sl = av.service_level;
+  a.port_num = 1;
+}
+
+verbs::QpCap cap_from(const ibv_qp_cap& c) {
+  return {c.max_send_wr, c.max_recv_wr, c.max_send_sge, c.max_recv_sge, c.max_inline_data};
+}
+
+void cap_to(const verbs::QpCap& c, ibv_qp_cap& o) {
+  o.max_send_wr = c.max_send_wr;
+  o.max_recv_wr = c.max_recv_wr;
+  o.max_send_sge = c.max_send_sge;
+  o.max_recv_sge = c.max_recv_sge;
+  o.max_inline_data = c.max_inline_data;
+}
+
+ibv_qp* create_qp(ibv_context* context, ibv_pd* pd, const ibv_qp_init_attr& attr, ibv_qp_cap& cap_out) {
+  Context* c = to_shim(context);
+  if (attr.qp_type != IBV_QPT_RC && attr.qp_type != IBV_QPT_UC && attr.qp_type != IBV_QPT_UD) {
+    errno = EOPNOTSUPP;  // XRC, raw packet, driver QPs
+    return nullptr;
+  }
+  if (!pd || !attr.send_cq || !attr.recv_cq) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  auto* q = new (std::nothrow) Qp{};
+  if (!q) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  client::QpCreate create;
+  create.pd = pd->handle;
+  create.send_cq = attr.send_cq->handle;
+  create.recv_cq = attr.recv_cq->handle;
+  create.srq = attr.srq ? attr.srq->handle : 0;
+  create.type = verbs::QpType(attr.qp_type);
+  create.cap = cap_from(attr.cap);
+  create.sq_sig_all = attr.sq_sig_all != 0;
+  if (guarded("create_qp", [&] { q->impl = c->impl->create_qp(create); })) {
+    delete q;
+    return nullptr;
+  }
+  q->sq_sig_all = create.sq_sig_all;
+  ibv_qp& qp = q->qp;
+  qp.context = context;
+  qp.qp_context = attr.qp_context;
+  qp.pd = pd;
+  qp.send_cq = attr.send_cq;
+  qp.recv_cq = attr.recv_cq;
+  qp.srq = attr.srq;
+  qp.handle = q->impl->qpn;
+  qp.qp_num = q->impl->qpn;
+  qp.state = IBV_QPS_RESET;
+  qp.qp_type = attr.qp_type;
+  pthread_mutex_init(&qp.mutex, nullptr);
+  pthread_cond_init(&qp.cond, nullptr);
+  cap_to(q->impl->cap, cap_out);  // as providers do: the application learns what it got
+  std::lock_guard g(*c->objects_lock);
+  (*c->qps)[qp.qp_num] = q;
+  return &qp;
+}
+
+}  // namespace
+
+ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
+  // The extended work-request API (send_ops_flags) and XRC / RSS / TSO are not there yet.
+  const uint32_t known = IBV_QP_INIT_ATTR_PD;
+  if ((attr->comp_mask & ~known) || !(attr->comp_mask & IBV_QP_INIT_ATTR_PD)) {
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
+  ibv_qp_init_attr basic{};
+  basic.qp_context = attr->qp_context;
+  basic.send_cq = attr->send_cq;
+  basic.recv_cq = attr->recv_cq;
+  basic.srq = attr->srq;
+  basic.cap = attr->cap;
+  basic.qp_type = attr->qp_type;
+  basic.sq_sig_all = attr->sq_sig_all;
+  return create_qp(context, attr->pd, basic, attr->cap);
+}
+
+ibv_srq* create_srq_ex(ibv_context*, ibv_srq_init_attr_ex* attr) {
+  // Basic SRQs come through ibv_create_srq; XRC and tag-matching SRQs are not supported.
+  (void)attr;
+  errno = EOPNOTSUPP;
+  return nullptr;
+}
+
+}  // namespace uroce::shim
+
+using namespace uroce::shim;
+namespace verbs = uroce::verbs;
+
+SHIM_EXPORT ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
+  return create_qp(pd->context, pd, *attr, attr->cap);
+}
+
+SHIM_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
+  Context* c = to_shim(qp->context);
+  Qp* q = to_shim(qp);
+  if (int rc = guarded("destroy_qp", [&] { c->impl->destroy_qp(*q->impl); })) return rc;
+  {
+    std::lock_guard g(*c->objects_lock);
+    c->qps->erase(qp->qp_num);
+  }
+  pthread_mutex_destroy(&qp->mutex);
+  pthread_cond_destroy(&qp->cond);
+  delete q;
+  return 0;
+}
+
+SHIM_EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
+  verbs::QpAttr a;
+  a.qp_state = verbs::QpState(attr->qp_state);
+  a.cur_qp_state = verbs::QpState(attr->cur_qp_state);
+  a.path_mtu = verbs::Mtu(attr->path_mtu);
+  a.qkey = attr->qkey;
+  a.rq_psn = attr->rq_psn;
+  a.sq_psn = attr->sq_psn;
+  a.dest_qp_num = attr->dest_qp_num;
+  a.qp_access_flags = uint32_t(attr->qp_access_flags);
+  a.cap = cap_from(attr->cap);
+  if ((attr_mask & IBV_QP_AV) && !av_from(attr->ah_attr, a.ah_attr)) return EINVAL;
+  a.pkey_index = attr->pkey_index;
+  a.en_sqd_async_notify = attr->en_sqd_async_notify;
+  a.max_rd_atomic = attr->max_rd_atomic;
+  a.max_dest_rd_atomic = attr->max_dest_rd_atomic;
+  a.min_rnr_timer = attr->min_rnr_timer;
+  a.port_num = attr->port_num;
+  a.timeout = attr->timeout;
+  a.retry_cnt = attr->retry_cnt;
+  a.rnr_retry = attr->rnr_retry;
+  Qp* q = to_shim(qp);
+  if (int rc = guarded("modify_qp", [&] { to_shim(qp->context)->impl->modify_qp(*q->impl, a, uint32_t(attr_mask)); })) {
+    return rc;
+  }
+  if (attr_mask & IBV_QP_STATE) qp->state = attr->qp_state;
+  return 0;
+}
+
+SHIM_EXPORT int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask, ibv_qp_init_attr* init_attr) {
+  (void)attr_mask;  // everything is filled, as providers do
+  Qp* q = to_shim(qp);
+  verbs::QpAttr a;
+  if (int rc = guarded("query_qp", [&] { a = to_shim(qp->context)->impl->query_qp(*q->impl); })) return rc;
+  std::memset(attr, 0, sizeof *attr);
+  attr->qp_state = ibv_qp_state(a.qp_state);
+  attr->cur_qp_state = ibv_qp_state(a.cur_qp_state);
+  attr->path_mtu = ibv_mtu(a.path_mtu);
+  attr->path_mig_state = IBV_MIG_MIGRATED;
+  attr->qkey = a.qkey;
+  attr->rq_psn = a.rq_psn;
+  attr->sq_psn = a.sq_psn;
+  attr->dest_qp_num = a.dest_qp_num;
+  attr->qp_access_flags = int(a.qp_access_flags);
+  cap_to(q->impl->cap, attr->cap);
+  av_to(a.ah_attr, attr->ah_attr);
+  attr->pkey_index = a.pkey_index;
+  attr->en_sqd_async_notify = a.en_sqd_async_notify;
+  attr->sq_draining = a.sq_draining;
+  attr->max_rd_atomic = a.max_rd_atomic;
+  attr->max_dest_rd_atomic = a.max_dest_rd_atomic;
+  attr->min_rnr_timer = a.min_rnr_timer;
+  attr->port_num = a.port_num;
+  attr->timeout = a.timeout;
+  attr->retry_cnt = a.retry_cnt;
+  attr->rnr_retry = a.rnr_retry;
+  if (init_attr) {
+    std::memset(init_attr, 0, sizeof *init_attr);
+    init_attr->qp_context = qp->qp_context;
+    init_attr->send_cq = qp->send_cq;
+    init_attr->recv_cq = qp->recv_cq;
+    init_attr->srq = qp->srq;
+    cap_to(q->impl->cap, init_attr->cap);
+    init_attr->qp_type = qp->qp_type;
+    init_attr->sq_sig_all = q->sq_sig_all;
+  }
+  qp->state = attr->qp_state;
+  return 0;
+}
+
+SHIM_EXPORT ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp*) {
+  errno = EOPNOTSUPP;  // the ibv_wr_* API is not there yet; create_qp_ex refuses send_ops_flags
+  return nullptr;
+}
+
+SHIM_EXPORT ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
+  Context* c = to_shim(pd->context);
+  auto* s = new (std::nothrow) Srq{};
+  if (!s) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  if (guarded("create_srq", [&] {
+        s->impl = c->impl->create_srq(pd->handle, attr->attr.max_wr, attr->attr.max_sge, attr->attr.srq_limit);
+      })) {
+    delete s;
+    return nullptr;
+  }
+  ibv_srq& srq = s->srq;
+  srq.context = pd->context;
+  srq.srq_context = attr->srq_context;
+  srq.pd = pd;
+  srq.handle = s->impl->srqn;
+  pthread_mutex_init(&srq.mutex, nullptr);
+  pthread_cond_init(&srq.cond, nullptr);
+  attr->attr.max_wr = s->impl->max_wr;
+  attr->attr.max_sge = s->impl->max_sge;
+  std::lock_guard g(*c->objects_lock);
+  (*c->srqs)[srq.handle] = s;
+  return &srq;
+}
+
+SHIM_EXPORT int ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int mask) {
+  if (mask & IBV_SRQ_MAX_WR) return EOPNOTSUPP;  // resizing: not in the client library
+  if (!(mask & IBV_SRQ_LIMIT)) return 0;
+  return guarded("modify_srq", [&] { to_shim(srq->context)->impl->modify_srq(*to_shim(srq)->impl, attr->srq_limit); });
+}
+
+SHIM_EXPORT int ibv_query_srq(ibv_srq* srq, ibv_srq_attr* attr) {
+  Srq* s = to_shim(srq);
+  attr->max_wr = s->impl->max_wr;
+  attr->max_sge = s->impl->max_sge;
+  attr->srq_limit = 0;  // the client library does not report the armed limit back
+  return 0;
+}
+
+SHIM_EXPORT int ibv_destroy_srq(ibv_srq* srq) {
+  Context* c = to_shim(srq->context);
+  Srq* s = to_shim(srq);
+  if (int rc = guarded("destroy_srq", [&] { c->impl->destroy_srq(*s->impl); })) return rc;
+  {
+    std::lock_guard g(*c->objects_lock);
+    c->srqs->erase(srq->handle);
+  }
+  pthread_mutex_destroy(&srq->mutex);
+  pthread_cond_destroy(&srq->cond);
+  delete s;
+  return 0;
+}
+
+SHIM_EXPORT ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
+  verbs::AddressVector av;
+  if (!av_from(*attr, av)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  auto* a = new (std::nothrow) Ah{};
+  if (!a) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  uint32_t handle = 0;
+  if (guarded("create_ah", [&] { handle = to_shim(pd->context)->impl->create_ah(pd->handle, av); })) {
+    delete a;
+    return nullptr;
+  }
+  a->ah.context = pd->context;
+  a->ah.pd = pd;
+  a->ah.handle = handle;
+  return &a->ah;
+}
+
+SHIM_EXPORT int ibv_destroy_ah(ibv_ah* ah) {
+  if (int rc = guarded("destroy_ah", [&] { to_shim(ah->context)->impl->destroy_ah(ah->handle); })) return rc;
+  delete to_shim(ah);
+  return 0;
+}

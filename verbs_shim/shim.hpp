@@ -1,0 +1,136 @@
+// The verbs shim's own objects: each wraps a real <infiniband/verbs.h> struct as its first member, so the
+// pointer an application holds (struct ibv_cq *, ...) converts back to ours with a cast. The client
+// library (emulator/client) does the talking to uroced; this layer only converts.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cerrno>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "emulator/client/context.hpp"
+
+// verbs.h turns some entry points into macros that call inline wrappers; the shim defines the real ones.
+#undef ibv_get_device_list
+#undef ibv_query_port
+#undef ibv_reg_mr
+#undef ibv_reg_mr_iova
+
+// Only what libibverbs exports leaves the library (the version script does the rest).
+#define SHIM_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace uroce::shim {
+
+namespace client = emulator::client;
+
+struct Device {
+  ibv_device dev;        // must stay first: applications hold &dev
+  uint64_t guid_be = 0;  // node GUID, network order (EUI-64 from the port's MAC)
+  std::string socket;    // the uroced serving this device
+};
+
+struct Cq;
+struct Qp;
+struct Srq;
+
+struct Context {
+  verbs_context vctx;    // must stay first; ibv_context is its last member
+  client::Context* impl; // owned
+  Device* device;
+  nlohmann::json info;   // uroced's open_device reply: limits, gids, active_mtu, mac, ...
+  std::mutex* objects_lock;  // guards the number -> object maps used to resolve events
+  std::map<uint32_t, Cq*>* cqs;
+  std::map<uint32_t, Qp*>* qps;
+  std::map<uint32_t, Srq*>* srqs;
+};
+
+struct Pd {
+  ibv_pd pd;  // handle = uroced's PD number
+};
+
+struct Mr {
+  ibv_mr mr;  // handle = lkey, the key uroced deregisters by
+  unsigned access;  // kept for ibv_rereg_mr without IBV_REREG_MR_CHANGE_ACCESS
+};
+
+struct CompChannel {
+  ibv_comp_channel channel;
+  std::unique_ptr<client::CompletionChannel> impl;
+};
+
+struct Cq {
+  ibv_cq cq;
+  std::unique_ptr<client::CompletionQueue> impl;
+  std::mutex lock;  // the ring is single-consumer
+};
+
+struct Srq {
+  ibv_srq srq;
+  std::unique_ptr<client::SharedReceiveQueue> impl;
+  std::mutex lock;
+};
+
+struct Qp {
+  ibv_qp qp;
+  std::unique_ptr<client::QueuePair> impl;
+  std::mutex send_lock, recv_lock;  // each ring is single-producer
+  bool sq_sig_all = false;
+};
+
+struct Ah {
+  ibv_ah ah;  // handle = uroced's AH number
+};
+
+inline Context* to_shim(ibv_context* c) {
+  return reinterpret_cast<Context*>(reinterpret_cast<char*>(c) - offsetof(verbs_context, context));
+}
+inline Device* to_shim(ibv_device* d) { return reinterpret_cast<Device*>(d); }
+inline Pd* to_shim(ibv_pd* p) { return reinterpret_cast<Pd*>(p); }
+inline Mr* to_shim(ibv_mr* m) { return reinterpret_cast<Mr*>(m); }
+inline Cq* to_shim(ibv_cq* c) { return reinterpret_cast<Cq*>(c); }
+inline Qp* to_shim(ibv_qp* q) { return reinterpret_cast<Qp*>(q); }
+inline Srq* to_shim(ibv_srq* s) { return reinterpret_cast<Srq*>(s); }
+inline Ah* to_shim(ibv_ah* a) { return reinterpret_cast<Ah*>(a); }
+inline CompChannel* to_shim(ibv_comp_channel* c) { return reinterpret_cast<CompChannel*>(c); }
+
+// Runs a control operation; a ControlError (or anything else thrown) becomes its errno value, which is
+// returned (0 on success) and also left in errno, as both verbs conventions need one or the other.
+template <class F>
+int guarded(const char* what, F&& f) {
+  try {
+    f();
+    return 0;
+  } catch (const client::ControlError& e) {
+    spdlog::debug("uroce verbs shim: {}: {}", what, e.what());
+    errno = e.error_number() ? e.error_number() : EIO;
+  } catch (const std::bad_alloc&) {
+    errno = ENOMEM;
+  } catch (const std::exception& e) {
+    spdlog::debug("uroce verbs shim: {}: {}", what, e.what());
+    errno = EINVAL;
+  }
+  return errno;
+}
+
+// The port's attributes as both ibv_query_port flavours fill them (device.cpp).
+void fill_port_attr(Context& c, ibv_port_attr& a);
+// Assigned into verbs_context / ibv_context.ops by ibv_open_device.
+int query_port_ex(ibv_context* context, uint8_t port_num, ibv_port_attr* attr, size_t attr_len);
+int query_device_ex(ibv_context* context, const ibv_query_device_ex_input* input, ibv_device_attr_ex* attr,
+                    size_t attr_size);
+int poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc);
+int req_notify_cq(ibv_cq* cq, int solicited_only);
+int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr);
+int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
+int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
+ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr);
+ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr);
+ibv_srq* create_srq_ex(ibv_context* context, ibv_srq_init_attr_ex* attr);
+
+}  // namespace uroce::shim
