@@ -70,6 +70,64 @@ def check_pingpong(uroce_run, socket, extra):
     assert RESULT.search(client.stdout) and RESULT.search(s_out), client.stdout + s_out
 
 
+# --- perftest (Debian package perftest) ---------------------------------------------------------------
+# Server and client of each test on the same daemon's loopback port; perftest's own out-of-band exchange is
+# TCP on localhost (-p: a fresh port per case). Short iteration counts: a few seconds per case on 2 cores.
+# perftest keeps uroce on classic ibv_post_send (its ibv_wr* API is only for an allowlist of vendor parts).
+PERFTEST_TABLE = re.compile(r"^\s*#bytes\s.*\n\s*\d+\s+\d+\s+[\d.]+", re.M)
+PERFTEST_CASES = [
+    ("ib_write_bw", ["-n", "200"]),
+    ("ib_send_bw", ["-n", "200"]),
+    ("ib_read_bw", ["-n", "200"]),
+    ("ib_write_lat", ["-n", "200"]),
+    ("ib_send_lat", ["-n", "200"]),
+    ("ib_read_lat", ["-n", "200"]),
+    ("ib_atomic_bw", ["-n", "200"]),
+    ("ib_atomic_lat", ["-n", "200"]),
+    ("ib_send_bw", ["-e", "-n", "200"]),       # completion channel (ib_write_* refuse -e themselves)
+    ("ib_send_lat", ["-e", "-n", "200"]),
+    ("ib_send_bw", ["-b", "-n", "200"]),       # bidirectional
+    ("ib_write_bw", ["-q", "4", "-n", "100"]),  # several QPs
+]
+
+
+def check_perftest(uroce_run, socket, program, extra):
+    port = str(random.randint(20000, 40000))
+    common = [program, "-d", "uroce0", "-x", "0", "-p", port, *extra]
+    server = subprocess.Popen([uroce_run, "--socket", socket, *common],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        client = None
+        deadline = time.time() + 10
+        # The client gives up at once if the server is not listening yet: retry until it is.
+        while True:
+            client = run(uroce_run, socket, [*common, "localhost"])
+            if client.returncode == 0 or time.time() > deadline or server.poll() is not None:
+                break
+            if "Couldn't connect" not in client.stderr + client.stdout:
+                break
+            time.sleep(0.2)
+        s_out, s_err = server.communicate(timeout=TIMEOUT)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    what = " ".join([program, *extra])
+    assert client.returncode == 0, f"client ({what}) rc {client.returncode}:\n{client.stdout}{client.stderr}"
+    assert server.returncode == 0, f"server ({what}) rc {server.returncode}:\n{s_out}{s_err}"
+    assert PERFTEST_TABLE.search(client.stdout), f"no results table ({what}):\n{client.stdout}"
+
+
+def perftest_cases(uroce_run, socket):
+    """The perftest cases, or none (with a note) when the package is not installed."""
+    if not all(shutil.which(p) for p, _ in PERFTEST_CASES):
+        print("perftest not installed (apt-get install perftest): its cases are skipped")
+        return []
+    return [(" ".join([p, *extra]), lambda p=p, extra=extra: check_perftest(uroce_run, socket, p, extra))
+            for p, extra in PERFTEST_CASES]
+# --- end of perftest ------------------------------------------------------------------------------------
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--uroced", required=True)
@@ -90,6 +148,7 @@ def main():
                   ["-e", "-s", "65536"]):
         cases.append(("ibv_rc_pingpong " + " ".join(extra),
                       lambda extra=extra: check_pingpong(args.uroce_run, daemon.socket, extra)))
+    cases += perftest_cases(args.uroce_run, daemon.socket)
     failed = 0
     try:
         for name, case in cases:
