@@ -1,6 +1,9 @@
 // uroced: the daemon that is the NIC. See docs/daemon.md for how it is built and `uroced --help` for
 // how to run it.
 #include <signal.h>
+
+#include <cstdlib>
+#include <cstring>
 #include <unistd.h>
 
 #include <boost/asio/io_context.hpp>
@@ -106,6 +109,14 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "uroced: %s\n", e.what());
+    return 2;
+  }
+  // Under uroce-run the verbs shim comes first on the library path, and DPDK's mlx5 driver, which EAL
+  // loads at start-up, would bind to it instead of the real libibverbs: the NIC would talk to itself.
+  const char* shim_dir = std::getenv("UROCE_SHIM_DIR");
+  const char* library_path = std::getenv("LD_LIBRARY_PATH");
+  if (shim_dir != nullptr && library_path != nullptr && std::strstr(library_path, shim_dir) != nullptr) {
+    std::fprintf(stderr, "uroced: do not run uroced under uroce-run (the verbs shim is on LD_LIBRARY_PATH)\n");
     return 2;
   }
   spdlog::set_level(options.log_level);

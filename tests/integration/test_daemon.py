@@ -131,9 +131,19 @@ class Loopback(DaemonTestCase):
         self.assertTrue(d.alive(), d.read_log())
         self.run_workload("after kill", d.socket, d.socket, [("write", 65536, 300)])
 
+    def test_refuses_to_run_under_uroce_run(self):
+        run = os.path.join(os.path.dirname(UROCE), "..", "verbs_shim", "uroce-run")
+        if not os.path.exists(run):
+            self.skipTest("no verbs shim in this build")
+        out = subprocess.run([run, UROCED, "--socket", os.path.join(self.dir.name, "x.sock")], capture_output=True,
+                             text=True, timeout=30)
+        self.assertEqual(out.returncode, 2)
+        self.assertIn("do not run uroced under uroce-run", out.stderr)
+
     def test_bad_command_line(self):
-        for args in (["--port", "net_af_packet0,iface=nonexistent0"], ["--ip", "not-an-address"], ["--bogus"],
-                     ["--rx-loss", "2"]):
+        for args in (["--port", "net_af_packet0,iface=nonexistent0", "--ip", "10.0.0.1"],
+                     ["--port", "net_bogus0", "--ip", "10.0.0.1"], ["--port", "net_ring0"], ["--ip", "not-an-address"],
+                     ["--bogus"], ["--rx-loss", "2"], ["--config", "/nonexistent.toml"]):
             with self.subTest(args=args):
                 out = subprocess.run([UROCED, "--socket", os.path.join(self.dir.name, "x.sock"), *args],
                                      capture_output=True, text=True, timeout=30)
