@@ -15,10 +15,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
 from daemon_harness import Daemon  # noqa: E402
+from server_client import run_server_client  # noqa: E402
 
 TIMEOUT = 60
 RESULT = re.compile(r"\d+ bytes in [\d.]+ seconds")
@@ -45,29 +45,10 @@ def check_devinfo(uroce_run, socket, verbose):
 
 def check_pingpong(uroce_run, socket, extra):
     port = str(random.randint(20000, 40000))
-    common = ["ibv_rc_pingpong", "-p", port, "-d", "uroce0", "-g", "0", "-n", "200", *extra]
-    server = subprocess.Popen([uroce_run, "--socket", socket, *common],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        client = None
-        deadline = time.time() + 10
-        # The client fails at once if the server is not listening yet: retry until it is.
-        while True:
-            client = run(uroce_run, socket, [*common, "localhost"])
-            if client.returncode == 0 or time.time() > deadline or server.poll() is not None:
-                break
-            if "Couldn't connect" not in client.stderr + client.stdout:
-                break
-            time.sleep(0.2)
-        s_out, s_err = server.communicate(timeout=TIMEOUT)
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.wait()
-    what = " ".join(extra) or "default"
-    assert client.returncode == 0, f"client ({what}) rc {client.returncode}:\n{client.stdout}{client.stderr}"
-    assert server.returncode == 0, f"server ({what}) rc {server.returncode}:\n{s_out}{s_err}"
-    assert RESULT.search(client.stdout) and RESULT.search(s_out), client.stdout + s_out
+    command = ["ibv_rc_pingpong", "-p", port, "-d", "uroce0", "-g", "0", "-n", "200", *extra]
+    r = run_server_client(uroce_run, socket, socket, command, " ".join(extra) or "default", TIMEOUT)
+    r.assert_both_exited_0()
+    assert RESULT.search(r.client.stdout) and RESULT.search(r.server_out), r.client.stdout + r.server_out
 
 
 # --- perftest (Debian package perftest) ---------------------------------------------------------------
@@ -93,29 +74,10 @@ PERFTEST_CASES = [
 
 def check_perftest(uroce_run, socket, program, extra):
     port = str(random.randint(20000, 40000))
-    common = [program, "-d", "uroce0", "-x", "0", "-p", port, *extra]
-    server = subprocess.Popen([uroce_run, "--socket", socket, *common],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        client = None
-        deadline = time.time() + 10
-        # The client gives up at once if the server is not listening yet: retry until it is.
-        while True:
-            client = run(uroce_run, socket, [*common, "localhost"])
-            if client.returncode == 0 or time.time() > deadline or server.poll() is not None:
-                break
-            if "Couldn't connect" not in client.stderr + client.stdout:
-                break
-            time.sleep(0.2)
-        s_out, s_err = server.communicate(timeout=TIMEOUT)
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.wait()
-    what = " ".join([program, *extra])
-    assert client.returncode == 0, f"client ({what}) rc {client.returncode}:\n{client.stdout}{client.stderr}"
-    assert server.returncode == 0, f"server ({what}) rc {server.returncode}:\n{s_out}{s_err}"
-    assert PERFTEST_TABLE.search(client.stdout), f"no results table ({what}):\n{client.stdout}"
+    command = [program, "-d", "uroce0", "-x", "0", "-p", port, *extra]
+    r = run_server_client(uroce_run, socket, socket, command, " ".join([program, *extra]), TIMEOUT)
+    r.assert_both_exited_0()
+    assert PERFTEST_TABLE.search(r.client.stdout), f"no results table ({r.what}):\n{r.client.stdout}"
 
 
 def perftest_cases(uroce_run, socket):

@@ -27,6 +27,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
 from daemon_harness import Daemon, is_root, two_namespaces_with_veth  # noqa: E402
+from server_client import run_server_client  # noqa: E402
 
 TIMEOUT = 30
 RESULT = re.compile(r"\d+ bytes in [\d.]+ seconds")
@@ -50,31 +51,13 @@ def tcp_port():
 
 def pingpong(uroce_run, server_socket, client_socket, program, extra):
     """Server through server_socket, client through client_socket; the client connects to localhost."""
-    common = [program, "-p", tcp_port(), "-d", "uroce0", "-g", "0", "-n", ITERS, *extra]
-    server = subprocess.Popen([uroce_run, "--socket", server_socket, *common],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.time() + 10
-        # The client fails at once if the server is not listening yet: retry until it is.
-        while True:
-            client = subprocess.run([uroce_run, "--socket", client_socket, *common, "localhost"],
-                                    capture_output=True, text=True, timeout=TIMEOUT)
-            if client.returncode == 0 or time.time() > deadline or server.poll() is not None:
-                break
-            if "Couldn't connect" not in client.stderr + client.stdout:
-                break
-            time.sleep(0.1)
-        s_out, s_err = server.communicate(timeout=TIMEOUT)
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.communicate()
-    what = " ".join([program, *extra])
-    assert client.returncode == 0, f"client ({what}) rc {client.returncode}:\n{client.stdout}{client.stderr}"
-    assert server.returncode == 0, f"server ({what}) rc {server.returncode}:\n{s_out}{s_err}"
-    assert RESULT.search(client.stdout), f"client ({what}) printed no result:\n{client.stdout}"
-    assert RESULT.search(s_out), f"server ({what}) printed no result:\n{s_out}"
-    return RESULT.search(client.stdout).group(0)
+    command = [program, "-p", tcp_port(), "-d", "uroce0", "-g", "0", "-n", ITERS, *extra]
+    r = run_server_client(uroce_run, server_socket, client_socket, command, " ".join([program, *extra]), TIMEOUT,
+                          retry_pause=0.1)
+    r.assert_both_exited_0()
+    assert RESULT.search(r.client.stdout), f"client ({r.what}) printed no result:\n{r.client.stdout}"
+    assert RESULT.search(r.server_out), f"server ({r.what}) printed no result:\n{r.server_out}"
+    return RESULT.search(r.client.stdout).group(0)
 
 
 @contextlib.contextmanager
