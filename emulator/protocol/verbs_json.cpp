@@ -56,19 +56,6 @@ void from_json(const nlohmann::json& j, AddressVector& av) {
   get_if(j, "sl", av.service_level);
 }
 
-void to_json(nlohmann::json& j, const QpCap& c) {
-  j = {{"max_send_wr", c.max_send_wr}, {"max_recv_wr", c.max_recv_wr}, {"max_send_sge", c.max_send_sge},
-       {"max_recv_sge", c.max_recv_sge}, {"max_inline_data", c.max_inline_data}};
-}
-
-void from_json(const nlohmann::json& j, QpCap& c) {
-  get_if(j, "max_send_wr", c.max_send_wr);
-  get_if(j, "max_recv_wr", c.max_recv_wr);
-  get_if(j, "max_send_sge", c.max_send_sge);
-  get_if(j, "max_recv_sge", c.max_recv_sge);
-  get_if(j, "max_inline_data", c.max_inline_data);
-}
-
 void to_json(nlohmann::json& j, const QpAttr& a) {
   j = {{"qp_state", uint32_t(a.qp_state)},
        {"cur_qp_state", uint32_t(a.cur_qp_state)},
@@ -118,32 +105,6 @@ void from_json(const nlohmann::json& j, QpAttr& a) {
 }  // namespace uroce::verbs
 
 namespace uroce::transport {
-
-void to_json(nlohmann::json& j, const DeviceLimits& l) {
-  j = {{"max_qp", l.max_qp},       {"max_cq", l.max_cq},
-       {"max_mr", l.max_mr},       {"max_srq", l.max_srq},
-       {"max_ah", l.max_ah},       {"max_pd", l.max_pd},
-       {"max_cqe", l.max_cqe},     {"max_qp_wr", l.max_qp_wr},
-       {"max_sge", l.max_sge},     {"max_inline_data", l.max_inline_data},
-       {"max_srq_wr", l.max_srq_wr}, {"max_qp_rd_atom", l.max_qp_rd_atom},
-       {"max_mr_size", l.max_mr_size}};
-}
-
-void from_json(const nlohmann::json& j, DeviceLimits& l) {
-  get_if(j, "max_qp", l.max_qp);
-  get_if(j, "max_cq", l.max_cq);
-  get_if(j, "max_mr", l.max_mr);
-  get_if(j, "max_srq", l.max_srq);
-  get_if(j, "max_ah", l.max_ah);
-  get_if(j, "max_pd", l.max_pd);
-  get_if(j, "max_cqe", l.max_cqe);
-  get_if(j, "max_qp_wr", l.max_qp_wr);
-  get_if(j, "max_sge", l.max_sge);
-  get_if(j, "max_inline_data", l.max_inline_data);
-  get_if(j, "max_srq_wr", l.max_srq_wr);
-  get_if(j, "max_qp_rd_atom", l.max_qp_rd_atom);
-  get_if(j, "max_mr_size", l.max_mr_size);
-}
 
 void to_json(nlohmann::json& j, const DeviceCounters& c) {
   j = {{"rx_frames", c.rx_frames},

@@ -18,14 +18,16 @@ void to_json(nlohmann::json& j, const MacAddress& a);
 namespace uroce::verbs {
 void to_json(nlohmann::json& j, const AddressVector& av);
 void from_json(const nlohmann::json& j, AddressVector& av);
-void to_json(nlohmann::json& j, const QpCap& c);
-void from_json(const nlohmann::json& j, QpCap& c);
+// Same names as the members: nlohmann's macro writes both directions (a missing field keeps its default).
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(QpCap, max_send_wr, max_recv_wr, max_send_sge, max_recv_sge,
+                                                max_inline_data)
 void to_json(nlohmann::json& j, const QpAttr& a);
 void from_json(const nlohmann::json& j, QpAttr& a);
 }  // namespace uroce::verbs
 
 namespace uroce::transport {
-void to_json(nlohmann::json& j, const DeviceLimits& l);
-void from_json(const nlohmann::json& j, DeviceLimits& l);
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DeviceLimits, max_qp, max_cq, max_mr, max_srq, max_ah, max_pd,
+                                                max_cqe, max_qp_wr, max_sge, max_inline_data, max_srq_wr,
+                                                max_qp_rd_atom, max_mr_size)
 void to_json(nlohmann::json& j, const DeviceCounters& c);
 }  // namespace uroce::transport
