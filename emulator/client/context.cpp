@@ -71,35 +71,32 @@ SharedPages& shared_pages() {
   return pages;
 }
 
-MemoryRegion Context::reg_mr(uint32_t pd, const void* addr, uint64_t length, uint32_t access,
-                             std::optional<uint64_t> iova) {
-  json r = {{"op", "reg_mr"}, {"pd", pd}, {"addr", reinterpret_cast<uint64_t>(addr)}, {"length", length}, {"access", access}};
-  if (iova) r["iova"] = *iova;
+// reg_mr and rereg_mr alike: the region's pages go onto a memfd shared with the daemon when they can
+// (sent with the request), else the daemon reaches them with process_vm_*.
+MemoryRegion Context::register_memory(nlohmann::json request, const void* addr, uint64_t length) {
+  request["addr"] = reinterpret_cast<uint64_t>(addr);
+  request["length"] = length;
   const std::optional<SharedSpan> shared = shared_pages().share(addr, length);
   json reply;
   if (shared) {
-    r["shared_offset"] = shared->offset;
+    request["shared_offset"] = shared->offset;
     const int fd = shared->fd;
-    reply = control_->call(r, std::span<const int>(&fd, 1), nullptr);
+    reply = control_->call(request, std::span<const int>(&fd, 1), nullptr);
   } else {
-    reply = control_->call(r);
+    reply = control_->call(request);
   }
   return {reply.at("lkey").get<uint32_t>(), reply.at("rkey").get<uint32_t>()};
 }
 
+MemoryRegion Context::reg_mr(uint32_t pd, const void* addr, uint64_t length, uint32_t access,
+                             std::optional<uint64_t> iova) {
+  json r = {{"op", "reg_mr"}, {"pd", pd}, {"access", access}};
+  if (iova) r["iova"] = *iova;
+  return register_memory(std::move(r), addr, length);
+}
+
 MemoryRegion Context::rereg_mr(uint32_t key, uint32_t pd, const void* addr, uint64_t length, uint32_t access) {
-  json r = {{"op", "rereg_mr"}, {"key", key}, {"pd", pd}, {"addr", reinterpret_cast<uint64_t>(addr)},
-            {"length", length}, {"access", access}};
-  const std::optional<SharedSpan> shared = shared_pages().share(addr, length);
-  json reply;
-  if (shared) {
-    r["shared_offset"] = shared->offset;
-    const int fd = shared->fd;
-    reply = control_->call(r, std::span<const int>(&fd, 1), nullptr);
-  } else {
-    reply = control_->call(r);
-  }
-  return {reply.at("lkey").get<uint32_t>(), reply.at("rkey").get<uint32_t>()};
+  return register_memory({{"op", "rereg_mr"}, {"key", key}, {"pd", pd}, {"access", access}}, addr, length);
 }
 
 void Context::dereg_mr(uint32_t key) { control_->call({{"op", "dereg_mr"}, {"key", key}}); }

@@ -97,6 +97,7 @@ class Context {
 
  private:
   Context() = default;
+  MemoryRegion register_memory(nlohmann::json request, const void* addr, uint64_t length);
   std::unique_ptr<ControlConnection> control_;
   nlohmann::json device_;
   Doorbell doorbell_;
