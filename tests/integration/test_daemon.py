@@ -140,6 +140,20 @@ class Loopback(DaemonTestCase):
         self.assertEqual(out.returncode, 2)
         self.assertIn("do not run uroced under uroce-run", out.stderr)
 
+    def test_config_file(self):
+        good = os.path.join(self.dir.name, "good.toml")
+        with open(good, "w") as f:
+            f.write('ip = ["192.0.2.77"]\nspin-us = 20\n')
+        d = self.daemon("cfg", ["--config", good])
+        self.assertIn("address 192.0.2.77", d.read_log())
+        bad = os.path.join(self.dir.name, "bad.toml")
+        with open(bad, "w") as f:
+            f.write('ip = ["192.0.2.77"]\nspinn-us = 20\n')  # a misspelt key
+        out = subprocess.run([UROCED, "--socket", os.path.join(self.dir.name, "y.sock"), "--config", bad],
+                             capture_output=True, text=True, timeout=30)
+        self.assertNotEqual(out.returncode, 0)
+        self.assertIn("spinn", out.stderr + out.stdout)
+
     def test_bad_command_line(self):
         for args in (["--port", "net_af_packet0,iface=nonexistent0", "--ip", "10.0.0.1"],
                      ["--port", "net_bogus0", "--ip", "10.0.0.1"], ["--port", "net_ring0"], ["--ip", "not-an-address"],
