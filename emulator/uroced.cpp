@@ -2,7 +2,9 @@
 // how to run it.
 #include <signal.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <filesystem>
 #include <cstring>
 #include <unistd.h>
 
@@ -21,6 +23,7 @@
 #include "emulator/engine/engine.hpp"
 #include "emulator/port/dpdk_port.hpp"
 #include "emulator/port/eal.hpp"
+#include "emulator/port/pmd_choice.hpp"
 
 using namespace uroce::emulator;
 
@@ -69,6 +72,10 @@ int serve(const DaemonOptions& o) {
   ControlAdapter adapter(service);
 
   boost::asio::io_context io;
+  // rdma_cm: its QP1 handler is installed once the engine runs (start() waits for the engine).
+  CmService cm_service(engine, io, description);
+  adapter.set_cm_service(&cm_service);
+  io.post([&] { cm_service.start(); });
   control::ControlServer server(io, o.socket, adapter);
   boost::asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code& ec, int signal) {
@@ -96,6 +103,22 @@ int serve(const DaemonOptions& o) {
   return 0;
 }
 
+#ifndef UROCED_ALL_PMDS
+// A port that only a libibverbs-based driver (mlx4/mlx5) can drive is served by uroced-all-pmds, built
+// beside uroced from the same sources on Debian's shared DPDK (emulator/dpdk.cmake). It replaces this
+// process with the same arguments; returns only if it could not.
+int run_all_pmds_build(char** argv, const std::string& devargs) {
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  const std::string sibling = (ec ? std::filesystem::path(".") : self.parent_path()) / "uroced-all-pmds";
+  std::fprintf(stderr, "uroced: port %s is driven by DPDK's mlx driver (through libibverbs): running %s\n",
+               devargs.c_str(), sibling.c_str());
+  execv(sibling.c_str(), argv);
+  std::fprintf(stderr, "uroced: cannot run %s: %s\n", sibling.c_str(), std::strerror(errno));
+  return 2;
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -119,6 +142,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "uroced: do not run uroced under uroce-run (the verbs shim is on LD_LIBRARY_PATH)\n");
     return 2;
   }
+#ifndef UROCED_ALL_PMDS
+  if (port::needs_verbs_based_driver(options.port)) return run_all_pmds_build(argv, options.port);
+#endif
   spdlog::set_level(options.log_level);
   spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e uroced[%P] %^%l%$ %v");
   signal(SIGPIPE, SIG_IGN);  // a client that vanished is an error on its socket, not the daemon's death

@@ -19,10 +19,9 @@ std::atomic<bool> eal_started{false};
 // 100 ms sleep when the CPU does not report its TSC frequency (as in this VM); the rest is mostly loading
 // plugins: a shared-linked EAL dlopens every library in its compiled-in plugin directory
 // (RTE_EAL_PMD_PATH = /usr/lib/x86_64-linux-gnu/dpdk/pmds-23.0, ~130 drivers, mlx4/mlx5 and so libibverbs
-// included). No option or environment variable turns that scan off, and `-d` only adds more. A static
-// link of just the needed PMDs (Debian installs the .a files) starts in 115-140 ms and loads no
-// libibverbs, but every DPDK user in the binary must then link statically the same way (see
-// emulator/port/CMakeLists.txt).
+// included). No option or environment variable turns that scan off, and `-d` only adds more. So `uroced`
+// links its drivers statically (no scan, no libibverbs, 115-140 ms) and only `uroced-all-pmds`, run for
+// mlx ports, pays for the scan (emulator/dpdk.cmake).
 }  // namespace
 
 Eal::Eal(const EalOptions& options) {

@@ -131,6 +131,16 @@ class Loopback(DaemonTestCase):
         self.assertTrue(d.alive(), d.read_log())
         self.run_workload("after kill", d.socket, d.socket, [("write", 65536, 300)])
 
+    def test_no_libibverbs_and_no_plugin_scan(self):
+        # uroced links its DPDK drivers statically (emulator/dpdk.cmake): nothing rdma-core or mlx may be
+        # mapped, and no driver is loaded from Debian's plugin directory.
+        d = self.daemon("maps")
+        with open(f"/proc/{d.proc.pid}/maps") as f:
+            maps = f.read()
+        for unwanted in ("libibverbs", "libmlx5", "librte_net_mlx", "dpdk/pmds-"):
+            self.assertNotIn(unwanted, maps)
+        self.assertTrue(os.path.exists(UROCED + "-all-pmds"), "uroced-all-pmds is built beside uroced")
+
     def test_refuses_to_run_under_uroce_run(self):
         run = os.path.join(os.path.dirname(UROCE), "..", "verbs_shim", "uroce-run")
         if not os.path.exists(run):
