@@ -2,7 +2,8 @@
 # The "Speed" benchmark: builds uroce_bench (Release) and runs it on one core. Prints Markdown tables:
 # parse / ICRC-verify throughput against memcpy of the same bytes, the CRC-32 library candidates, the
 # transport over an in-memory wire; then uroced between two processes in its three setups (loopback,
-# veth in two network namespaces, memif) beside memcpy.
+# veth in two network namespaces, memif) beside memcpy; then Debian's unmodified perftest through the verbs
+# shim in the same three setups, beside the kernel's TCP on loopback (qperf, iperf3) and memcpy.
 #
 #   scripts/bench.sh [uroce_bench options: --quick, --rounds N, --sample-ms MS, --cpu N, --dram-mib MIB]
 #
@@ -19,7 +20,7 @@ build_dir="${UROCE_BENCH_BUILD_DIR:-build/bench}"
 
 scripts/deps.sh
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$build_dir" --target uroce_bench uroced uroce-rdma-test uroce
+cmake --build "$build_dir" --target uroce_bench uroced uroce-rdma-test uroce uroce_verbs_shim
 
 echo
 "$build_dir/bench/uroce_bench" "$@" | tee "$build_dir/bench-results.md"
@@ -27,3 +28,5 @@ echo
 scale=1
 for a in "$@"; do [ "$a" = "--quick" ] && scale=0.1; done
 python3 tests/integration/bench_daemon.py "$build_dir" --scale "$scale" | tee -a "$build_dir/bench-results.md"
+# The verbs shim: perftest through uroce-run, beside TCP (issue 5's speed table and its targets).
+python3 tests/verbs_shim/bench_verbs.py "$build_dir" --scale "$scale" | tee -a "$build_dir/bench-results.md"

@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from daemon_harness import Daemon, is_root, run_pair, tempdir, two_namespaces_with_veth  # noqa: E402
+from daemon_harness import SETUPS, is_root, run_pair, tempdir  # noqa: E402
 
 CASES = [("write", 65536, 20000), ("read", 65536, 20000), ("send", 64, 200000), ("send", 4096, 100000)]
 
@@ -45,30 +45,12 @@ def main():
                          f"{result['gbytes_per_s'] / ref:.3f}", "verified"))
 
     with tempdir() as d:
-        lo = Daemon(uroced, d, "lo")
-        try:
-            measure("(a) loopback", lo.socket, lo.socket, d)
-        finally:
-            lo.stop()
-        if is_root():
-            with two_namespaces_with_veth() as (ns, veth):
-                a = Daemon(uroced, d, "va", ["--port", f"net_af_packet0,iface={veth[0]}", "--ip", "10.77.0.1"], ns[0])
-                b = Daemon(uroced, d, "vb", ["--port", f"net_af_packet0,iface={veth[1]}", "--ip", "10.77.0.2"], ns[1])
-                try:
-                    measure("(b) veth, af_packet", a.socket, b.socket, d)
-                finally:
-                    a.stop()
-                    b.stop()
-        else:
-            rows.append(("(b) veth, af_packet", "", "", "", "skipped: needs root", "", "", "", ""))
-        sock = os.path.join(d, "memif.sock")
-        a = Daemon(uroced, d, "ma", ["--port", f"net_memif0,role=server,socket={sock}", "--ip", "10.78.0.1"])
-        b = Daemon(uroced, d, "mb", ["--port", f"net_memif0,role=client,socket={sock}", "--ip", "10.78.0.2"])
-        try:
-            measure("(c) memif", a.socket, b.socket, d)
-        finally:
-            a.stop()
-            b.stop()
+        for label, setup in (("(a) loopback", "loopback"), ("(b) veth, af_packet", "veth"), ("(c) memif", "memif")):
+            if setup == "veth" and not is_root():
+                rows.append((label, "", "", "", "skipped: needs root", "", "", "", ""))
+                continue
+            with SETUPS[setup](uroced, d) as (_, server_socket, client_socket):
+                measure(label, server_socket, client_socket, d)
 
     header = ("setup", "operation", "bytes", "messages", "GB/s", "M msg/s", "memcpy GB/s (same size)", "ratio", "check")
     print("\n## uroced: uroce-rdma-test between two processes (every byte checked)\n")

@@ -111,3 +111,50 @@ def is_root():
 
 def tempdir():
     return tempfile.TemporaryDirectory(prefix="uroce-daemon-test-")
+
+
+# --- The three setups of the daemon and verbs tests --------------------------------------------------------
+# Each is a context manager yielding (daemons, server_socket, client_socket): (a) one uroced on its internal
+# loopback port, both sides through it; (b) two uroced in two network namespaces joined by a veth pair
+# (net_af_packet; needs root); (c) two uroced joined by a memif. Daemons are stopped by PID on the way out.
+
+@contextlib.contextmanager
+def _stopped_at_exit(daemons):
+    try:
+        yield
+    finally:
+        for d in daemons:
+            d.stop()
+
+
+@contextlib.contextmanager
+def loopback_setup(uroced, workdir, extra=()):
+    daemons = []
+    with _stopped_at_exit(daemons):
+        daemons.append(Daemon(uroced, workdir, "lo", list(extra)))
+        yield daemons, daemons[0].socket, daemons[0].socket
+
+
+@contextlib.contextmanager
+def veth_setup(uroced, workdir, extra=()):
+    with two_namespaces_with_veth() as (ns, ifs):
+        daemons = []
+        with _stopped_at_exit(daemons):  # inside: the daemons stop before their namespaces go
+            for i, name in enumerate(("va", "vb")):
+                daemons.append(Daemon(uroced, workdir, name, ["--port", f"net_af_packet0,iface={ifs[i]}",
+                                                              "--ip", f"10.77.0.{i + 1}", *extra], netns=ns[i]))
+            yield daemons, daemons[0].socket, daemons[1].socket
+
+
+@contextlib.contextmanager
+def memif_setup(uroced, workdir, extra=()):
+    sock = os.path.join(workdir, "memif.sock")
+    daemons = []
+    with _stopped_at_exit(daemons):
+        for i, (name, role) in enumerate((("ma", "server"), ("mb", "client"))):
+            daemons.append(Daemon(uroced, workdir, name, ["--port", f"net_memif0,role={role},socket={sock}",
+                                                          "--ip", f"10.78.0.{i + 1}", *extra]))
+        yield daemons, daemons[0].socket, daemons[1].socket
+
+
+SETUPS = {"loopback": loopback_setup, "veth": veth_setup, "memif": memif_setup}
