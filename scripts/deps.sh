@@ -14,6 +14,7 @@ packages=(
   libpcap-dev                         # reading/writing captures (pcap and pcapng)
   libisal-dev                         # CRC-32 for the ICRC (chosen by measurement: docs/icrc.md)
   libibverbs-dev                      # the real verbs.h: used by the ABI test and later by the verbs shim
+  librdmacm-dev                       # the real rdma_cma.h: the librdmacm shim is built against it
   zlib1g-dev                          # CRC-32 candidate measured against ISA-L in the benchmark
   libcli11-dev                        # command-line parsing
   nlohmann-json3-dev                  # JSON output of `uroce dissect --json`
@@ -23,6 +24,10 @@ packages=(
   iproute2                            # veth pairs and network namespaces in integration tests
   python3                             # test glue (tshark comparison)
   ibverbs-utils perftest              # unmodified verbs programs run through the verbs shim
+  qperf rdmacm-utils python3-pyverbs  # more unmodified verbs programs (qperf, rping) and pyverbs
+  iperf3                              # the kernel's TCP beside uroce in the benchmark table
+  qemu-system-x86 linux-image-amd64   # scripts/interop.sh: Linux Soft-RoCE (rdma_rxe) in a VM as uroce's peer
+  busybox-static nftables tcpdump     #   its initramfs, loss injection on the bridge, captures
 )
 
 missing=()
