@@ -31,8 +31,18 @@ int gather_inline(const ibv_send_wr& wr, uint8_t* out, size_t room, size_t& leng
   return 0;
 }
 
+// An atomic needs an 8-byte aligned remote address and 8 bytes of local buffer, and cannot be inline.
+// The transport refuses other atomics (transport/device.cpp post_send), but by then the request is in the
+// ring and ibv_post_send has returned success: refuse them here, as rdma-core's rxe provider does.
+bool valid_atomic(const ibv_send_wr& wr) {
+  if (wr.opcode != IBV_WR_ATOMIC_CMP_AND_SWP && wr.opcode != IBV_WR_ATOMIC_FETCH_AND_ADD) return true;
+  uint64_t length = 0;
+  for (int i = 0; i < wr.num_sge; ++i) length += wr.sg_list[i].length;
+  return (wr.wr.atomic.remote_addr & 7) == 0 && length >= 8 && !(wr.send_flags & IBV_SEND_INLINE);
+}
+
 int post_one(Qp& q, const ibv_send_wr& wr) {
-  if (wr.num_sge < 0) return EINVAL;
+  if (wr.num_sge < 0 || !valid_atomic(wr)) return EINVAL;
   SendEntry e{};
   e.wr_id = wr.wr_id;
   e.opcode = uint32_t(wr.opcode);

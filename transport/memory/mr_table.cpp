@@ -56,8 +56,9 @@ std::optional<uint32_t> MrTable::replace(uint32_t key, MemoryRegion region) {
   return s.region.key;
 }
 
-bool MrTable::invalidate(uint32_t key) {
-  if (find(key) == nullptr) return false;
+bool MrTable::invalidate(uint32_t key, uint32_t pd) {
+  const MemoryRegion* r = find(key);
+  if (r == nullptr || r->pd != pd) return false;
   slots_[key >> 8].region.valid = false;
   return true;
 }

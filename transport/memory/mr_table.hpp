@@ -39,8 +39,10 @@ class MrTable {
   bool remove(uint32_t key);
   // Changes a region in place and gives it a new key (ibv_rereg_mr); nullopt if `key` is not current.
   std::optional<uint32_t> replace(uint32_t key, MemoryRegion region);
-  // Marks a region invalid (SEND_WITH_INV, LOCAL_INV); false if the key is not current.
-  bool invalidate(uint32_t key);
+  // Marks a region invalid (SEND_WITH_INV, LOCAL_INV); false if the key is not current or the region
+  // is not in protection domain `pd` (the QP's): keys are unique across the whole device, so without the
+  // check a peer could invalidate any region, another application's included.
+  bool invalidate(uint32_t key, uint32_t pd);
 
   // Checks that [addr, addr+len) lies in the region `key` of protection domain `pd` and that the region
   // grants every bit of `access`. A zero-length access checks the key and PD only.

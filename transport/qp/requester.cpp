@@ -71,7 +71,7 @@ void DeviceImpl::run_requester(QueuePair& qp, Nanos now) {
     if (fresh && w.packets == 0 && qp.attr.qp_state == QpState::sqd) return;
 
     if (w.wr.opcode == WrOpcode::local_inv) {
-      w.state = mrs_.invalidate(w.wr.invalidate_rkey) ? WqeState::done : WqeState::failed;
+      w.state = mrs_.invalidate(w.wr.invalidate_rkey, qp.pd) ? WqeState::done : WqeState::failed;
       w.status = w.state == WqeState::done ? WcStatus::success : WcStatus::loc_prot_err;
       ++qp.req.next;
       complete_finished(qp);

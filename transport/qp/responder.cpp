@@ -265,7 +265,7 @@ class RcResponder {
     const bool is_send = info_.operation == Operation::send;
     if (!is_send && !imm) return true;  // a plain RDMA WRITE completes nothing at the responder
     const bool inv = info_.has(wire::hdr_ieth);
-    if (inv && !d_.mrs_.invalidate(h_.ieth)) {
+    if (inv && !d_.mrs_.invalidate(h_.ieth, qp_.pd)) {
       fatal(wire::NakCode::invalid_request, WcStatus::rem_inv_req_err, EventType::qp_req_err);
       return false;
     }

@@ -22,6 +22,22 @@ std::vector<WorkCompletion> expect_success(Host& h, uint32_t cq, size_t n) {
 
 bool is_read_request(const WireFrame& f) { return f.is(wire::Opcode::rc_rdma_read_request); }
 
+SendWr local_inv(uint64_t wr_id, uint32_t key, uint32_t send_flags = send_signaled) {
+  SendWr li;
+  li.wr_id = wr_id;
+  li.opcode = WrOpcode::local_inv;
+  li.send_flags = send_flags;
+  li.invalidate_rkey = key;
+  return li;
+}
+
+// The status of the one completion on `cq`.
+WcStatus only_status(Host& h, uint32_t cq) {
+  const auto wc = h.poll(cq);
+  REQUIRE(wc.size() == 1);
+  return wc[0].status;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------------------
@@ -462,6 +478,32 @@ TEST_CASE("features: SEND with invalidate invalidates the responder's region", "
   CHECK(sc[0].status == WcStatus::rem_access_err);
 }
 
+TEST_CASE("features: invalidation names only regions of the QP's own protection domain", "[transport][rc][features]") {
+  // Keys are unique across the device (every application's regions share the table): without this check
+  // a peer, or a LOCAL_INV, could invalidate any region on the device.
+  Pair p;
+  uint32_t other_pd = 0;
+  REQUIRE(p.b.device->alloc_pd(other_pd) == 0);
+  std::vector<uint8_t> memory(4096);
+  uint32_t key = 0;
+  REQUIRE(p.b.device->reg_mr(other_pd, 0x30000000, memory.size(), Pair::all_access,
+                             std::make_shared<HostMemory>(memory.data(), memory.size()), 0, key) == 0);
+  SECTION("SEND with invalidate: an Invalid Request NAK") {
+    REQUIRE(p.b.device->post_recv(p.qb, recv_wr(7, b_base, 4096, p.b_key)) == 0);
+    SendWr inv = send_wr(1, WrOpcode::send_with_inv, a_base, 100, p.a_key);
+    inv.invalidate_rkey = key;
+    REQUIRE(p.post_a(inv) == 0);
+    REQUIRE(p.run());
+    CHECK(only_status(p.a, p.a.send_cq) == WcStatus::rem_inv_req_err);
+    CHECK(only_status(p.b, p.b.recv_cq) == WcStatus::rem_inv_req_err);  // the receive the SEND took
+  }
+  SECTION("LOCAL_INV: a local protection error") {
+    REQUIRE(p.post_b(local_inv(5, key)) == 0);
+    REQUIRE(p.run());
+    CHECK(only_status(p.b, p.b.send_cq) == WcStatus::loc_prot_err);
+  }
+}
+
 TEST_CASE("features: LOCAL_INV invalidates a region of one's own", "[transport][rc][features]") {
   Pair p;
   SECTION("for local access") {
@@ -469,12 +511,7 @@ TEST_CASE("features: LOCAL_INV invalidates a region of one's own", "[transport][
     REQUIRE(p.b.device->post_recv(p.qb, recv_wr(7, b_base, 4096, p.b_key)) == 0);
     REQUIRE(p.b.device->post_recv(p.qb, recv_wr(8, b_base, 4096, p.b_key)) == 0);
     REQUIRE(p.post_a(send_wr(1, WrOpcode::send, 0x30000000, 100, key)) == 0);  // before: fine
-    SendWr li;
-    li.wr_id = 2;
-    li.opcode = WrOpcode::local_inv;
-    li.send_flags = send_signaled | send_fence;
-    li.invalidate_rkey = key;
-    REQUIRE(p.post_a(li) == 0);
+    REQUIRE(p.post_a(local_inv(2, key, send_signaled | send_fence)) == 0);
     REQUIRE(p.post_a(send_wr(3, WrOpcode::send, 0x30000000, 100, key)) == 0);  // after: refused
     REQUIRE(p.run());
     const auto sc = p.a.poll(p.a.send_cq);
@@ -490,12 +527,7 @@ TEST_CASE("features: LOCAL_INV invalidates a region of one's own", "[transport][
   }
   SECTION("for remote access") {
     const uint32_t key = p.b.add_buffer(4096, Pair::all_access, 0x30000000);
-    SendWr li;
-    li.wr_id = 5;
-    li.opcode = WrOpcode::local_inv;
-    li.send_flags = send_signaled;
-    li.invalidate_rkey = key;
-    REQUIRE(p.post_b(li) == 0);
+    REQUIRE(p.post_b(local_inv(5, key)) == 0);
     REQUIRE(p.run());
     const auto scb = p.b.poll(p.b.send_cq);
     REQUIRE(scb.size() == 1);

@@ -1,0 +1,192 @@
+"""One side of the pyverbs test (pyverbs_ops.py): a verbs device opened through pyverbs, with named memory
+regions and numbered RC queue pairs, driven by plain-data calls so that the same methods run locally (the
+requester) or on the peer process (the responder, through `serve`). Runs under /usr/bin/python3 (Debian's
+python3-pyverbs) and uroce-run, so every verb below goes through the verbs shim to uroced.
+
+Values crossing the process boundary are JSON: bytes as hex, scatter/gather lists as [mr name, offset,
+length] triples, completions as dicts of the ibv_wc fields a check looks at.
+"""
+import json
+import os
+import signal
+import time
+
+import pyverbs.enums as e
+from pyverbs.addr import GID, AHAttr, GlobalRoute
+from pyverbs.cq import CQ
+from pyverbs.device import Context
+from pyverbs.mr import MR
+from pyverbs.pd import PD
+from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+from pyverbs.wr import SGE, RecvWR, SendWR
+
+ALL_ACCESS = (e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ |
+              e.IBV_ACCESS_REMOTE_ATOMIC)
+PORT = 1
+GID_INDEX = 0  # uroce's GID 0 is the port's IPv4 address (RoCE v2)
+
+
+def wc_dict(wc):
+    return {"wr_id": wc.wr_id, "status": wc.status, "opcode": wc.opcode, "byte_len": wc.byte_len,
+            "imm_data": wc.imm_data, "wc_flags": wc.wc_flags, "qp_num": wc.qp_num, "src_qp": wc.src_qp}
+
+
+class Node:
+    def __init__(self, device="uroce0"):
+        self.ctx = Context(name=device)
+        self.pds = {"main": PD(self.ctx)}
+        self.mrs = {}
+        self.qps = {}    # id -> (QP, send CQ, recv CQ): a CQ pair per QP, so one check's leftovers stay there
+        self.gid = str(self.ctx.query_gid(PORT, GID_INDEX))
+
+    # --- memory ---------------------------------------------------------------------------------------
+    def reg_mr(self, name, length, access=ALL_ACCESS, pd="main"):
+        if pd not in self.pds:
+            self.pds[pd] = PD(self.ctx)
+        if name in self.mrs:  # each check starts from fresh, zeroed regions
+            self.mrs.pop(name).close()
+        mr = MR(self.pds[pd], length, access)
+        mr.write(b"\0" * length, length, 0)
+        self.mrs[name] = mr
+        return {"addr": mr.buf, "rkey": mr.rkey, "lkey": mr.lkey}
+
+    def dereg_mr(self, name):
+        self.mrs.pop(name).close()
+
+    def write(self, mr, offset, data_hex):
+        data = bytes.fromhex(data_hex)
+        self.mrs[mr].write(data, len(data), offset)
+
+    def read(self, mr, offset, length):
+        return bytes(self.mrs[mr].read(length, offset)).hex()
+
+    def sge_list(self, sges):
+        """[mr, offset, length] or [mr, offset, length, lkey]: inline data needs no valid lkey."""
+        return [SGE(self.mrs[s[0]].buf + s[1], s[2], s[3] if len(s) > 3 else self.mrs[s[0]].lkey) for s in sges]
+
+    # --- queue pairs ----------------------------------------------------------------------------------
+    def create_qp(self, qid, sq_sig_all=False, max_inline=0, depth=16, max_sge=4, pd="main"):
+        scq, rcq = CQ(self.ctx, 2 * depth), CQ(self.ctx, 2 * depth)
+        cap = QPCap(max_send_wr=depth, max_recv_wr=depth, max_send_sge=max_sge, max_recv_sge=max_sge,
+                    max_inline_data=max_inline)
+        init = QPInitAttr(qp_type=e.IBV_QPT_RC, scq=scq, rcq=rcq, cap=cap, sq_sig_all=int(sq_sig_all))
+        qp = QP(self.pds[pd], init)
+        self.qps[qid] = (qp, scq, rcq)
+        return {"qpn": qp.qp_num, "gid": self.gid, "max_inline": init.cap.max_inline_data}
+
+    def connect(self, qid, qpn, gid, psn=0, remote_psn=0, timeout=14, retry_cnt=7, rnr_retry=7,
+                min_rnr_timer=1, mtu=e.IBV_MTU_1024):
+        """RESET -> INIT -> RTR -> RTS toward (qpn, gid); the requester-side limits are parameters."""
+        qp = self.qps[qid][0]
+        a = QPAttr(qp_state=e.IBV_QPS_INIT)
+        a.pkey_index, a.port_num, a.qp_access_flags = 0, PORT, ALL_ACCESS
+        qp.modify(a, e.IBV_QP_STATE | e.IBV_QP_PKEY_INDEX | e.IBV_QP_PORT | e.IBV_QP_ACCESS_FLAGS)
+        a = QPAttr(qp_state=e.IBV_QPS_RTR)
+        a.path_mtu, a.dest_qp_num, a.rq_psn = mtu, qpn, remote_psn
+        a.max_dest_rd_atomic, a.min_rnr_timer = 4, min_rnr_timer
+        a.ah_attr = AHAttr(is_global=1, port_num=PORT, gr=GlobalRoute(dgid=GID(gid), sgid_index=GID_INDEX))
+        qp.modify(a, e.IBV_QP_STATE | e.IBV_QP_AV | e.IBV_QP_PATH_MTU | e.IBV_QP_DEST_QPN | e.IBV_QP_RQ_PSN |
+                  e.IBV_QP_MAX_DEST_RD_ATOMIC | e.IBV_QP_MIN_RNR_TIMER)
+        a = QPAttr(qp_state=e.IBV_QPS_RTS)
+        a.timeout, a.retry_cnt, a.rnr_retry, a.sq_psn, a.max_rd_atomic = timeout, retry_cnt, rnr_retry, psn, 4
+        qp.modify(a, e.IBV_QP_STATE | e.IBV_QP_TIMEOUT | e.IBV_QP_RETRY_CNT | e.IBV_QP_RNR_RETRY |
+                  e.IBV_QP_SQ_PSN | e.IBV_QP_MAX_QP_RD_ATOMIC)
+
+    def vanish(self):
+        """Dies at once, as a crashing process does: no verbs call tears anything down."""
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    def destroy_qp(self, qid):
+        qp, scq, rcq = self.qps.pop(qid)
+        qp.close()
+        scq.close()
+        rcq.close()
+
+    def qp_state(self, qid):
+        attr, _ = self.qps[qid][0].query(e.IBV_QP_STATE)
+        return attr.qp_state
+
+    def post_recv(self, qid, wr_id, sges):
+        """One receive; an empty list posts a receive with no SGE (for zero-length messages)."""
+        sg = self.sge_list(sges) or self.sge_list([[next(iter(self.mrs)), 0, 0]])
+        wr = RecvWR(wr_id=wr_id, num_sge=len(sg), sg=sg)
+        wr.num_sge = len(sges)
+        self.qps[qid][0].post_recv(wr)
+
+    def post_send(self, qid, wrs):
+        """Posts the work requests (dicts, see send_wr) as one chain, with one ibv_post_send."""
+        chain = [self.send_wr(w) for w in wrs]
+        for first, second in zip(chain, chain[1:]):
+            first.next_wr = second
+        self.qps[qid][0].post_send(chain[0])
+
+    def send_wr(self, w):
+        sges = w.get("sges", [])
+        # pyverbs wants an SGE to build a WR; a WR without one (zero-length) gets num_sge = 0 afterwards.
+        sg = self.sge_list(sges) or self.sge_list([[next(iter(self.mrs)), 0, 0]])
+        wr = SendWR(wr_id=w["wr_id"], opcode=w["opcode"], num_sge=len(sg), sg=sg,
+                    send_flags=w.get("flags", e.IBV_SEND_SIGNALED))
+        wr.num_sge = len(sges)
+        # ibv_send_wr's imm_data (network order, as pyverbs stores it unchanged) shares a union with
+        # invalidate_rkey, which pyverbs has no setter for: "imm" is whichever the opcode uses.
+        wr.imm_data = w.get("imm", 0)
+        if "rdma" in w:
+            wr.set_wr_rdma(*w["rdma"])           # rkey, remote address
+        if "atomic" in w:
+            wr.set_wr_atomic(*w["atomic"])       # rkey, remote address, compare/add, swap
+        return wr
+
+    def poll(self, qid, which, count, timeout=5.0, settle=0.05):
+        """Exactly the completions that arrive on the QP's send or recv CQ: waits for `count` of them (up to
+        `timeout` s), then `settle` s more, so that a completion too many is seen too."""
+        cq = self.qps[qid][1 if which == "send" else 2]
+        out = []
+        deadline = time.monotonic() + timeout
+        while len(out) < count and time.monotonic() < deadline:
+            n, wcs = cq.poll(count - len(out))
+            out += [wc_dict(wc) for wc in wcs[:n]]
+            if not n:
+                time.sleep(0.0005)
+        end = time.monotonic() + settle
+        while time.monotonic() < end:
+            n, wcs = cq.poll(16)
+            out += [wc_dict(wc) for wc in wcs[:n]]
+            if not n:
+                time.sleep(0.001)
+        return out
+
+
+def serve(node, sock):
+    """The responder process: runs the calls that arrive as JSON lines, one answer line each, until EOF."""
+    f = sock.makefile("rw")
+    for line in f:
+        call = json.loads(line)
+        try:
+            answer = {"result": getattr(node, call["method"])(*call["args"], **call["kwargs"])}
+        except Exception as ex:  # the caller's check reports it
+            answer = {"error": f"{type(ex).__name__}: {ex}"}
+        f.write(json.dumps(answer) + "\n")
+        f.flush()
+
+
+class Remote:
+    """The peer's Node, called through the socket: remote.post_recv(...) runs node.post_recv there."""
+
+    def __init__(self, sock):
+        self.f = sock.makefile("rw")
+
+    def __getattr__(self, method):
+        def call(*args, **kwargs):
+            self.f.write(json.dumps({"method": method, "args": args, "kwargs": kwargs}) + "\n")
+            self.f.flush()
+            line = self.f.readline()
+            if method == "vanish":  # no answer: the peer is gone when its end of the socket closes
+                assert not line, f"the peer answered vanish: {line}"
+                return None
+            if not line:
+                raise RuntimeError(f"the peer closed the connection during {method}")
+            answer = json.loads(line)
+            if "error" in answer:
+                raise RuntimeError(f"peer {method}: {answer['error']}")
+            return answer["result"]
+        return call
