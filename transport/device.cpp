@@ -602,6 +602,10 @@ void Device::receive(std::span<const uint8_t> bytes, Nanos now) {
   }
   const wire::Bth& bth = f.roce.bth();
   if (f.roce.info->transport == wire::Transport::cnp) return;  // congestion control comes later
+  if (bth.dest_qp == wire::gsi_qpn) {  // QP1 is no QueuePair: its MADs go to connection management
+    d.on_gsi(f, now);
+    return;
+  }
   QueuePair* qp = d.find_qp(bth.dest_qp);
   if (qp == nullptr) {
     ++c.rx_unknown_qp;

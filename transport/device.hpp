@@ -71,6 +71,9 @@ struct DeviceCounters {
   uint64_t rnr_naks_received = 0;
   uint64_t timeouts = 0;
   uint64_t cq_overflows = 0;
+  uint64_t rx_gsi = 0;          // MADs delivered to the GSI handler
+  uint64_t rx_gsi_dropped = 0;  // to QP1 but not a GSI datagram (opcode, Q_Key, P_Key, size) or no handler
+  uint64_t tx_gsi = 0;
 };
 
 // What one queue pair did (`uroce stats` per QP). NAKs by their code: PSN sequence error, invalid request,
@@ -89,6 +92,16 @@ struct QpCounters {
   std::array<uint64_t, 5> naks_sent{};
   std::array<uint64_t, 5> naks_received{};
 };
+
+// A MAD received on QP1, the General Services Interface (connection management, above the transport:
+// transport/cm). Valid only during the handler call.
+struct GsiDatagram {
+  wire::IpAddress source_gid;  // the sender's port (the IP source address)
+  uint32_t source_qpn = 0;     // its GSI QP (DETH source QP), where answers go
+  uint16_t pkey = 0;
+  std::span<const uint8_t> mad;
+};
+using GsiHandler = std::function<void(const GsiDatagram&, Nanos)>;
 
 class DeviceImpl;
 
@@ -137,6 +150,12 @@ class Device {
   void run(Nanos now);              // lets requesters send and fires due timers
   Nanos next_deadline() const;      // when run() must be called again at the latest (never if idle)
   bool has_pending_work() const;    // a requester has something it could send now
+
+  // QP1: UD SEND_ONLY packets to QP 1 with the GSI Q_Key go to `handler` (engine thread), not to a QP;
+  // send_gsi sends one MAD from QP 1 to `dest_qpn` of the port `destination` names. Without a handler,
+  // MADs are counted (rx_gsi_dropped) and dropped.
+  void set_gsi_handler(GsiHandler handler);
+  int send_gsi(const verbs::AddressVector& destination, uint32_t dest_qpn, std::span<const uint8_t> mad);
 
   std::vector<AsyncEvent> take_events();
   const DeviceCounters& counters() const;

@@ -13,6 +13,7 @@
 #include "transport/numbered_table.hpp"
 #include "transport/qp/queue_pair.hpp"
 #include "transport/wire/frame.hpp"
+#include "transport/wire/mad.hpp"
 
 namespace uroce::transport {
 
@@ -48,6 +49,9 @@ class DeviceImpl {
   DeviceCounters counters_;
   wire::Frame frame_;                       // reused by receive()
   std::vector<uint8_t> scratch_ = std::vector<uint8_t>(4096);  // one packet's payload
+  GsiHandler gsi_handler_;                  // QP1's MADs (gsi.cpp)
+  uint32_t gsi_psn_ = 0;
+  void on_gsi(const wire::Frame& f, Nanos now);
 
   // -- shared helpers (device.cpp) --
   QueuePair* find_qp(uint32_t qpn) { return qps_.find(qpn); }

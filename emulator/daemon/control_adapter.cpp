@@ -18,7 +18,11 @@ void ControlAdapter::handle(control::Session& session, const nlohmann::json& req
   std::vector<int> received;
   for (const auto& fd : session.received_fds()) received.push_back(fd.get());
   try {
-    reply.body = service_.handle(session.id(), request, fds, received);
+    if (cm_ != nullptr && CmService::handles(request.value("op", std::string()))) {
+      reply.body = cm_->handle(session.id(), request, fds);
+    } else {
+      reply.body = service_.handle(session.id(), request, fds, received);
+    }
     for (int fd : fds) reply.attach(control::UniqueFd(fd));
   } catch (const ServiceError& e) {
     for (int fd : fds) close(fd);
@@ -26,6 +30,9 @@ void ControlAdapter::handle(control::Session& session, const nlohmann::json& req
   }
 }
 
-void ControlAdapter::on_close(control::Session& session) { service_.close_session(session.id()); }
+void ControlAdapter::on_close(control::Session& session) {
+  if (cm_ != nullptr) cm_->close_session(session.id());
+  service_.close_session(session.id());
+}
 
 }  // namespace uroce::emulator

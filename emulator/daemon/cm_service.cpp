@@ -1,0 +1,386 @@
+// rdma_cm IDs, channels, addresses and ports. The connection half (REQ/REP/..., events) is cm_connect.cpp.
+#include "emulator/daemon/cm_service.hpp"
+
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <boost/asio/post.hpp>
+#include <spdlog/spdlog.h>
+
+#include "transport/cm/rdma_cm_header.hpp"
+
+namespace uroce::emulator {
+
+using nlohmann::json;
+
+namespace {
+
+// Modified EUI-64 from the port's MAC, as RoCE NICs (and the verbs shim's node GUID) derive it.
+uint64_t ca_guid_of(const wire::MacAddress& mac) {
+  const auto& m = mac.bytes;
+  return uint64_t(m[0] ^ 2) << 56 | uint64_t(m[1]) << 48 | uint64_t(m[2]) << 40 | 0xffull << 32 | 0xfeull << 24 |
+         uint64_t(m[3]) << 16 | uint64_t(m[4]) << 8 | m[5];
+}
+
+cm::CmConfig cm_config(const PortDescription& port, uint32_t seed) {
+  cm::CmConfig c;
+  c.ca_guid = ca_guid_of(port.mac);
+  c.first_comm_id = seed | 1;  // comm IDs of a restarted daemon do not repeat the last run's
+  return c;
+}
+
+wire::IpAddress need_ip(const json& r, const char* key) {
+  const auto it = r.find(key);
+  if (it == r.end() || !it->is_string()) throw ServiceError(EINVAL, std::string("missing address ") + key);
+  const std::optional<wire::IpAddress> a = wire::parse_ip(it->get<std::string>());
+  if (!a) throw ServiceError(EINVAL, "not an IP address: " + it->get<std::string>());
+  return *a;
+}
+
+bool is_wildcard(const wire::IpAddress& a) { return a == wire::IpAddress{} || a == wire::IpAddress::from_v4(0); }
+
+}  // namespace
+
+uint32_t need_field(const json& r, const char* key) {
+  const auto it = r.find(key);
+  if (it == r.end() || !it->is_number_unsigned() || it->get<uint64_t>() > UINT32_MAX) {
+    throw ServiceError(EINVAL, std::string("missing or invalid field ") + key);
+  }
+  return it->get<uint32_t>();
+}
+
+CmService::CmService(EngineAccess& engine, boost::asio::io_context& io, PortDescription port)
+    : engine_(engine),
+      io_(io),
+      port_(std::move(port)),
+      gsi_(engine, io, port_.gids),
+      cm_(gsi_, cm_config(port_, std::random_device{}())),
+      timer_(io),
+      rng_(std::random_device{}()) {
+  next_ephemeral_ = uint16_t(32768 + rng_() % 28000);
+  handlers_ = {
+      {"cm_create_channel", &CmService::create_channel}, {"cm_destroy_channel", &CmService::destroy_channel},
+      {"cm_get_event", &CmService::get_event},           {"cm_create_id", &CmService::create_id},
+      {"cm_destroy_id", &CmService::destroy_id},         {"cm_migrate_id", &CmService::migrate_id},
+      {"cm_bind", &CmService::bind},                     {"cm_resolve_addr", &CmService::resolve_addr},
+      {"cm_resolve_route", &CmService::resolve_route},   {"cm_listen", &CmService::listen},
+      {"cm_set_option", &CmService::set_option},         {"cm_query", &CmService::query},
+      {"cm_stats", &CmService::stats},                   {"cm_connect", &CmService::connect},
+      {"cm_accept", &CmService::accept},                 {"cm_reject", &CmService::reject},
+      {"cm_establish", &CmService::establish},           {"cm_notify", &CmService::notify},
+      {"cm_disconnect", &CmService::disconnect},         {"cm_init_qp_attr", &CmService::init_qp_attr},
+  };
+}
+
+CmService::~CmService() {
+  for (auto& [n, c] : channels_) close(c.fd);
+}
+
+void CmService::start() {
+  gsi_.start([this](const cm::MadAddress& from, std::span<const uint8_t> mad) { on_mad(from, mad); });
+}
+
+cm::Nanos CmService::now() const {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return cm::Nanos(ts.tv_sec) * 1'000'000'000 + cm::Nanos(ts.tv_nsec);
+}
+
+json CmService::handle(uint64_t session, const json& request, std::vector<int>& fds) {
+  const auto it = handlers_.find(request.value("op", std::string()));
+  if (it == handlers_.end()) throw ServiceError(EOPNOTSUPP, "unknown operation " + request.value("op", std::string()));
+  json reply = (this->*(it->second))(session, request, fds);
+  after_cm();
+  return reply;
+}
+
+void CmService::close_session(uint64_t session) {
+  std::vector<uint32_t> mine;
+  for (const auto& [n, id] : ids_) {
+    if (id.session == session) mine.push_back(n);
+  }
+  for (uint32_t n : mine) destroy(n);
+  for (auto it = channels_.begin(); it != channels_.end();) {
+    if (it->second.session == session) {
+      close(it->second.fd);
+      it = channels_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  after_cm();
+}
+
+CmId& CmService::id_of(uint64_t session, const json& r) {
+  const auto it = ids_.find(need_field(r, "cm_id"));
+  if (it == ids_.end() || it->second.session != session) throw ServiceError(EINVAL, "no such rdma_cm id");
+  return it->second;
+}
+
+bool CmService::is_local(const wire::IpAddress& a) const {
+  for (const auto& g : port_.gids) {
+    if (g == a) return true;
+  }
+  return false;
+}
+
+uint8_t CmService::sgid_index(const wire::IpAddress& a) const {
+  for (size_t i = 0; i < port_.gids.size(); ++i) {
+    if (port_.gids[i] == a) return uint8_t(i);
+  }
+  return 0;
+}
+
+void CmService::queue_event(uint32_t id, RdmaCmEvent type, int status, json extra) {
+  const auto it = ids_.find(id);
+  if (it == ids_.end()) return;
+  const auto ch = channels_.find(it->second.channel);
+  if (ch == channels_.end()) return;
+  extra["type"] = int(type);
+  extra["cm_id"] = id;
+  extra["status"] = status;
+  ch->second.events.push_back(std::move(extra));
+  const uint64_t one = 1;
+  if (write(ch->second.fd, &one, sizeof one) != sizeof one) spdlog::warn("rdma_cm: event channel write failed");
+}
+
+// --- channels ----------------------------------------------------------------------------------------------
+
+json CmService::create_channel(uint64_t s, const json&, std::vector<int>& fds) {
+  // A semaphore eventfd: each read takes one event's count, so the client reads once per event and then
+  // fetches it; poll/epoll see it readable while any is queued. Blocking: the client may set O_NONBLOCK.
+  const int fd = eventfd(0, EFD_SEMAPHORE | EFD_CLOEXEC);
+  if (fd < 0) throw ServiceError(errno, "eventfd for an rdma_cm event channel failed");
+  const int client_fd = dup(fd);
+  if (client_fd < 0) {
+    close(fd);
+    throw ServiceError(errno, "dup failed");
+  }
+  const uint32_t n = next_channel_++;
+  channels_[n] = CmChannel{s, fd, {}};
+  fds.push_back(client_fd);
+  return {{"channel", n}};
+}
+
+json CmService::destroy_channel(uint64_t s, const json& r, std::vector<int>&) {
+  const auto it = channels_.find(need_field(r, "channel"));
+  if (it == channels_.end() || it->second.session != s) throw ServiceError(EINVAL, "no such event channel");
+  for (const auto& [n, id] : ids_) {
+    if (id.channel == it->first) throw ServiceError(EBUSY, "rdma_cm ids still use the channel");
+  }
+  close(it->second.fd);
+  channels_.erase(it);
+  return json::object();
+}
+
+json CmService::get_event(uint64_t s, const json& r, std::vector<int>&) {
+  const auto it = channels_.find(need_field(r, "channel"));
+  if (it == channels_.end() || it->second.session != s) throw ServiceError(EINVAL, "no such event channel");
+  if (it->second.events.empty()) return {{"none", true}};
+  json e = std::move(it->second.events.front());
+  it->second.events.pop_front();
+  return e;
+}
+
+// --- IDs ---------------------------------------------------------------------------------------------------
+
+json CmService::create_id(uint64_t s, const json& r, std::vector<int>&) {
+  const auto ch = channels_.find(need_field(r, "channel"));
+  if (ch == channels_.end() || ch->second.session != s) throw ServiceError(EINVAL, "no such event channel");
+  const uint32_t ps = need_field(r, "port_space");
+  if (ps != wire::rdma_cm_ps_tcp) throw ServiceError(EPROTONOSUPPORT, "only RDMA_PS_TCP is supported");
+  const uint32_t n = next_id_++;
+  CmId& id = ids_[n];
+  id.session = s;
+  id.channel = ch->first;
+  id.port_space = uint16_t(ps);
+  id.qp_type = uint8_t(r.value("qp_type", 2));
+  return {{"cm_id", n}};
+}
+
+json CmService::destroy_id(uint64_t s, const json& r, std::vector<int>&) {
+  const uint32_t n = need_field(r, "cm_id");
+  id_of(s, r);
+  destroy(n);
+  return json::object();
+}
+
+void CmService::destroy(uint32_t n) {
+  auto it = ids_.find(n);
+  if (it == ids_.end()) return;
+  CmId& id = it->second;
+  if (id.comm_id != 0) cm_.destroy(id.comm_id, now());
+  if (id.state == CmIdState::listening) {
+    const uint64_t sid = cm::service_id_of(id.port_space, id.src_port);
+    if (--listens_[sid] == 0) {
+      cm_.unlisten(sid);
+      listens_.erase(sid);
+    }
+  }
+  if (id.bound) {
+    auto& users = ports_[{id.port_space, id.src_port}];
+    std::erase(users, n);
+    if (users.empty()) ports_.erase({id.port_space, id.src_port});
+  }
+  // Events still queued for it are dropped; the channel's count stays (a read then finds nothing: the
+  // client's cm_get_event loop takes that).
+  const auto ch = channels_.find(id.channel);
+  if (ch != channels_.end()) {
+    std::erase_if(ch->second.events, [n](const json& e) { return e.value("cm_id", 0u) == n; });
+  }
+  ids_.erase(it);
+}
+
+json CmService::migrate_id(uint64_t s, const json& r, std::vector<int>&) {
+  CmId& id = id_of(s, r);
+  const auto to = channels_.find(need_field(r, "channel"));
+  if (to == channels_.end() || to->second.session != s) throw ServiceError(EINVAL, "no such event channel");
+  const uint32_t n = need_field(r, "cm_id");
+  auto& from = channels_.at(id.channel).events;
+  unsigned moved = 0;
+  for (auto it = from.begin(); it != from.end();) {
+    if (it->value("cm_id", 0u) == n) {
+      to->second.events.push_back(std::move(*it));
+      it = from.erase(it);
+      ++moved;
+    } else {
+      ++it;
+    }
+  }
+  id.channel = to->first;
+  const uint64_t count = moved;
+  if (moved != 0 && write(to->second.fd, &count, sizeof count) != sizeof count) spdlog::warn("rdma_cm: write failed");
+  return {{"moved", moved}};
+}
+
+void CmService::take_port(uint32_t n, uint16_t port) {
+  CmId& id = ids_.at(n);
+  if (port == 0) {
+    for (int tries = 0; tries < 28000; ++tries) {
+      const uint16_t p = next_ephemeral_;
+      next_ephemeral_ = next_ephemeral_ >= 60999 ? 32768 : uint16_t(next_ephemeral_ + 1);
+      if (!ports_.contains({id.port_space, p})) {
+        port = p;
+        break;
+      }
+    }
+    if (port == 0) throw ServiceError(EADDRNOTAVAIL, "no ephemeral port left");
+  } else {
+    const auto it = ports_.find({id.port_space, port});
+    if (it != ports_.end()) {
+      for (uint32_t other : it->second) {
+        const CmId& o = ids_.at(other);
+        const bool overlap = is_wildcard(o.src) || is_wildcard(id.src) || o.src == id.src;
+        if (overlap && !(o.reuseaddr && id.reuseaddr && o.state != CmIdState::listening)) {
+          throw ServiceError(EADDRINUSE, "port " + std::to_string(port) + " is in use");
+        }
+      }
+    }
+  }
+  ports_[{id.port_space, port}].push_back(n);
+  id.src_port = port;
+  id.bound = true;
+}
+
+json CmService::bind(uint64_t s, const json& r, std::vector<int>&) {
+  CmId& id = id_of(s, r);
+  if (id.bound) throw ServiceError(EINVAL, "already bound");
+  const wire::IpAddress a = need_ip(r, "addr");
+  if (!is_wildcard(a) && !is_local(a)) throw ServiceError(EADDRNOTAVAIL, wire::to_string(a) + " is not this port's");
+  id.src = is_wildcard(a) ? wire::IpAddress::from_v4(0) : a;
+  take_port(need_field(r, "cm_id"), uint16_t(r.value("port", 0u)));
+  return {{"addr", wire::to_string(id.src)}, {"port", id.src_port}};
+}
+
+// Address resolution: the destination must be reachable through this port (IPv4: the port answers no
+// IPv6 neighbour discovery yet). A loopback destination means this port itself, as rdma_cm resolves
+// 127.0.0.1 to the local device. The peer's MAC is learnt by the engine's ARP when the REQ goes out; a
+// peer that never answers makes the connection unreachable (the CM's REQ retries run out).
+json CmService::resolve_addr(uint64_t s, const json& r, std::vector<int>&) {
+  CmId& id = id_of(s, r);
+  if (id.state != CmIdState::idle && id.state != CmIdState::addr_resolved) throw ServiceError(EINVAL, "wrong state");
+  wire::IpAddress dst = need_ip(r, "dst");
+  if (!dst.is_v4()) throw ServiceError(EAFNOSUPPORT, "IPv6 destinations are not supported yet");
+  wire::IpAddress first_v4;
+  for (const auto& g : port_.gids) {
+    if (g.is_v4()) {
+      first_v4 = g;
+      break;
+    }
+  }
+  if (!first_v4.is_v4()) throw ServiceError(EADDRNOTAVAIL, "the port has no IPv4 address");
+  if ((dst.v4() >> 24) == 127) dst = first_v4;
+  if (!id.bound) {
+    wire::IpAddress src = r.contains("src") ? need_ip(r, "src") : wire::IpAddress::from_v4(0);
+    if (!is_wildcard(src) && !is_local(src)) throw ServiceError(EADDRNOTAVAIL, wire::to_string(src) + " is not this port's");
+    id.src = is_wildcard(src) ? first_v4 : src;
+    take_port(need_field(r, "cm_id"), 0);
+  } else if (is_wildcard(id.src)) {
+    id.src = first_v4;
+  }
+  id.dst = dst;
+  id.dst_port = uint16_t(r.value("dst_port", 0u));
+  id.state = CmIdState::addr_resolved;
+  queue_event(need_field(r, "cm_id"), RdmaCmEvent::addr_resolved, 0);
+  return {{"src", wire::to_string(id.src)}, {"src_port", id.src_port}, {"dst", wire::to_string(id.dst)},
+          {"sgid_index", sgid_index(id.src)}};
+}
+
+json CmService::resolve_route(uint64_t s, const json& r, std::vector<int>&) {
+  CmId& id = id_of(s, r);
+  if (id.state != CmIdState::addr_resolved) throw ServiceError(EINVAL, "the address is not resolved");
+  id.state = CmIdState::route_resolved;
+  id.path_mtu = uint8_t(port_.active_mtu);
+  queue_event(need_field(r, "cm_id"), RdmaCmEvent::route_resolved, 0);
+  return {{"path_mtu", id.path_mtu}, {"hop_limit", 64}, {"traffic_class", id.tos}};
+}
+
+json CmService::listen(uint64_t s, const json& r, std::vector<int>&) {
+  CmId& id = id_of(s, r);
+  const uint32_t n = need_field(r, "cm_id");
+  if (id.state == CmIdState::listening) return json::object();  // backlog change
+  if (id.state != CmIdState::idle) throw ServiceError(EINVAL, "wrong state");
+  if (!id.bound) {
+    id.src = wire::IpAddress::from_v4(0);
+    take_port(n, 0);
+  }
+  const uint64_t sid = cm::service_id_of(id.port_space, id.src_port);
+  if (listens_[sid]++ == 0) cm_.listen(sid);
+  id.state = CmIdState::listening;
+  return {{"port", id.src_port}};
+}
+
+json CmService::set_option(uint64_t s, const json& r, std::vector<int>&) {
+  CmId& id = id_of(s, r);
+  const std::string name = r.value("name", std::string());
+  const uint32_t value = need_field(r, "value");
+  if (name == "tos") {
+    id.tos = uint8_t(value);
+  } else if (name == "reuseaddr") {
+    id.reuseaddr = value != 0;
+  } else if (name == "ack_timeout") {
+    id.ack_timeout = uint8_t(std::min<uint32_t>(value, 31));
+  } else {
+    throw ServiceError(ENOSYS, "option " + name + " is not supported");
+  }
+  return json::object();
+}
+
+json CmService::query(uint64_t s, const json& r, std::vector<int>&) {
+  const CmId& id = id_of(s, r);
+  return {{"src", wire::to_string(id.src)}, {"dst", wire::to_string(id.dst)}, {"src_port", id.src_port},
+          {"dst_port", id.dst_port}, {"sgid_index", sgid_index(id.src)}, {"state", int(id.state)}};
+}
+
+json CmService::stats(uint64_t, const json&, std::vector<int>&) {
+  const cm::CmCounters& c = cm_.counters();
+  return {{"rx_mads", c.rx_mads},           {"rx_malformed", c.rx_malformed},
+          {"rx_unknown_connection", c.rx_unknown_connection}, {"rx_wrong_state", c.rx_wrong_state},
+          {"rx_duplicates", c.rx_duplicates}, {"tx_mads", c.tx_mads},
+          {"retransmissions", c.retransmissions}, {"timeouts", c.timeouts},
+          {"rej_sent", c.rej_sent},         {"rej_received", c.rej_received},
+          {"ids", ids_.size()},             {"connections", cm_.connection_count()}};
+}
+
+}  // namespace uroce::emulator

@@ -1,0 +1,109 @@
+// rdma_cm, served to clients over the control socket: what the kernel's rdma_cm and ucma do for a real
+// RoCE NIC. Clients (the librdmacm shim) create IDs and event channels, bind, resolve addresses and
+// routes, listen, connect, accept, reject, disconnect; the IB connection manager (transport/cm) speaks
+// REQ/REP/RTU/REJ/DREQ/DREP with the peer over QP1 (GsiLink), and what it reports becomes rdma_cm events
+// queued on the clients' channels (an eventfd per channel counts them; cm_get_event takes one).
+//
+// Runs on the control thread, like VerbsService: no locks. The CM's timers run on an asio timer.
+// Operations and events: docs/control-protocol.md ("rdma_cm").
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <nlohmann/json.hpp>
+
+#include "emulator/daemon/cm_ids.hpp"
+#include "emulator/daemon/gsi_link.hpp"
+#include "emulator/daemon/verbs_service.hpp"
+#include "transport/cm/connection_manager.hpp"
+
+namespace uroce::emulator {
+
+// An unsigned 32-bit member of a request; ServiceError(EINVAL) if missing or of another type.
+uint32_t need_field(const nlohmann::json& request, const char* key);
+
+class CmService {
+ public:
+  CmService(EngineAccess& engine, boost::asio::io_context& io, PortDescription port);
+  ~CmService();
+
+  // Starts QP1 (waits for the engine: post it to the io_context before the engine runs).
+  void start();
+
+  static bool handles(const std::string& op) { return op.rfind("cm_", 0) == 0; }
+  // One cm_* request of `session`; descriptors to pass back go to `fds`. Throws ServiceError.
+  nlohmann::json handle(uint64_t session, const nlohmann::json& request, std::vector<int>& fds);
+  // The client is gone: its IDs are destroyed (their connections closed on the wire) and its channels.
+  void close_session(uint64_t session);
+
+  const cm::CmCounters& counters() const { return cm_.counters(); }
+
+ private:
+  using Handler = nlohmann::json (CmService::*)(uint64_t, const nlohmann::json&, std::vector<int>&);
+
+  // Requests (cm_service.cpp).
+  nlohmann::json create_channel(uint64_t s, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json destroy_channel(uint64_t s, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json get_event(uint64_t s, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json create_id(uint64_t s, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json destroy_id(uint64_t s, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json migrate_id(uint64_t s, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json bind(uint64_t s, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json resolve_addr(uint64_t s, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json resolve_route(uint64_t s, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json listen(uint64_t s, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json set_option(uint64_t s, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json query(uint64_t s, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json stats(uint64_t s, const nlohmann::json& r, std::vector<int>& fds);
+  // Connections (cm_connect.cpp).
+  nlohmann::json connect(uint64_t s, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json accept(uint64_t s, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json reject(uint64_t s, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json establish(uint64_t s, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json notify(uint64_t s, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json disconnect(uint64_t s, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json init_qp_attr(uint64_t s, const nlohmann::json& r, std::vector<int>& fds);
+
+  // What the CM reports (cm_connect.cpp).
+  void on_mad(const cm::MadAddress& from, std::span<const uint8_t> mad);
+  void after_cm();  // handles the CM's events, then re-arms the timer
+  void on_cm_event(const cm::CmEvent& e);
+  void on_connect_request(const cm::CmEvent& e);
+  void arm_timer();
+
+  CmId& id_of(uint64_t session, const nlohmann::json& r);
+  uint32_t find_by_comm_id(uint32_t comm_id) const;
+  void queue_event(uint32_t id, RdmaCmEvent type, int status, nlohmann::json extra = nlohmann::json::object());
+  void destroy(uint32_t id);
+  // Takes `port` (0: an ephemeral one) in the ID's port space for `id`; EADDRINUSE if taken.
+  void take_port(uint32_t id, uint16_t port);
+  bool is_local(const wire::IpAddress& a) const;
+  uint8_t sgid_index(const wire::IpAddress& a) const;
+  cm::Nanos now() const;
+
+  EngineAccess& engine_;
+  boost::asio::io_context& io_;
+  PortDescription port_;
+  GsiLink gsi_;
+  cm::ConnectionManager cm_;
+  boost::asio::steady_timer timer_;
+  std::mt19937 rng_;
+  std::map<std::string, Handler> handlers_;
+  std::map<uint32_t, CmId> ids_;
+  std::map<uint32_t, CmChannel> channels_;
+  std::map<std::pair<uint16_t, uint16_t>, std::vector<uint32_t>> ports_;  // (port space, port) -> IDs bound
+  std::map<uint64_t, int> listens_;  // service ID -> listening IDs on it (the CM listens once)
+  uint32_t next_id_ = 1;
+  uint32_t next_channel_ = 1;
+  uint16_t next_ephemeral_ = 0;
+};
+
+}  // namespace uroce::emulator

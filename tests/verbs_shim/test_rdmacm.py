@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""Unmodified rdma_cm programs (rdmacm-utils' rping, ucmatose; perftest with -R) through uroce-run, which
+puts uroce's librdmacm.so.1 and libibverbs.so.1 first. The connections are made by uroced's connection
+manager: REQ/REP/RTU/DREQ/DREP MADs on QP1 over RoCEv2, as between two Linux hosts.
+
+Setups: (a) loopback: one uroced on its internal loopback port (192.0.2.1), server and client both through
+it; (b) veth: two uroced in two network namespaces over a veth pair (root only), the server through
+10.77.0.1, the client through 10.77.0.2 - the programs address each other by the daemons' IPs.
+
+Cases: rping with data verification (-V -C N), rping to a port nobody listens on (the client must see
+RDMA_CM_EVENT_REJECTED, uroced's CM answers the REQ with a REJ), ucmatose, ib_write_bw -R / ib_send_lat -R.
+Exits 0 only if every case passed; daemons are stopped by PID.
+
+  test_rdmacm.py --uroced build/.../emulator/uroced --uroce-run build/.../verbs_shim/uroce-run [--setup S]
+"""
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+from daemon_harness import SETUPS, is_root  # noqa: E402
+
+TIMEOUT = 60
+_next_port = [30000 + os.getpid() % 20000]
+
+
+def port():
+    _next_port[0] += 1
+    return str(_next_port[0])
+
+
+def server_client(uroce_run, server_socket, client_socket, server_cmd, client_cmd, what, retry_on=()):
+    """The server in the background, the client retried while the server is not listening yet."""
+    server = subprocess.Popen([uroce_run, "--socket", server_socket, *server_cmd],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 15
+        while True:
+            client = subprocess.run([uroce_run, "--socket", client_socket, *client_cmd],
+                                    capture_output=True, text=True, timeout=TIMEOUT)
+            if client.returncode == 0 or time.time() > deadline or server.poll() is not None:
+                break
+            if not any(s in client.stdout + client.stderr for s in retry_on):
+                break
+            time.sleep(0.3)
+        s_out, s_err = server.communicate(timeout=TIMEOUT)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.communicate()
+    assert client.returncode == 0, f"{what}: client rc {client.returncode}:\n{client.stdout}{client.stderr}"
+    assert server.returncode == 0, f"{what}: server rc {server.returncode}:\n{s_out}{s_err}"
+    return client.stdout + client.stderr, s_out + s_err
+
+
+def rping(uroce_run, server_socket, client_socket, server_ip, client_ip, count, size):
+    p = port()
+    # -V: the client checks every ping's data came back intact; the server echoes it (RDMA READ + WRITE).
+    client_out, _ = server_client(
+        uroce_run, server_socket, client_socket,
+        ["rping", "-s", "-a", server_ip, "-p", p, "-C", str(count), "-S", str(size), "-V"],
+        ["rping", "-c", "-a", server_ip, "-p", p, "-C", str(count), "-S", str(size), "-V", "-v"],
+        f"rping -C {count} -S {size}", retry_on=("REJECTED",))
+    lines = re.findall(r"ping data: ", client_out)
+    assert len(lines) == count, f"rping: {len(lines)} of {count} pings printed:\n{client_out}"
+    return f"{count} pings of {size} B verified"
+
+
+def rping_nobody_listens(uroce_run, client_socket, server_ip):
+    out = subprocess.run([uroce_run, "--socket", client_socket, "rping", "-c", "-a", server_ip, "-p", port(),
+                          "-C", "1"], capture_output=True, text=True, timeout=TIMEOUT)
+    text = out.stdout + out.stderr
+    assert out.returncode != 0, f"rping to nobody succeeded?\n{text}"
+    assert "RDMA_CM_EVENT_REJECTED" in text, f"rping to nobody: no REJECTED event:\n{text}"
+    return "rejected (no listener)"
+
+
+def ucmatose(uroce_run, server_socket, client_socket, server_ip):
+    p = port()
+    client_out, _ = server_client(uroce_run, server_socket, client_socket,
+                                  ["ucmatose", "-p", p, "-c", "2", "-C", "10"],
+                                  ["ucmatose", "-s", server_ip, "-p", p, "-c", "2", "-C", "10"],
+                                  "ucmatose", retry_on=("REJECTED", "event: RDMA_CM_EVENT_REJECTED"))
+    assert "test complete" in client_out, client_out
+    return "2 connections, 10 messages each"
+
+
+def perftest(uroce_run, server_socket, client_socket, server_ip, program, extra):
+    p = port()
+    common = [program, "-R", "-d", "uroce0", "-p", p, *extra]
+    client_out, _ = server_client(uroce_run, server_socket, client_socket, common, [*common, server_ip],
+                                  f"{program} -R", retry_on=("Couldn't", "Unable", "REJECTED", "Failed"))
+    assert re.search(r"^\s*\d+\s+\d+", client_out, re.M), f"{program} -R printed no result:\n{client_out}"
+    return "result line printed"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--uroced", required=True)
+    ap.add_argument("--uroce-run", required=True)
+    ap.add_argument("--setup", action="append", choices=["loopback", "veth"])
+    a = ap.parse_args()
+    needed = ["rping", "ucmatose", "ib_write_bw", "ib_send_lat"]
+    missing = [p for p in needed if shutil.which(p) is None]
+    if missing:
+        print("SKIP: not installed: " + " ".join(missing))
+        return 0
+    failures = 0
+    for name in a.setup or ["loopback", "veth"]:
+        if name == "veth" and not is_root():
+            print("SKIP veth: needs root for network namespaces")
+            continue
+        with tempfile.TemporaryDirectory(prefix="uroce-rdmacm-") as work:
+            with SETUPS[name](a.uroced, work) as (daemons, server_socket, client_socket):
+                server_ip, client_ip = ("192.0.2.1", "192.0.2.1") if name == "loopback" else ("10.77.0.1", "10.77.0.2")
+                cases = [
+                    ("rping -C 10 -S 64 -V", lambda: rping(a.uroce_run, server_socket, client_socket, server_ip,
+                                                            client_ip, 10, 64)),
+                    ("rping -C 50 -S 4096 -V", lambda: rping(a.uroce_run, server_socket, client_socket, server_ip,
+                                                              client_ip, 50, 4096)),
+                    ("rping, nobody listening", lambda: rping_nobody_listens(a.uroce_run, client_socket, server_ip)),
+                    ("ucmatose", lambda: ucmatose(a.uroce_run, server_socket, client_socket, server_ip)),
+                    ("ib_write_bw -R", lambda: perftest(a.uroce_run, server_socket, client_socket, server_ip,
+                                                        "ib_write_bw", ["-n", "200", "-s", "4096"])),
+                    ("ib_send_lat -R", lambda: perftest(a.uroce_run, server_socket, client_socket, server_ip,
+                                                        "ib_send_lat", ["-n", "200"])),
+                ]
+                for what, case in cases:
+                    try:
+                        print(f"PASS {name}: {what}: {case()}", flush=True)
+                    except Exception as e:  # noqa: BLE001 - every case reports, the run goes on
+                        failures += 1
+                        print(f"FAIL {name}: {what}: {e}", flush=True)
+                for d in daemons:
+                    if not d.alive():
+                        failures += 1
+                        print(f"FAIL {name}: a uroced died:\n{d.read_log()[-3000:]}")
+    print("rdmacm tests:", "all passed" if failures == 0 else f"{failures} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,203 @@
+// Event channels and events. A channel's fd is an eventfd uroced counts events on (a semaphore: one read
+// per event), so it blocks, polls and epolls like the kernel's rdma_cm fd; the event itself is then
+// fetched with cm_get_event. A CONNECT_RESPONSE on an ID with a QP is finished here as librdmacm does:
+// the QP goes to RTR and RTS, RTU is sent, and the application sees ESTABLISHED.
+#include <unistd.h>
+#include <endian.h>
+
+#include <cstring>
+#include <new>
+
+#include "emulator/protocol/cm_json.hpp"
+#include "verbs_shim/rdmacm/cma.hpp"
+
+using namespace uroce::rdmacm;
+using nlohmann::json;
+
+static_assert(RDMA_CM_EVENT_CONNECT_REQUEST == 4 && RDMA_CM_EVENT_ESTABLISHED == 9 &&
+              RDMA_CM_EVENT_TIMEWAIT_EXIT == 15, "uroced numbers events as rdma_cma.h does (cm_ids.hpp)");
+
+CMA_EXPORT rdma_event_channel* rdma_create_event_channel() {
+  auto* c = new (std::nothrow) Channel{};
+  if (c == nullptr) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  const int rc = guarded([&] {
+    std::vector<int> fds;
+    const json r = call({{"op", "cm_create_channel"}}, &fds);
+    if (fds.size() != 1) throw uroce::emulator::client::ControlError(EPROTO, "no channel descriptor");
+    c->handle = r.at("channel").get<uint32_t>();
+    c->channel.fd = fds[0];
+    return 0;
+  });
+  if (rc != 0) {
+    delete c;
+    return nullptr;
+  }
+  return &c->channel;
+}
+
+CMA_EXPORT void rdma_destroy_event_channel(rdma_event_channel* channel) {
+  if (channel == nullptr) return;
+  Channel* c = to_impl(channel);
+  guarded([&] {
+    call({{"op", "cm_destroy_channel"}, {"channel", c->handle}});
+    return 0;
+  });
+  close(c->channel.fd);
+  delete c;
+}
+
+namespace {
+
+void fill_conn(Event& e, const json& conn) {
+  rdma_conn_param& p = e.event.param.conn;
+  const auto data = uroce::emulator::protocol::from_hex(conn.value("private_data", std::string()));
+  if (data && !data->empty()) {
+    const size_t n = std::min(data->size(), sizeof e.private_data);
+    std::memcpy(e.private_data, data->data(), n);
+    p.private_data = e.private_data;
+    p.private_data_len = uint8_t(n);
+  }
+  p.responder_resources = conn.value("responder_resources", uint8_t(0));
+  p.initiator_depth = conn.value("initiator_depth", uint8_t(0));
+  p.retry_count = conn.value("retry_count", uint8_t(0));
+  p.rnr_retry_count = conn.value("rnr_retry_count", uint8_t(0));
+  p.srq = conn.value("srq", false) ? 1 : 0;
+  p.qp_num = conn.value("qp_num", 0u);
+}
+
+// A CONNECT_REQUEST makes a new ID, a child of the listener (same channel, context, port space).
+Id* new_connection_id(Id* listener, const json& m) {
+  auto* id = new Id{};
+  id->handle = m.at("cm_id").get<uint32_t>();
+  id->id.channel = listener->id.channel;
+  id->id.context = listener->id.context;
+  id->id.ps = listener->id.ps;
+  id->id.qp_type = listener->id.qp_type;
+  id->id.verbs = device_context();
+  id->id.port_num = 1;
+  id->sync = listener->sync;
+  rdma_addr& a = id->id.route.addr;
+  set_ipv4(&a.src_addr, m.value("src", std::string()), m.value("src_port", uint16_t(0)));
+  set_ipv4(&a.dst_addr, m.value("dst", std::string()), m.value("dst_port", uint16_t(0)));
+  set_gid(a.addr.ibaddr.sgid, m.value("src", std::string()));
+  set_gid(a.addr.ibaddr.dgid, m.value("dst", std::string()));
+  a.addr.ibaddr.pkey = htobe16(0xffff);
+  id->path.sgid = a.addr.ibaddr.sgid;
+  id->path.dgid = a.addr.ibaddr.dgid;
+  id->path.pkey = htobe16(0xffff);
+  id->path.mtu = m.value("path_mtu", uint8_t(3));
+  id->path.hop_limit = 64;
+  id->path.reversible = 1;
+  id->id.route.path_rec = &id->path;
+  id->id.route.num_paths = 1;
+  const json& conn = m.at("conn");
+  id->peer_responder_resources = conn.value("responder_resources", uint8_t(0));
+  id->peer_initiator_depth = conn.value("initiator_depth", uint8_t(0));
+  remember(id);
+  return id;
+}
+
+// librdmacm's ucma_process_conn_resp: the active side's QP follows the REP, then RTU.
+void finish_connect(Id* id, Event& e) {
+  if (modify_qp_to(id, IBV_QPS_RTR) != 0 || modify_qp_to(id, IBV_QPS_RTS) != 0) {
+    const int err = errno;
+    guarded([&] { return call({{"op", "cm_reject"}, {"cm_id", id->handle}}), 0; });
+    e.event.event = RDMA_CM_EVENT_CONNECT_ERROR;
+    e.event.status = -err;
+    return;
+  }
+  if (guarded([&] { return call({{"op", "cm_establish"}, {"cm_id", id->handle}}), 0; }) != 0) {
+    e.event.event = RDMA_CM_EVENT_CONNECT_ERROR;
+    e.event.status = -errno;
+    return;
+  }
+  e.event.event = RDMA_CM_EVENT_ESTABLISHED;
+}
+
+}  // namespace
+
+CMA_EXPORT int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
+  if (channel == nullptr || event == nullptr) {
+    errno = EINVAL;
+    return -1;
+  }
+  Channel* c = to_impl(channel);
+  for (;;) {
+    uint64_t count = 0;
+    // Blocks (or EAGAIN on a non-blocking channel) until uroced counted an event; no lock is held, so
+    // other threads keep making calls meanwhile.
+    const ssize_t n = read(c->channel.fd, &count, sizeof count);
+    if (n < 0) return -1;  // errno from read: EAGAIN, EINTR
+    json m;
+    if (guarded([&] {
+          m = call({{"op", "cm_get_event"}, {"channel", c->handle}});
+          return 0;
+        }) != 0) {
+      return -1;
+    }
+    if (m.value("none", false)) continue;  // the event's ID was destroyed meanwhile
+    Id* id = find_id(m.value("cm_id", 0u));
+    Id* listener = m.contains("listen_id") ? find_id(m.value("listen_id", 0u)) : nullptr;
+    if (id == nullptr && listener == nullptr) continue;
+    auto* e = new (std::nothrow) Event{};
+    if (e == nullptr) {
+      errno = ENOMEM;
+      return -1;
+    }
+    e->event.event = rdma_cm_event_type(m.value("type", 0));
+    e->event.status = m.value("status", 0);
+    if (m.contains("conn")) fill_conn(*e, m["conn"]);
+    if (e->event.event == RDMA_CM_EVENT_CONNECT_REQUEST) {
+      if (listener == nullptr) {
+        delete e;
+        continue;
+      }
+      try {
+        id = new_connection_id(listener, m);
+      } catch (...) {
+        delete e;
+        errno = ENOMEM;
+        return -1;
+      }
+      e->event.listen_id = &listener->id;
+    }
+    e->event.id = &id->id;
+    if (e->event.event == RDMA_CM_EVENT_CONNECT_RESPONSE && id->id.qp != nullptr) finish_connect(id, *e);
+    *event = &e->event;
+    return 0;
+  }
+}
+
+CMA_EXPORT int rdma_ack_cm_event(rdma_cm_event* event) {
+  if (event == nullptr) {
+    errno = EINVAL;
+    return -1;
+  }
+  delete to_impl(event);
+  return 0;
+}
+
+CMA_EXPORT const char* rdma_event_str(rdma_cm_event_type event) {
+  switch (event) {
+    case RDMA_CM_EVENT_ADDR_RESOLVED: return "RDMA_CM_EVENT_ADDR_RESOLVED";
+    case RDMA_CM_EVENT_ADDR_ERROR: return "RDMA_CM_EVENT_ADDR_ERROR";
+    case RDMA_CM_EVENT_ROUTE_RESOLVED: return "RDMA_CM_EVENT_ROUTE_RESOLVED";
+    case RDMA_CM_EVENT_ROUTE_ERROR: return "RDMA_CM_EVENT_ROUTE_ERROR";
+    case RDMA_CM_EVENT_CONNECT_REQUEST: return "RDMA_CM_EVENT_CONNECT_REQUEST";
+    case RDMA_CM_EVENT_CONNECT_RESPONSE: return "RDMA_CM_EVENT_CONNECT_RESPONSE";
+    case RDMA_CM_EVENT_CONNECT_ERROR: return "RDMA_CM_EVENT_CONNECT_ERROR";
+    case RDMA_CM_EVENT_UNREACHABLE: return "RDMA_CM_EVENT_UNREACHABLE";
+    case RDMA_CM_EVENT_REJECTED: return "RDMA_CM_EVENT_REJECTED";
+    case RDMA_CM_EVENT_ESTABLISHED: return "RDMA_CM_EVENT_ESTABLISHED";
+    case RDMA_CM_EVENT_DISCONNECTED: return "RDMA_CM_EVENT_DISCONNECTED";
+    case RDMA_CM_EVENT_DEVICE_REMOVAL: return "RDMA_CM_EVENT_DEVICE_REMOVAL";
+    case RDMA_CM_EVENT_MULTICAST_JOIN: return "RDMA_CM_EVENT_MULTICAST_JOIN";
+    case RDMA_CM_EVENT_MULTICAST_ERROR: return "RDMA_CM_EVENT_MULTICAST_ERROR";
+    case RDMA_CM_EVENT_ADDR_CHANGE: return "RDMA_CM_EVENT_ADDR_CHANGE";
+    case RDMA_CM_EVENT_TIMEWAIT_EXIT: return "RDMA_CM_EVENT_TIMEWAIT_EXIT";
+  }
+  return "UNKNOWN EVENT";
+}

@@ -1,0 +1,209 @@
+// rdma_cm IDs: create, destroy, bind, resolve, listen, options, migrate.
+#include <arpa/inet.h>
+#include <endian.h>
+
+#include "verbs_shim/rdmacm/cma.hpp"
+
+using namespace uroce::rdmacm;
+using nlohmann::json;
+using uroce::emulator::client::ControlError;
+
+namespace uroce::rdmacm {
+
+int complete(Id* id) {
+  if (!id->sync) return 0;
+  if (id->id.event != nullptr) {
+    rdma_ack_cm_event(id->id.event);
+    id->id.event = nullptr;
+  }
+  if (rdma_get_cm_event(id->id.channel, &id->id.event) != 0) return -1;
+  const int status = id->id.event->status;
+  if (status == 0 && id->id.event->event != RDMA_CM_EVENT_REJECTED && id->id.event->event != RDMA_CM_EVENT_UNREACHABLE &&
+      id->id.event->event != RDMA_CM_EVENT_CONNECT_ERROR && id->id.event->event != RDMA_CM_EVENT_ADDR_ERROR &&
+      id->id.event->event != RDMA_CM_EVENT_ROUTE_ERROR) {
+    return 0;
+  }
+  errno = status < 0 ? -status : (id->id.event->event == RDMA_CM_EVENT_REJECTED ? ECONNREFUSED : EIO);
+  return -1;
+}
+
+}  // namespace uroce::rdmacm
+
+namespace {
+
+void fill_src(Id* id, const json& r) {
+  rdma_addr& a = id->id.route.addr;
+  set_ipv4(&a.src_addr, r.value("addr", r.value("src", std::string("0.0.0.0"))),
+           r.value("port", r.value("src_port", uint16_t(0))));
+  set_gid(a.addr.ibaddr.sgid, r.value("addr", r.value("src", std::string("0.0.0.0"))));
+  a.addr.ibaddr.pkey = htobe16(0xffff);
+}
+
+}  // namespace
+
+CMA_EXPORT int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** id_out, void* context,
+                              rdma_port_space ps) {
+  if (id_out == nullptr) {
+    errno = EINVAL;
+    return -1;
+  }
+  const bool sync = channel == nullptr;
+  if (sync && (channel = rdma_create_event_channel()) == nullptr) return -1;
+  auto* id = new (std::nothrow) Id{};
+  if (id == nullptr) {
+    errno = ENOMEM;
+    return -1;
+  }
+  const ibv_qp_type type = ps == RDMA_PS_UDP || ps == RDMA_PS_IPOIB ? IBV_QPT_UD : IBV_QPT_RC;
+  const int rc = guarded([&] {
+    const json r = call({{"op", "cm_create_id"}, {"channel", to_impl(channel)->handle}, {"port_space", int(ps)},
+                         {"qp_type", int(type)}});
+    id->handle = r.at("cm_id").get<uint32_t>();
+    return 0;
+  });
+  if (rc != 0) {
+    delete id;
+    if (sync) rdma_destroy_event_channel(channel);
+    return -1;
+  }
+  id->sync = sync;
+  id->id.channel = channel;
+  id->id.context = context;
+  id->id.ps = ps;
+  id->id.qp_type = type;
+  remember(id);
+  *id_out = &id->id;
+  return 0;
+}
+
+CMA_EXPORT int rdma_destroy_id(rdma_cm_id* cm_id) {
+  if (cm_id == nullptr) {
+    errno = EINVAL;
+    return -1;
+  }
+  Id* id = to_impl(cm_id);
+  const int rc = guarded([&] { return call({{"op", "cm_destroy_id"}, {"cm_id", id->handle}}), 0; });
+  forget(id->handle);
+  if (id->id.event != nullptr) rdma_ack_cm_event(id->id.event);
+  if (id->sync) rdma_destroy_event_channel(id->id.channel);
+  delete id;
+  return rc;
+}
+
+CMA_EXPORT int rdma_bind_addr(rdma_cm_id* cm_id, sockaddr* addr) {
+  Id* id = to_impl(cm_id);
+  return guarded([&] {
+    const std::string ip = ipv4_text(addr);
+    const uint16_t port = ntohs(reinterpret_cast<sockaddr_in*>(addr)->sin_port);
+    const json r = call({{"op", "cm_bind"}, {"cm_id", id->handle}, {"addr", ip}, {"port", port}});
+    fill_src(id, r);
+    // Bound to one of the port's own addresses, the ID belongs to its device (a wildcard does not).
+    if (r.value("addr", std::string()) != "0.0.0.0") {
+      id->id.verbs = device_context();
+      id->id.port_num = 1;
+    }
+    return 0;
+  });
+}
+
+CMA_EXPORT int rdma_resolve_addr(rdma_cm_id* cm_id, sockaddr* src, sockaddr* dst, int /*timeout_ms*/) {
+  Id* id = to_impl(cm_id);
+  const int rc = guarded([&] {
+    json req = {{"op", "cm_resolve_addr"}, {"cm_id", id->handle}, {"dst", ipv4_text(dst)},
+                {"dst_port", ntohs(reinterpret_cast<sockaddr_in*>(dst)->sin_port)}};
+    if (src != nullptr && src->sa_family != AF_UNSPEC) req["src"] = ipv4_text(src);
+    const json r = call(req);
+    fill_src(id, r);
+    rdma_addr& a = id->id.route.addr;
+    set_ipv4(&a.dst_addr, r.value("dst", std::string()), ntohs(reinterpret_cast<sockaddr_in*>(dst)->sin_port));
+    set_gid(a.addr.ibaddr.dgid, r.value("dst", std::string()));
+    id->id.verbs = device_context();
+    id->id.port_num = 1;
+    return 0;
+  });
+  return rc != 0 ? rc : complete(id);
+}
+
+CMA_EXPORT int rdma_resolve_route(rdma_cm_id* cm_id, int /*timeout_ms*/) {
+  Id* id = to_impl(cm_id);
+  const int rc = guarded([&] {
+    const json r = call({{"op", "cm_resolve_route"}, {"cm_id", id->handle}});
+    ibv_sa_path_rec& p = id->path;
+    p = {};
+    p.sgid = id->id.route.addr.addr.ibaddr.sgid;
+    p.dgid = id->id.route.addr.addr.ibaddr.dgid;
+    p.pkey = htobe16(0xffff);
+    p.mtu = r.value("path_mtu", uint8_t(3));
+    p.mtu_selector = 2;  // exactly
+    p.hop_limit = r.value("hop_limit", uint8_t(64));
+    p.traffic_class = r.value("traffic_class", uint8_t(0));
+    p.reversible = 1;
+    p.numb_path = 1;
+    p.packet_life_time = 18;
+    id->id.route.path_rec = &id->path;
+    id->id.route.num_paths = 1;
+    return 0;
+  });
+  return rc != 0 ? rc : complete(id);
+}
+
+CMA_EXPORT int rdma_listen(rdma_cm_id* cm_id, int backlog) {
+  Id* id = to_impl(cm_id);
+  return guarded([&] {
+    const json r = call({{"op", "cm_listen"}, {"cm_id", id->handle}, {"backlog", backlog < 0 ? 0 : backlog}});
+    if (r.contains("port")) reinterpret_cast<sockaddr_in*>(&id->id.route.addr.src_addr)->sin_port = htons(r["port"].get<uint16_t>());
+    if (id->id.route.addr.src_addr.sa_family == 0) id->id.route.addr.src_addr.sa_family = AF_INET;
+    return 0;
+  });
+}
+
+CMA_EXPORT int rdma_set_option(rdma_cm_id* cm_id, int level, int optname, void* optval, size_t optlen) {
+  Id* id = to_impl(cm_id);
+  if (cm_id == nullptr || optval == nullptr) {
+    errno = EINVAL;
+    return -1;
+  }
+  std::string name;
+  uint32_t value = 0;
+  if (level == RDMA_OPTION_ID && optname == RDMA_OPTION_ID_TOS && optlen == sizeof(uint8_t)) {
+    name = "tos", value = *static_cast<uint8_t*>(optval);
+  } else if (level == RDMA_OPTION_ID && optname == RDMA_OPTION_ID_REUSEADDR && optlen == sizeof(int)) {
+    name = "reuseaddr", value = *static_cast<int*>(optval) != 0;
+  } else if (level == RDMA_OPTION_ID && optname == RDMA_OPTION_ID_AFONLY && optlen == sizeof(int)) {
+    return 0;  // IPv4 only: an IPv6 ID is refused anyway
+  } else if (level == RDMA_OPTION_ID && optname == RDMA_OPTION_ID_ACK_TIMEOUT && optlen == sizeof(uint8_t)) {
+    name = "ack_timeout", value = *static_cast<uint8_t*>(optval);
+  } else if (level == RDMA_OPTION_ID || level == RDMA_OPTION_IB) {
+    errno = ENOSYS;  // RDMA_OPTION_IB_PATH: uroce resolves its own routes
+    return -1;
+  } else {
+    errno = EINVAL;
+    return -1;
+  }
+  return guarded([&] { return call({{"op", "cm_set_option"}, {"cm_id", id->handle}, {"name", name}, {"value", value}}), 0; });
+}
+
+CMA_EXPORT int rdma_migrate_id(rdma_cm_id* cm_id, rdma_event_channel* channel) {
+  Id* id = to_impl(cm_id);
+  if (channel == nullptr) {
+    errno = ENOSYS;  // moving an ID to synchronous operation is not supported
+    return -1;
+  }
+  return guarded([&] {
+    call({{"op", "cm_migrate_id"}, {"cm_id", id->handle}, {"channel", to_impl(channel)->handle}});
+    if (id->sync) {
+      rdma_destroy_event_channel(id->id.channel);
+      id->sync = false;
+    }
+    id->id.channel = channel;
+    return 0;
+  });
+}
+
+CMA_EXPORT __be16 rdma_get_src_port(rdma_cm_id* id) {
+  return reinterpret_cast<sockaddr_in*>(&id->route.addr.src_addr)->sin_port;
+}
+
+CMA_EXPORT __be16 rdma_get_dst_port(rdma_cm_id* id) {
+  return reinterpret_cast<sockaddr_in*>(&id->route.addr.dst_addr)->sin_port;
+}

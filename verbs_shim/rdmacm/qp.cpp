@@ -1,0 +1,232 @@
+// QPs and SRQs on rdma_cm IDs, and the rdma_create_ep / rdma_get_request convenience calls. QPs are
+// created through libibverbs (uroce's shim) and moved to INIT at once, as librdmacm does (ucma_init_conn_qp).
+#include "verbs_shim/rdmacm/cma.hpp"
+
+using namespace uroce::rdmacm;
+
+namespace {
+
+// rdma_create_qp without CQs: one CQ per direction, each with its completion channel (librdmacm's
+// ucma_create_cqs), destroyed with the QP.
+int create_cqs(Id* id, uint32_t send_size, uint32_t recv_size) {
+  ibv_context* verbs = id->id.verbs;
+  id->id.recv_cq_channel = ibv_create_comp_channel(verbs);
+  id->id.send_cq_channel = ibv_create_comp_channel(verbs);
+  if (id->id.recv_cq_channel == nullptr || id->id.send_cq_channel == nullptr) return -1;
+  id->id.recv_cq = ibv_create_cq(verbs, int(std::max(recv_size, 1u)), id, id->id.recv_cq_channel, 0);
+  id->id.send_cq = ibv_create_cq(verbs, int(std::max(send_size, 1u)), id, id->id.send_cq_channel, 0);
+  if (id->id.recv_cq == nullptr || id->id.send_cq == nullptr) return -1;
+  id->created_cqs = true;
+  return 0;
+}
+
+void destroy_cqs(Id* id) {
+  if (id->id.send_cq != nullptr) ibv_destroy_cq(id->id.send_cq);
+  if (id->id.recv_cq != nullptr) ibv_destroy_cq(id->id.recv_cq);
+  if (id->id.send_cq_channel != nullptr) ibv_destroy_comp_channel(id->id.send_cq_channel);
+  if (id->id.recv_cq_channel != nullptr) ibv_destroy_comp_channel(id->id.recv_cq_channel);
+  id->id.send_cq = id->id.recv_cq = nullptr;
+  id->id.send_cq_channel = id->id.recv_cq_channel = nullptr;
+  id->created_cqs = false;
+}
+
+int finish_qp(Id* id, ibv_qp* qp) {
+  id->id.qp = qp;
+  if (modify_qp_to(id, IBV_QPS_INIT) != 0) {
+    const int err = errno;
+    ibv_destroy_qp(qp);
+    id->id.qp = nullptr;
+    errno = err;
+    return -1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+CMA_EXPORT int rdma_create_qp_ex(rdma_cm_id* cm_id, ibv_qp_init_attr_ex* attr) {
+  Id* id = to_impl(cm_id);
+  if (cm_id == nullptr || attr == nullptr || id->id.verbs == nullptr || id->id.qp != nullptr) {
+    errno = EINVAL;
+    return -1;
+  }
+  if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UC) {
+    errno = EOPNOTSUPP;  // connected QPs only (no RDMA_PS_UDP yet)
+    return -1;
+  }
+  if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || attr->pd == nullptr) {
+    if (id->id.pd == nullptr && (id->id.pd = ibv_alloc_pd(id->id.verbs)) == nullptr) return -1;
+    attr->pd = id->id.pd;
+    attr->comp_mask |= IBV_QP_INIT_ATTR_PD;
+  }
+  if (attr->srq == nullptr) attr->srq = id->id.srq;
+  if ((attr->send_cq == nullptr || attr->recv_cq == nullptr) && !id->created_cqs) {
+    if (create_cqs(id, attr->cap.max_send_wr, attr->cap.max_recv_wr) != 0) {
+      const int err = errno;
+      destroy_cqs(id);
+      errno = err;
+      return -1;
+    }
+  }
+  if (attr->send_cq == nullptr) attr->send_cq = id->id.send_cq;
+  if (attr->recv_cq == nullptr) attr->recv_cq = id->id.recv_cq;
+  ibv_qp* qp = ibv_create_qp_ex(id->id.verbs, attr);
+  if (qp == nullptr) return -1;
+  return finish_qp(id, qp);
+}
+
+CMA_EXPORT int rdma_create_qp(rdma_cm_id* cm_id, ibv_pd* pd, ibv_qp_init_attr* qp_init_attr) {
+  if (cm_id == nullptr || qp_init_attr == nullptr) {
+    errno = EINVAL;
+    return -1;
+  }
+  Id* id = to_impl(cm_id);
+  if (pd != nullptr && id->id.verbs != nullptr && pd->context != id->id.verbs) {
+    errno = EINVAL;  // a PD of another device
+    return -1;
+  }
+  ibv_qp_init_attr_ex ex{};
+  ex.qp_context = qp_init_attr->qp_context;
+  ex.send_cq = qp_init_attr->send_cq;
+  ex.recv_cq = qp_init_attr->recv_cq;
+  ex.srq = qp_init_attr->srq;
+  ex.cap = qp_init_attr->cap;
+  ex.qp_type = qp_init_attr->qp_type;
+  ex.sq_sig_all = qp_init_attr->sq_sig_all;
+  ex.comp_mask = IBV_QP_INIT_ATTR_PD;
+  ex.pd = pd;
+  if (pd == nullptr) ex.comp_mask = 0;
+  const int rc = rdma_create_qp_ex(cm_id, &ex);
+  if (rc == 0) {
+    qp_init_attr->cap = ex.cap;  // what the QP got, as ibv_create_qp reports it
+    qp_init_attr->send_cq = ex.send_cq;
+    qp_init_attr->recv_cq = ex.recv_cq;
+  }
+  return rc;
+}
+
+CMA_EXPORT void rdma_destroy_qp(rdma_cm_id* cm_id) {
+  Id* id = to_impl(cm_id);
+  if (id->id.qp != nullptr) ibv_destroy_qp(id->id.qp);
+  id->id.qp = nullptr;
+  if (id->created_cqs) destroy_cqs(id);
+}
+
+CMA_EXPORT int rdma_create_srq_ex(rdma_cm_id* cm_id, ibv_srq_init_attr_ex* attr) {
+  Id* id = to_impl(cm_id);
+  if (cm_id == nullptr || attr == nullptr || id->id.verbs == nullptr) {
+    errno = EINVAL;
+    return -1;
+  }
+  if ((attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && attr->srq_type != IBV_SRQT_BASIC) {
+    errno = EOPNOTSUPP;  // no XRC
+    return -1;
+  }
+  if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) || attr->pd == nullptr) {
+    if (id->id.pd == nullptr && (id->id.pd = ibv_alloc_pd(id->id.verbs)) == nullptr) return -1;
+    attr->pd = id->id.pd;
+    attr->comp_mask |= IBV_SRQ_INIT_ATTR_PD;
+  }
+  ibv_srq_init_attr plain{};
+  plain.srq_context = attr->srq_context;
+  plain.attr = attr->attr;
+  ibv_srq* srq = ibv_create_srq(attr->pd, &plain);
+  if (srq == nullptr) return -1;
+  attr->attr = plain.attr;
+  id->id.srq = srq;
+  return 0;
+}
+
+CMA_EXPORT int rdma_create_srq(rdma_cm_id* cm_id, ibv_pd* pd, ibv_srq_init_attr* attr) {
+  if (attr == nullptr) {
+    errno = EINVAL;
+    return -1;
+  }
+  ibv_srq_init_attr_ex ex{};
+  ex.srq_context = attr->srq_context;
+  ex.attr = attr->attr;
+  ex.pd = pd;
+  ex.comp_mask = pd != nullptr ? IBV_SRQ_INIT_ATTR_PD : 0;
+  const int rc = rdma_create_srq_ex(cm_id, &ex);
+  if (rc == 0) attr->attr = ex.attr;
+  return rc;
+}
+
+CMA_EXPORT void rdma_destroy_srq(rdma_cm_id* cm_id) {
+  Id* id = to_impl(cm_id);
+  if (id->id.srq != nullptr) ibv_destroy_srq(id->id.srq);
+  id->id.srq = nullptr;
+}
+
+// An ID from rdma_getaddrinfo's result: bound (passive, for rdma_listen) or resolved to its destination
+// (active, for rdma_connect), synchronous, with a QP if qp_init_attr is given.
+CMA_EXPORT int rdma_create_ep(rdma_cm_id** id_out, rdma_addrinfo* res, ibv_pd* pd, ibv_qp_init_attr* qp_init_attr) {
+  if (id_out == nullptr || res == nullptr) {
+    errno = EINVAL;
+    return -1;
+  }
+  rdma_cm_id* cm_id = nullptr;
+  if (rdma_create_id(nullptr, &cm_id, nullptr, rdma_port_space(res->ai_port_space)) != 0) return -1;
+  Id* id = to_impl(cm_id);
+  int rc = 0;
+  if (res->ai_flags & RAI_PASSIVE) {
+    rc = rdma_bind_addr(cm_id, res->ai_src_addr);
+    if (rc == 0 && qp_init_attr != nullptr) {
+      id->listen_qp_attr = std::make_unique<ibv_qp_init_attr>(*qp_init_attr);
+      id->id.pd = pd;
+    }
+  } else {
+    rc = rdma_resolve_addr(cm_id, res->ai_src_addr, res->ai_dst_addr, 2000);
+    if (rc == 0) rc = rdma_resolve_route(cm_id, 2000);
+    if (rc == 0 && qp_init_attr != nullptr) rc = rdma_create_qp(cm_id, pd, qp_init_attr);
+  }
+  if (rc != 0) {
+    const int err = errno;
+    rdma_destroy_id(cm_id);
+    errno = err;
+    return -1;
+  }
+  *id_out = cm_id;
+  return 0;
+}
+
+CMA_EXPORT void rdma_destroy_ep(rdma_cm_id* cm_id) {
+  if (cm_id == nullptr) return;
+  rdma_destroy_qp(cm_id);
+  rdma_destroy_srq(cm_id);
+  rdma_destroy_id(cm_id);
+}
+
+// A synchronous listener's next connection request, as a synchronous ID of its own (with a QP when the
+// listener was made by rdma_create_ep with QP attributes).
+CMA_EXPORT int rdma_get_request(rdma_cm_id* listen, rdma_cm_id** id_out) {
+  Id* l = to_impl(listen);
+  if (listen == nullptr || id_out == nullptr || !l->sync) {
+    errno = EINVAL;
+    return -1;
+  }
+  rdma_cm_event* event = nullptr;
+  for (;;) {
+    if (rdma_get_cm_event(listen->channel, &event) != 0) return -1;
+    if (event->event == RDMA_CM_EVENT_CONNECT_REQUEST) break;
+    rdma_ack_cm_event(event);
+  }
+  rdma_cm_id* cm_id = event->id;
+  Id* id = to_impl(cm_id);
+  // Its own synchronous channel, so that its events do not mix with the listener's.
+  rdma_event_channel* channel = rdma_create_event_channel();
+  if (channel == nullptr || rdma_migrate_id(cm_id, channel) != 0) {
+    const int err = errno;
+    rdma_ack_cm_event(event);
+    errno = err;
+    return -1;
+  }
+  id->sync = true;
+  id->id.event = event;
+  if (l->listen_qp_attr) {
+    ibv_qp_init_attr attr = *l->listen_qp_attr;
+    if (rdma_create_qp(cm_id, l->id.pd, &attr) != 0) return -1;
+  }
+  *id_out = cm_id;
+  return 0;
+}
