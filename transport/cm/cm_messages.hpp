@@ -57,6 +57,16 @@ struct CmPath {  // one path of a REQ (primary or alternate); RoCE uses the prim
   uint8_t local_ack_timeout = 0; // 5 bits: 4.096 us * 2^x
 };
 
+// The alternate path of a REQ that has none: every field zero. (Interop, found by scripts/interop.sh: a
+// default CmPath has the permissive LIDs 0xffff, and Linux's CM takes a non-zero alternate local LID for
+// an alternate path, fails to resolve it and REJects the REQ with reason 18, invalid alternate GID.)
+inline CmPath no_alternate_path() {
+  CmPath none;
+  none.local_lid = none.remote_lid = 0;
+  none.hop_limit = 0;
+  return none;
+}
+
 struct Req {
   uint32_t local_comm_id = 0;
   uint64_t service_id = 0;
@@ -81,7 +91,7 @@ struct Req {
   bool srq = false;
   uint8_t extended_transport = 0;          // 3 bits
   CmPath primary;
-  CmPath alternate;                        // all zero when there is none
+  CmPath alternate = no_alternate_path();  // all zero when there is none
   std::array<uint8_t, req_private_size> private_data{};
 };
 

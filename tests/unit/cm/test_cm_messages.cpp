@@ -2,6 +2,7 @@
 // decodes to the values rdma_cm put in, and encodes back byte for byte; hostile input is refused.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <random>
 
 #include "tests/unit/support/capture_file.hpp"
@@ -84,6 +85,26 @@ TEST_CASE("cm codec: the fields of rxe's REQ and REP", "[cm]") {
   CHECK(rep.initiator_depth == 1);
   const Dreq dreq = std::get<Dreq>(std::get<Decoded>(decode(mads[3])).message);
   CHECK(dreq.remote_qpn == 0x11);
+}
+
+// Interop bug found by scripts/interop.sh (qperf -cm1, uroce client, rxe server): uroce's REQ carried the
+// permissive LIDs 0xffff in its alternate path too; Linux's CM takes a non-zero alternate local LID for an
+// alternate path and REJected with reason 18 (invalid alternate GID). A REQ without an alternate path must
+// carry it all zero, byte for byte as rxe's own REQ does.
+TEST_CASE("cm codec: a REQ without an alternate path encodes it all zero, as rxe's does", "[cm]") {
+  constexpr size_t alternate_path_at = 120, path_size = 44;
+  const auto mads = rping_mads();
+  const auto rxe_alternate = std::span(mads[0]).subspan(alternate_path_at, path_size);
+  CHECK(std::all_of(rxe_alternate.begin(), rxe_alternate.end(), [](uint8_t b) { return b == 0; }));
+
+  Req req;  // as the connection manager's users build one: the primary path set, no alternate path
+  req.primary.local_gid = wire::IpAddress::from_v4(0x0a630001);
+  req.primary.remote_gid = wire::IpAddress::from_v4(0x0a630002);
+  req.service_id = service_id_of(wire::rdma_cm_ps_tcp, 7174);
+  const Mad mad = encode(req, 1);
+  const auto ours = std::span(mad).subspan(alternate_path_at, path_size);
+  CHECK(std::equal(ours.begin(), ours.end(), rxe_alternate.begin()));
+  CHECK(std::get<Req>(std::get<Decoded>(decode(mad)).message).alternate.local_lid == 0);
 }
 
 TEST_CASE("cm codec: truncated, foreign and random MADs are refused, never read past the end", "[cm]") {

@@ -1,0 +1,41 @@
+"""A cell's capture through `uroce dissect` (every frame parsed, every ICRC checked) and `uroce explain`
+(retransmissions, NAKs and RNR NAKs per flow). A capture fails the cell if any frame has a bad ICRC or
+fails to parse, if the file is damaged, or if it holds no RoCE traffic at all."""
+import re
+import subprocess
+
+SUMMARY = re.compile(r"(\d+) frames: (\d+) RoCE \((\d+) with a bad ICRC\), (\d+) malformed")
+
+
+def check(uroce, pcap):
+    r = {"ok": False, "frames": 0, "roce": 0, "bad_icrc": 0, "malformed": 0, "retrans": 0, "naks": 0, "rnr": 0,
+         "error": None}
+    d = subprocess.run([uroce, "dissect", pcap], capture_output=True, text=True, timeout=300)
+    m = SUMMARY.search(d.stderr)
+    if not m:
+        r["error"] = f"uroce dissect failed (rc {d.returncode}): {d.stderr.strip()[-300:]}"
+        return r
+    r["frames"], r["roce"], r["bad_icrc"], r["malformed"] = map(int, m.groups())
+    e = subprocess.run([uroce, "explain", pcap], capture_output=True, text=True, timeout=300)
+    in_flows = False
+    for line in e.stdout.splitlines():
+        if line.startswith("Flows"):
+            in_flows = True
+            continue
+        words = line.split()
+        if in_flows and len(words) > 10 and all(w.isdigit() for w in words[-10:]):
+            _, _, _, retrans, _, _, naks, rnr, _, _ = map(int, words[-10:])
+            r["retrans"] += retrans
+            r["naks"] += naks
+            r["rnr"] += rnr
+    if d.returncode != 0:
+        r["error"] = f"uroce dissect exit status {d.returncode} (damaged capture?)"
+    elif r["bad_icrc"] or r["malformed"]:
+        r["error"] = f"{r['bad_icrc']} frames with a bad ICRC, {r['malformed']} malformed"
+        bad = [l for l in d.stdout.splitlines() if "BAD" in l or "MALFORMED" in l]
+        r["error"] += ": " + " | ".join(bad[:3])
+    elif r["roce"] == 0:
+        r["error"] = "no RoCE frames captured"
+    else:
+        r["ok"] = True
+    return r

@@ -1,0 +1,32 @@
+#!/bin/sh
+# The guest agent: PID 1 of the interop VM, running in the host's root filesystem (shared over 9p).
+# Brings up eth0 with the address from the kernel command line (interop.ip=A/N), adds the rxe device,
+# then runs the commands the host drops into the shared directory /run/interop:
+#   NAME.cmd  a shell script; renamed NAME.run when taken, its output goes to NAME.out and its exit
+#             status to NAME.rc (written last, atomically). Commands run concurrently, each in the
+#             background; the host bounds each one with `timeout` inside the script.
+# Writes /run/interop/ready (the rxe device's details) when it is ready.
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root
+share=/run/interop
+ip=
+for word in $(cat /proc/cmdline); do
+  case "$word" in interop.ip=*) ip=${word#interop.ip=} ;; esac
+done
+exec >/dev/console 2>&1
+mount -t configfs configfs /sys/kernel/config 2>/dev/null
+ip link set lo up
+ip link set eth0 up
+ip addr add "$ip" dev eth0
+rdma link add rxe0 type rxe netdev eth0 || echo "agent: rdma link add failed"
+{ rdma link show; ibv_devinfo -d rxe0 -v 2>&1 | grep -E "GID|state|active_mtu"; } >"$share/ready.tmp" 2>&1
+mv "$share/ready.tmp" "$share/ready"
+echo "agent: ready ($ip)"
+while :; do
+  for f in "$share"/*.cmd; do
+    [ -e "$f" ] || continue
+    id=${f%.cmd}
+    mv "$f" "$id.run" || continue
+    (sh "$id.run" >"$id.out" 2>&1; echo $? >"$id.rc.tmp"; mv "$id.rc.tmp" "$id.rc") &
+  done
+  sleep 0.1
+done

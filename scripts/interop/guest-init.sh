@@ -1,0 +1,28 @@
+#!/bin/sh
+# /init of the guest's initramfs (busybox sh). Loads the modules, mounts the host's root (virtio-9p tag
+# "hostroot", read-only) with tmpfs over the writable places and the run's shared directory (tag "work",
+# read-write) at /run/interop, then hands over to the guest agent named on the kernel command line
+# (interop.agent=PATH, a path in the host's root).
+export PATH=/bin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+for m in /modules/*.ko; do
+  insmod "$m" || echo "init: insmod $m failed"
+done
+agent=
+for word in $(cat /proc/cmdline); do
+  case "$word" in interop.agent=*) agent=${word#interop.agent=} ;; esac
+done
+# cache=loose: the host's root does not change under the guest, and 9p without a cache is slow under TCG.
+mount -t 9p -o trans=virtio,version=9p2000.L,ro,cache=loose,msize=512000 hostroot /newroot ||
+  { echo "init: cannot mount the host root"; sleep 5; exit 1; }
+for d in tmp run var root; do mount -t tmpfs tmpfs "/newroot/$d"; done
+mkdir -p /newroot/run/interop
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 work /newroot/run/interop ||
+  { echo "init: cannot mount the work share"; sleep 5; exit 1; }
+mount --move /proc /newroot/proc
+mount --move /sys /newroot/sys
+mount --move /dev /newroot/dev
+echo "init: switching to the host root, agent $agent"
+exec switch_root /newroot /bin/sh "$agent"

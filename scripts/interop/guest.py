@@ -1,0 +1,99 @@
+"""Running commands in an interop VM through its guest agent (guest-agent.sh): a shell script dropped
+into the VM's shared directory as NAME.cmd runs in the guest; NAME.out gets its output, NAME.rc its
+exit status. Every script bounds its program with `timeout` (rxe retries forever with retry_cnt 7), and
+the host stops waiting a little after that bound."""
+import itertools
+import os
+import shlex
+import shutil
+import time
+
+_ids = itertools.count(1)
+
+
+class GuestJob:
+    def __init__(self, guest, name, limit):
+        self.guest, self.name, self.limit = guest, name, limit
+        self.started = time.time()
+
+    def _path(self, ext):
+        return os.path.join(self.guest.share, f"{self.name}.{ext}")
+
+    def done(self):
+        return os.path.exists(self._path("rc"))
+
+    def wait_listening(self, port, timeout):
+        """True once the script saw a TCP socket listening on PORT in the guest (it touches
+        NAME.listening); False if the job ended first or TIMEOUT passed."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if os.path.exists(self._path("listening")):
+                return True
+            if self.done():
+                return False
+            time.sleep(0.1)
+        return False
+
+    def stop(self):
+        """Asks the guest to stop the program (the script watches for NAME.kill)."""
+        open(self._path("kill"), "w").close()
+
+    def wait(self, grace=None):
+        """(exit status, output); status None if the guest never reported (VM stuck). With GRACE, the
+        program is stopped if it has not ended within GRACE seconds."""
+        deadline = self.started + self.limit + 30
+        stop_at = time.time() + grace if grace is not None else None
+        while not self.done() and time.time() < deadline:
+            if stop_at and time.time() > stop_at:
+                self.stop()
+                stop_at = None
+            time.sleep(0.1)
+        out = ""
+        if os.path.exists(self._path("out")):
+            with open(self._path("out"), errors="replace") as f:
+                out = f.read()
+        if not self.done():
+            return None, out + "\n[interop: the guest did not report an exit status]"
+        with open(self._path("rc")) as f:
+            return int(f.read().strip() or "255"), out
+
+
+class Guest:
+    """One VM: its name, address, rxe device and GID index (IPv4 RoCEv2 GID: index 1)."""
+    device, gid = "rxe0", "1"
+
+    def __init__(self, work, name, ip):
+        self.name, self.ip = name, ip
+        self.share = os.path.join(work, name, "share")
+
+    def script(self, name):
+        """A script of this folder as the guest reaches it: copied into the shared directory (the guest
+        caches the host's root, so it could see an older copy of a file that changed since it booted)."""
+        shutil.copy(os.path.join(os.path.dirname(os.path.abspath(__file__)), name), os.path.join(self.share, name))
+        return os.path.join("/run/interop", name)
+
+    def start(self, argv, limit, env=None, listen_port=None):
+        """Starts ARGV in the guest, bounded by LIMIT seconds. With LISTEN_PORT, the script touches
+        NAME.listening once a TCP socket listens on that port (for servers: wait_listening)."""
+        name = f"job{os.getpid()}-{next(_ids)}"  # unique within the share, also across runs
+        prog = " ".join(shlex.quote(a) for a in argv)
+        envs = " ".join(f"{k}={shlex.quote(v)}" for k, v in (env or {}).items())
+        script = [f"cd /tmp", f"{envs + ' ' if envs else ''}timeout -k 5 {limit} stdbuf -oL -eL {prog} &", "p=$!"]
+        if listen_port:
+            marker = os.path.join("/run/interop", f"{name}.listening")
+            script.append(f"(while kill -0 $p 2>/dev/null; do if ss -Hltn 'sport = :{listen_port}' | grep -q .; "
+                          f"then touch {marker}; break; fi; sleep 0.1; done) &")
+        kill = os.path.join("/run/interop", f"{name}.kill")
+        # Stopped by the host (NAME.kill): first say what the program and rxe's QPs were doing.
+        script.append(f"(while kill -0 $p 2>/dev/null; do if [ -e {kill} ]; then echo '[interop: stopped; state:]'; "
+                      "ps -o pid,stat,wchan:24,args --ppid $p; rdma res show qp; kill $p; break; fi; "
+                      "sleep 0.2; done) &")
+        script.append("wait $p")
+        tmp = os.path.join(self.share, f"{name}.tmp")
+        with open(tmp, "w") as f:
+            f.write("\n".join(script) + "\n")
+        os.rename(tmp, os.path.join(self.share, f"{name}.cmd"))
+        return GuestJob(self, name, limit)
+
+    def run(self, argv, limit):
+        return self.start(argv, limit).wait()

@@ -1,0 +1,257 @@
+#!/usr/bin/python3
+"""Runs the interop matrix between uroce and Linux Soft-RoCE (rxe) in the VM(s) that interop.sh booted,
+and writes it as Markdown. Each cell: a server and a client of one program, on fresh daemons, with or
+without loss; its traffic captured (uroced --capture, or tcpdump on the bridge for rxe<->rxe) and checked
+by capture_check. A cell passes when both programs exit 0, the output holds a result and the capture is
+clean.
+
+  matrix.py --run DIR --netns NS --build BUILD --out FILE [--full] [--cells SUBSTRING,...]
+"""
+import argparse
+import datetime
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from capture_check import check  # noqa: E402
+from guest import Guest  # noqa: E402
+from host import HostSide, Uroced  # noqa: E402
+from programs import PROGRAMS  # noqa: E402
+from registry import record_pid  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+LOSS = 5
+# Directions: (column title, client side, server side). "uroce" = the host through uroced; "vm0", "vm1" = rxe.
+DIRECTIONS = {
+    "uroce-client": ("uroce client → rxe server", "uroce", "vm0"),
+    "uroce-server": ("rxe client → uroce server", "vm0", "uroce"),
+    "control": ("rxe ↔ rxe (control)", "vm0", "vm1"),
+}
+STOPPED = (124, 137, 143, -15, -9)  # exit statuses of a program the harness (or its timeout) stopped
+CI_CELLS = [("ibv_rc_pingpong", "uroce-client", 0), ("ibv_rc_pingpong", "uroce-server", 0),
+            ("ib_write_bw", "uroce-client", LOSS)]
+
+
+def full_cells():
+    cells = []
+    for loss in (0, LOSS):
+        for name in PROGRAMS:
+            if loss and not PROGRAMS[name].lossy:
+                continue
+            for direction in DIRECTIONS:
+                cells.append((name, direction, loss))
+    return cells
+
+
+class Cell:
+    def __init__(self, name, direction, loss):
+        self.name, self.direction, self.loss = name, direction, loss
+        self.ok, self.result, self.notes, self.capture, self.seconds = False, None, [], None, 0.0
+        self.info = []  # remarks on a cell that passed
+
+    def slug(self):
+        return re.sub(r"[^a-z0-9]+", "-", f"{self.name}-{self.direction}-loss{self.loss}".lower()).strip("-")
+
+
+class Runner:
+    def __init__(self, args):
+        self.args = args
+        self.uroce = os.path.join(args.build, "pcap_tools", "uroce")
+        self.host = HostSide(args.build, args.netns, args.run)
+        self.vms = {name: Guest(args.run, name, ip) for name, ip in (("vm0", "10.99.0.2"), ("vm1", "10.99.0.3"))}
+        self.port = 18600
+
+    def side(self, name):
+        return self.host if name == "uroce" else self.vms[name]
+
+    def loss(self, *args):
+        subprocess.run([os.path.join(HERE, "loss.sh"), self.args.netns, *map(str, args)], check=True)
+
+    def run(self, cell, index):
+        cell_dir = os.path.join(self.args.run, "cells", f"{index:02d}-{cell.slug()}" if isinstance(index, int)
+                                else f"{index}-{cell.slug()}")
+        os.makedirs(cell_dir, exist_ok=True)
+        program = PROGRAMS[cell.name]
+        _, client_name, server_name = DIRECTIONS[cell.direction]
+        client, server = self.side(client_name), self.side(server_name)
+        self.port += 1
+        port = self.port
+        server_ip = server.ip  # uroce's address is the kernel's too (TCP), see netns.sh
+        start = time.time()
+        daemon = tcpdump = None
+        try:
+            if "uroce" in (client_name, server_name):
+                cell.capture = os.path.join(cell_dir, "uroced.pcap")
+                daemon = Uroced(self.args.build, self.args.netns, self.args.run, cell_dir, cell.capture,
+                                os.path.join(cell_dir, "uroced.log"))
+                self.host.daemon, self.host.work = daemon, cell_dir
+                ports = ["vb", "tap0"]
+            else:
+                cell.capture = os.path.join(cell_dir, "bridge.pcap")
+                tcpdump = self.tcpdump(cell.capture, cell_dir)
+                ports = ["tap0", "tap1"]
+            if cell.loss:
+                for dev in ports:  # loss in each direction: frames entering the bridge from either end
+                    self.loss("set", dev, cell.loss)
+            s_job = server.start(program.argv(program.server(server, port), cell.loss), program.limit,
+                                 listen_port=port)
+            if not s_job.wait_listening(port, 120):
+                rc, out = s_job.wait()
+                cell.notes.append(f"server never listened (rc {rc}): {tail(out)}")
+                return
+            c_argv = program.argv(program.client(client, port, server_ip, server), cell.loss)
+            c_rc, c_out = client.start(c_argv, program.limit).wait()
+            # The server ends with its client; if the client failed it may wait for ever: bounded.
+            s_rc, s_out = s_job.wait(grace=5 if program.server_persists else 60 if c_rc == 0 else 10)
+            with open(os.path.join(cell_dir, "client.out"), "w") as f:
+                f.write(c_out)
+            with open(os.path.join(cell_dir, "server.out"), "w") as f:
+                f.write(s_out)
+            cell.result = program.result(c_out) or program.result(s_out)
+            if c_rc != 0:
+                cell.notes.append(f"client rc {c_rc}{' (timeout)' if c_rc in (124, 137) else ''}: {tail(c_out)}")
+            if s_rc != 0 and cell.loss and program.last_ack_race and c_rc == 0 and cell.result and (
+                    s_rc in STOPPED or "retry counter exceeded" in s_out or "status 12" in s_out):
+                cell.info.append("server stopped after its client had left: the client's last ACK was lost "
+                                 "(the pingpongs' exit race)")
+            elif s_rc != 0 and not (program.server_persists and s_rc in STOPPED):
+                cell.notes.append(f"server rc {s_rc}{' (timeout)' if s_rc in (124, 137) else ''}: {tail(s_out)}")
+            if c_rc == 0 and s_rc == 0 and not cell.result:
+                cell.notes.append("no result in the output: " + tail(c_out))
+        finally:
+            if cell.loss:
+                self.loss("clear")
+            if daemon:
+                daemon.stop()
+            if tcpdump:
+                time.sleep(1)  # what it has not read yet when it is stopped is lost
+                tcpdump.send_signal(signal.SIGINT)
+                tcpdump.wait(20)
+            cell.seconds = time.time() - start
+        cap = check(self.uroce, cell.capture)
+        cell.traffic = cap
+        if not cap["ok"]:
+            cell.notes.append("capture: " + cap["error"])
+        cell.ok = not cell.notes and bool(cell.result)
+
+    def tcpdump(self, pcap, cell_dir):
+        err = open(os.path.join(cell_dir, "tcpdump.log"), "w")
+        proc = subprocess.Popen(["ip", "netns", "exec", self.args.netns, "tcpdump", "-i", "br0", "--immediate-mode", "-U", "-s", "0",
+                                 "-w", pcap, "udp port 4791 or arp"], stdout=err, stderr=err)
+        record_pid(self.args.run, proc.pid)
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            with open(err.name) as f:
+                if "listening on" in f.read():
+                    break
+            time.sleep(0.1)
+        return proc
+
+
+def tail(text, n=2):
+    lines = [l.strip() for l in text.strip().splitlines() if l.strip()]
+    return " / ".join(lines[-n:])[-300:] if lines else "(no output)"
+
+
+def cell_text(cell):
+    if cell is None:
+        return "—"
+    t = getattr(cell, "traffic", None) or {}
+    traffic = f"retrans {t.get('retrans', 0)}, NAK {t.get('naks', 0)}, RNR {t.get('rnr', 0)}" if t else ""
+    if cell.ok:
+        return f"PASS{'*' if cell.info else ''} {cell.result} ({traffic})"
+    return f"**FAIL** ({traffic})" if traffic else "**FAIL**"
+
+
+def markdown(cells, accel, kernel, started):
+    dirs = [d for d in DIRECTIONS if any(c.direction == d for c in cells)]
+    rows = []
+    for c in cells:
+        key = (c.name, c.loss)
+        if key not in rows:
+            rows.append(key)
+    out = [f"# uroce ↔ Linux Soft-RoCE (rxe) interop matrix", "",
+           f"{started:%Y-%m-%d %H:%M}; rxe: Linux {kernel}'s rdma_rxe in a QEMU VM ({accel}).",
+           "", "| program | loss | " + " | ".join(DIRECTIONS[d][0] for d in dirs) + " |",
+           "|---|---|" + "---|" * len(dirs)]
+    for name, loss in rows:
+        row = [f"`{name}`", f"{loss}%" if loss else "none"]
+        for d in dirs:
+            match = [c for c in cells if (c.name, c.loss, c.direction) == (name, loss, d)]
+            row.append(cell_text(match[0] if match else None))
+        out.append("| " + " | ".join(row) + " |")
+    passed = sum(c.ok for c in cells)
+    out += ["", f"{passed} of {len(cells)} cells passed. Traffic counts from `uroce explain` over each cell's capture "
+            "(uroced's, or the bridge's for rxe ↔ rxe); every frame's ICRC checked by `uroce dissect`. "
+            "No lossy `ibv_ud_pingpong` cell: UD does not retransmit, so one lost datagram stalls the pingpong "
+            "by design.", ""]
+    remarks = [c for c in cells if c.ok and c.info]
+    if remarks:
+        out += ["## Remarks (PASS*)", ""]
+        out += [f"- `{c.name}`, {DIRECTIONS[c.direction][0]}, loss {c.loss}%: " + "; ".join(c.info) for c in remarks]
+        out.append("")
+    failed = [c for c in cells if not c.ok]
+    if failed:
+        out.append("## Failures")
+        out.append("")
+        for c in failed:
+            out.append(f"- `{c.name}`, {DIRECTIONS[c.direction][0]}, loss {c.loss}%: " + "; ".join(c.notes))
+        out.append("")
+    return "\n".join(out)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--run", required=True)
+    ap.add_argument("--netns", required=True)
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--full", action="store_true")
+    ap.add_argument("--cells", default="", help="comma-separated substrings of program names to run (with --full)")
+    ap.add_argument("--retries", type=int, default=0,
+                    help="run a failed cell again up to N times (a pass is then marked, with the failures)")
+    ap.add_argument("--accel", default="?")
+    ap.add_argument("--kernel", default="?")
+    args = ap.parse_args()
+    args.build = os.path.abspath(args.build)
+    plan = full_cells() if args.full else CI_CELLS
+    if args.cells:
+        wanted = args.cells.split(",")
+        plan = [c for c in plan if any(w in c[0] for w in wanted)]
+    if not os.path.exists(os.path.join(args.run, "vm1", "share", "ready")):
+        plan = [c for c in plan if c[1] != "control"]
+    runner = Runner(args)
+    started = datetime.datetime.now()
+    cells = []
+    for i, (name, direction, loss) in enumerate(plan, 1):
+        failures = []
+        for attempt in range(1 + args.retries):
+            cell = Cell(name, direction, loss)
+            try:
+                runner.run(cell, i if attempt == 0 else f"{i}-{attempt + 1}")
+            except Exception as e:  # noqa: BLE001 -- a broken cell is reported, the matrix goes on
+                cell.notes.append(f"harness error: {e}")
+            if cell.ok:
+                break
+            failures.append("; ".join(cell.notes))
+        if cell.ok and failures:  # passed on a later attempt: said so, with what went wrong before
+            cell.info.append(f"passed on attempt {len(failures) + 1}; before: " + " | ".join(failures))
+        cells.append(cell)
+        with open(args.out, "w") as f:  # after every cell: a run stopped by its time limit still leaves a matrix
+            f.write(markdown(cells, args.accel, args.kernel, started) + "\n")
+        print(f"[interop] {i}/{len(plan)} {name} | {DIRECTIONS[direction][0]} | loss {loss}%: "
+              f"{'PASS' if cell.ok else 'FAIL'} {cell.result or ''} ({cell.seconds:.0f} s) {'; '.join(cell.notes)}",
+              file=sys.stderr, flush=True)
+    text = markdown(cells, args.accel, args.kernel, started)
+    with open(args.out, "w") as f:
+        f.write(text + "\n")
+    print(text)
+    return 0 if all(c.ok for c in cells) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

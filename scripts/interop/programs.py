@@ -1,0 +1,136 @@
+"""The programs of the interop matrix: for each, the server's and the client's command line on a given
+side (uroce through uroce-run, or rxe in the VM: device and GID index differ), how long it may take, and
+how to read its throughput from the output. Unmodified Debian binaries, plus pyverbs_peer.py."""
+import os
+import re
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+PINGPONG = re.compile(r"(\d+) bytes in ([\d.]+) seconds = ([\d.]+) Mbit/sec")
+PERF_BW = re.compile(r"^\s*(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$", re.M)
+QPERF = re.compile(r"^\s*(bw|latency)\s+=\s+([\d.]+ \S+)", re.M)
+PYVERBS = re.compile(r"^pyverbs_peer: all (\d+) checks passed", re.M)
+
+
+class Program:
+    """name: the matrix row. server(side, port) / client(side, port, server_ip, server_side): argv lists."""
+
+    def __init__(self, name, server, client, result, limit=240):
+        self.name, self.server, self.client, self.result, self.limit = name, server, client, result, limit
+        # The ibverbs-utils pingpongs have an exit race: the client leaves as soon as it has its last
+        # completion, so if its ACK of the server's last message is lost, the server retransmits to a QP
+        # that is gone and never completes (rxe retries for ever; uroce gives up with retry-exceeded).
+        self.last_ack_race = name.startswith("ibv_") and "pingpong" in name
+        # UD has no retransmission: one lost datagram stalls a pingpong for good, so no lossy cell.
+        self.lossy = "ud_pingpong" not in name
+        # A qperf server serves clients until it is stopped: its end says nothing.
+        self.server_persists = name.startswith("qperf")
+        # Under loss, perftest's bandwidth tests send fewer 64 KiB messages (go-back-N over 5% loss with
+        # 64-packet messages crawls under TCG).
+        self.lossy_iterations = "20" if name in ("ib_write_bw", "ib_read_bw", "ib_send_bw") else None
+
+    def argv(self, argv, loss):
+        """ARGV as run in a cell with LOSS percent loss."""
+        if loss and self.lossy_iterations and "-n" in argv:
+            argv = list(argv)
+            argv[argv.index("-n") + 1] = self.lossy_iterations
+        return argv
+
+
+def pingpong_result(out):
+    m = PINGPONG.search(out)
+    return f"{float(m.group(3)):.1f} Mbit/s" if m else None
+
+
+def perftest_bw_result(out):
+    m = PERF_BW.findall(out)
+    return f"{float(m[-1][3]):.1f} MB/s" if m else None
+
+
+def perftest_lat_result(out):
+    # The results line: #bytes #iterations t_min t_max t_typical t_avg t_stdev 99% 99.9% (some may be -nan).
+    rows = [l.split() for l in out.splitlines() if re.match(r"^\s*\d+\s+\d+\s+[\d.]+\s+[\d.]+\s+[\d.]+", l)]
+    return f"{float(rows[-1][4]):.0f} us typ" if rows else None
+
+
+def perftest_atomic_result(out):
+    m = PERF_BW.findall(out)
+    return f"{float(m[-1][4]) * 1000:.3g} k ops/s" if m else None
+
+
+def qperf_result(out):
+    m = QPERF.findall(out)
+    return ", ".join(v for _, v in m) if m else None
+
+
+def pyverbs_result(out):
+    m = PYVERBS.search(out)
+    return f"{m.group(1)} checks" if m else None
+
+
+def pingpong(program, *extra, n="300"):
+    def server(side, port):
+        return [program, "-d", side.device, "-g", side.gid, "-p", str(port), "-n", n, *extra]
+
+    def client(side, port, ip, _server_side):
+        return server(side, port) + [ip]
+    return server, client
+
+
+def perftest(program, *extra):
+    # -u 16: a 268 ms ACK timeout instead of 67 ms. rxe under TCG on a busy machine can stall for half a
+    # second while it works through a backlog; with 67 ms a spec-following requester (uroce: retry_cnt 7
+    # means 7 retries, where rxe retries for ever) gives up after 8 timeouts in a row. Not much longer
+    # either: an rxe requester ignores a NAK while its previous go-back-N retry is under way, so every
+    # second loss within one message costs it a whole timeout.
+    def server(side, port):
+        return [program, "-d", side.device, "-x", side.gid, "-p", str(port), "-F", "-u", "16", *extra]
+
+    def client(side, port, ip, _server_side):
+        return server(side, port) + [ip]
+    return server, client
+
+
+def qperf(*tests):
+    # qperf needs rdma_cm on RoCE (-cm1): it has no GID exchange of its own.
+    def server(side, port):
+        return ["qperf", "-lp", str(port)]
+
+    def client(side, port, ip, server_side):  # the client names both devices; the server learns its own
+        return ["qperf", "-lp", str(port), "-cm1", "-t", "3", "-li", f"{side.device}:1",
+                "-ri", f"{server_side.device}:1", ip, *tests]
+    return server, client
+
+
+def pyverbs():
+    def server(side, port):
+        return ["/usr/bin/python3", side.script("pyverbs_peer.py"), "--dev", side.device, "--gid", side.gid,
+                "--port", str(port)]
+
+    def client(side, port, ip, _server_side):
+        return server(side, port) + ["--connect", ip]
+    return server, client
+
+
+def _p(name, pair, result, limit=240):
+    return Program(name, pair[0], pair[1], result, limit)
+
+
+PROGRAMS = {p.name: p for p in [
+    _p("ibv_rc_pingpong", pingpong("ibv_rc_pingpong"), pingpong_result),
+    _p("ibv_rc_pingpong -s 65536", pingpong("ibv_rc_pingpong", "-s", "65536", n="50"), pingpong_result),
+    _p("ibv_ud_pingpong", pingpong("ibv_ud_pingpong", "-s", "1024"), pingpong_result),
+    _p("ibv_srq_pingpong", pingpong("ibv_srq_pingpong", "-q", "4", n="100"), pingpong_result),
+    _p("ib_write_bw", perftest("ib_write_bw", "-s", "65536", "-n", "100"), perftest_bw_result),
+    _p("ib_read_bw", perftest("ib_read_bw", "-s", "65536", "-n", "100"), perftest_bw_result),
+    _p("ib_send_bw", perftest("ib_send_bw", "-s", "65536", "-n", "100"), perftest_bw_result),
+    _p("ib_atomic_bw CMP_AND_SWAP", perftest("ib_atomic_bw", "-A", "CMP_AND_SWAP", "-n", "200"), perftest_atomic_result),
+    _p("ib_atomic_bw FETCH_AND_ADD", perftest("ib_atomic_bw", "-A", "FETCH_AND_ADD", "-n", "200"), perftest_atomic_result),
+    _p("ib_write_lat", perftest("ib_write_lat", "-n", "200"), perftest_lat_result),
+    _p("ib_read_lat", perftest("ib_read_lat", "-n", "200"), perftest_lat_result),
+    _p("ib_send_lat", perftest("ib_send_lat", "-n", "200"), perftest_lat_result),
+    _p("ib_atomic_lat", perftest("ib_atomic_lat", "-n", "200"), perftest_lat_result),
+    _p("qperf rc_bw rc_lat", qperf("rc_bw", "rc_lat"), qperf_result),
+    _p("qperf rc_rdma_write_bw rc_rdma_read_bw", qperf("rc_rdma_write_bw", "rc_rdma_read_bw"), qperf_result),
+    _p("pyverbs_peer.py", pyverbs(), pyverbs_result),
+]}

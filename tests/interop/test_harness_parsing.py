@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""The interop harness's judgement without a VM (scripts/interop/): how it reads each program's result
+and how it judges a capture, on sample outputs of the real programs and on the repository's rxe captures.
+
+  test_harness_parsing.py UROCE_BINARY CAPTURE_DIR
+"""
+import os
+import shutil
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "interop"))
+import capture_check  # noqa: E402
+import programs  # noqa: E402
+
+PINGPONG = """  local address:  LID 0x0000, QPN 0x000011, PSN 0xbac2df, GID ::ffff:10.99.0.2
+8192000 bytes in 0.12 seconds = 530.58 Mbit/sec
+1000 iters in 0.12 seconds = 123.52 usec/iter
+"""
+WRITE_BW = """ #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]
+ 65536      100              12.34              11.87   		   0.000190
+---------------------------------------------------------------------------------------
+"""
+ATOMIC_BW = """ #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]
+ 8          200              0.02               0.02   		   0.002926
+"""
+LAT_WITH_NAN = """ #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec]
+ 2       200          301.76         722264.65      921.08   	       13480.27     	-nan   		220723.65 		722264.65
+"""
+QPERF = """rc_bw:
+    bw  =  6.75 MB/sec
+rc_lat:
+    latency  =  2.5 ms
+"""
+
+
+class Side:
+    device, gid = "rxe0", "1"
+
+    @staticmethod
+    def script(name):
+        return "/run/interop/" + name
+
+
+def main():
+    uroce, captures = sys.argv[1], sys.argv[2]
+    assert programs.pingpong_result(PINGPONG) == "530.6 Mbit/s"
+    assert programs.perftest_bw_result(WRITE_BW) == "11.9 MB/s"
+    assert programs.perftest_atomic_result(ATOMIC_BW) == "2.93 k ops/s"
+    assert programs.perftest_lat_result(LAT_WITH_NAN) == "921 us typ"
+    assert programs.qperf_result(QPERF) == "6.75 MB/sec, 2.5 ms"
+    assert programs.pingpong_result("Couldn't connect to 10.99.0.2:18601") is None
+
+    # Every program's command lines are well formed on both kinds of side; lossy bandwidth cells send less.
+    for p in programs.PROGRAMS.values():
+        server = p.server(Side, 18000)
+        client = p.client(Side, 18000, "10.99.0.254", Side)
+        assert server and client and "10.99.0.254" in client, p.name
+    bw = programs.PROGRAMS["ib_write_bw"]
+    argv = bw.client(Side, 1, "10.99.0.254", Side)
+    assert bw.argv(argv, 5)[argv.index("-n") + 1] == "20" and bw.argv(argv, 0) == argv
+    assert not programs.PROGRAMS["ibv_ud_pingpong"].lossy
+
+    # A real lossy rxe capture: clean, with its retransmissions and NAKs counted.
+    r = capture_check.check(uroce, os.path.join(captures, "11-rc-write-loss5.pcap"))
+    assert r["ok"] and r["bad_icrc"] == 0 and r["retrans"] > 0 and r["naks"] > 0, r
+    # One payload bit flipped: a bad ICRC fails the cell.
+    with tempfile.TemporaryDirectory() as tmp:
+        bad = os.path.join(tmp, "corrupt.pcap")
+        shutil.copy(os.path.join(captures, "01-rc-send-pingpong.pcap"), bad)
+        with open(bad, "r+b") as f:
+            offset = 24 + 16 + 42 + 16 + 42 + 16 + 200  # deep in frame 3's payload (after two ARP frames)
+            f.seek(offset)
+            byte = f.read(1)[0]
+            f.seek(offset)
+            f.write(bytes([byte ^ 1]))
+        r = capture_check.check(uroce, bad)
+        assert not r["ok"] and r["bad_icrc"] == 1 and "bad ICRC" in r["error"], r
+        # A capture without RoCE traffic fails too.
+        empty = os.path.join(tmp, "empty.pcap")
+        with open(empty, "wb") as f:
+            f.write(bytes.fromhex("d4c3b2a1020004000000000000000000ffff000001000000"))
+        r = capture_check.check(uroce, empty)
+        assert not r["ok"] and "no RoCE" in r["error"], r
+    print("interop harness parsing: ok")
+
+
+if __name__ == "__main__":
+    main()
