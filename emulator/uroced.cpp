@@ -48,8 +48,9 @@ int serve(const DaemonOptions& o) {
   config.capture_received = !o.port.empty();  // on the loopback every frame received was just sent
   config.rx_loss = o.rx_loss;
   config.loss_seed = o.loss_seed;
-  config.spin_ns = uint64_t(o.spin_us) * 1000;
-  config.max_sleep_ns = uint64_t(o.max_sleep_us) * 1000;
+  config.back_off.doze_ns = uint64_t(o.spin_us) * 1000;
+  config.back_off.nap_ns = uint64_t(o.nap_us) * 1000;
+  config.back_off.max_sleep_ns = uint64_t(o.max_sleep_us) * 1000;
   // The ring under the loopback carries frames of any size: it runs with jumbo frames, so its RoCE path
   // MTU is 4096 as on a real NIC's loopback. A real port's MTU is what its driver (or kernel) says.
   config.ip_mtu = o.port.empty() ? (o.mtu != 0 ? o.mtu : 9000) : port->mtu();
@@ -68,6 +69,7 @@ int serve(const DaemonOptions& o) {
   description.ip_mtu = config.ip_mtu;
   description.active_mtu = engine.active_mtu();
   description.link_up = port->link().up || o.port.empty();
+  if (!o.port.empty()) description.link_state = [&p = *port] { return p.link().up; };
   VerbsService service(engine, description, config.limits, engine.wake_fd(), engine.status_fd());
   ControlAdapter adapter(service);
 

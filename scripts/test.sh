@@ -3,9 +3,20 @@
 #   1. a release build (gcc): unit tests, and integration tests of the tools against real captures and tshark;
 #   2. an AddressSanitizer + UBSan build (clang): the same tests again, plus the libFuzzer target for a
 #      bounded time (UROCE_FUZZ_SECONDS, default 60).
+# --long adds, after 1., the full matrix of unmodified verbs programs through the verbs shim: every program
+# (pingpongs, perftest, qperf) with every option in every setup (loopback, veth, memif), and ibv_rc_pingpong
+# at every size from 1 B to 64 KiB at every MTU (tests/verbs_shim/program_matrix.py; ctest runs a subset).
 # Exits non-zero if anything fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+long=0
+for arg in "$@"; do
+  case "$arg" in
+    --long) long=1 ;;
+    *) echo "usage: $0 [--long]" >&2; exit 2 ;;
+  esac
+done
 
 scripts/deps.sh
 jobs=$(nproc)
@@ -15,6 +26,11 @@ echo "== release build (gcc)"
 cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build/release -j"$jobs"
 ctest --test-dir build/release --output-on-failure -j"$jobs"
+if ((long)); then
+  echo "== the full matrix of verbs programs through the shim (--long)"
+  python3 tests/verbs_shim/test_setups.py --long --uroced build/release/emulator/uroced \
+    --uroce-run build/release/verbs_shim/uroce-run
+fi
 
 echo "== AddressSanitizer + UBSan build (clang), with fuzzing"
 CC=clang CXX=clang++ cmake -S . -B build/sanitize -G Ninja -DCMAKE_BUILD_TYPE=Sanitize \

@@ -43,6 +43,8 @@ class CompletionQueue {
   uint32_t size() const { return count_; }
   bool overflowed() const { return overflowed_; }
 
+  bool active_listed = false;  // in the device's list of CQs with new completions (Device::take_active_cqs)
+
  private:
   // The ring slot `i` places after the oldest. A compare instead of a modulo: the capacity is whatever
   // the consumer asked for, and a division per completion is a measurable part of a small message.

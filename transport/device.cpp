@@ -27,6 +27,9 @@ WorkCompletion* DeviceImpl::new_completion(uint32_t cqn) {
   if (wc == nullptr) {
     ++counters_.cq_overflows;
     raise(EventType::cq_err, cqn);
+  } else if (!cq->active_listed) {
+    cq->active_listed = true;
+    active_cqs_.push_back(cqn);
   }
   return wc;
 }
@@ -673,6 +676,14 @@ Nanos Device::next_deadline() const {
 }
 
 bool Device::has_pending_work() const { return !impl_->run_list_.empty() || !impl_->ack_list_.empty(); }
+
+void Device::take_active_cqs(std::vector<uint32_t>& out) {
+  out.clear();
+  std::swap(out, impl_->active_cqs_);
+  for (const uint32_t cqn : out) {
+    if (CompletionQueue* cq = impl_->cqs_.find(cqn)) cq->active_listed = false;
+  }
+}
 
 std::vector<AsyncEvent> Device::take_events() {
   std::vector<AsyncEvent> e;

@@ -157,6 +157,10 @@ class Device {
   void set_gsi_handler(GsiHandler handler);
   int send_gsi(const verbs::AddressVector& destination, uint32_t dest_qpn, std::span<const uint8_t> mad);
 
+  // The CQs that got completions since the last call, each once, in the order of its first one (swapped
+  // into `out`). A NIC writes completion events in completion order; programs that wait for two CQs on one
+  // channel rely on it (perftest's ib_send_lat -e: a send and a receive CQ), so uroced delivers in this order.
+  void take_active_cqs(std::vector<uint32_t>& out);
   std::vector<AsyncEvent> take_events();
   const DeviceCounters& counters() const;
   // Every QP's counters, by QP number.

@@ -31,6 +31,7 @@ class DeviceImpl {
   std::map<uint32_t, uint32_t> pds_;  // pd -> number of objects using it
   uint32_t next_pd_ = 1;
   NumberedTable<CompletionQueue> cqs_;
+  std::vector<uint32_t> active_cqs_;  // CQs with new completions, in order (Device::take_active_cqs)
   uint32_t next_cqn_ = 1;
   std::unordered_map<uint32_t, ReceiveQueue> srqs_;
   uint32_t next_srqn_ = 1;

@@ -3,8 +3,6 @@
 // completes something, and ibv_get_cq_event reads it.
 #include <unistd.h>
 
-#include <arpa/inet.h>
-
 #include "shim.hpp"
 
 namespace uroce::shim {
@@ -26,9 +24,7 @@ int poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
       w.opcode = ibv_wc_opcode(c.opcode);
       w.vendor_err = c.vendor_err;
       w.byte_len = c.byte_len;
-      // The ring carries the immediate as the value on the wire; ibv_wc holds it in network order. An
-      // invalidated rkey (IBV_WC_WITH_INV) is a plain host-order key.
-      w.imm_data = (c.wc_flags & IBV_WC_WITH_IMM) ? htonl(c.imm_data) : c.imm_data;
+      w.imm_data = wc_imm_field(c);
       w.qp_num = c.qp_num;
       w.src_qp = c.src_qp;
       w.wc_flags = c.wc_flags;
@@ -46,8 +42,40 @@ int poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
 int req_notify_cq(ibv_cq* cq, int solicited_only) {
   Cq* q = to_shim(cq);
   if (!cq->channel) return EINVAL;  // nowhere to deliver the event
+  std::lock_guard g(q->arm_lock);
   q->impl->ring.arm(solicited_only != 0);
   return 0;
+}
+
+Cq* make_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel, int comp_vector) {
+  Context* c = to_shim(context);
+  if (cqe <= 0 || comp_vector < 0 || comp_vector >= context->num_comp_vectors) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  auto* q = new (std::nothrow) Cq{};
+  if (!q) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  if (guarded("create_cq", [&] {
+        q->impl = c->impl->create_cq(uint32_t(cqe), channel ? to_shim(channel)->impl.get() : nullptr);
+      })) {
+    delete q;
+    return nullptr;
+  }
+  ibv_cq& cq = q->cq;
+  cq.context = context;
+  cq.channel = channel;
+  cq.cq_context = cq_context;
+  cq.handle = q->impl->cqn;
+  cq.cqe = int(q->impl->cqe);
+  pthread_mutex_init(&cq.mutex, nullptr);
+  pthread_cond_init(&cq.cond, nullptr);
+  if (channel) __atomic_add_fetch(&channel->refcnt, 1, __ATOMIC_RELAXED);
+  std::lock_guard g(*c->objects_lock);
+  (*c->cqs)[cq.handle] = q;
+  return q;
 }
 
 }  // namespace uroce::shim
@@ -85,34 +113,8 @@ SHIM_EXPORT int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
 
 SHIM_EXPORT ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
                                   int comp_vector) {
-  Context* c = to_shim(context);
-  if (cqe <= 0 || comp_vector < 0 || comp_vector >= context->num_comp_vectors) {
-    errno = EINVAL;
-    return nullptr;
-  }
-  auto* q = new (std::nothrow) Cq{};
-  if (!q) {
-    errno = ENOMEM;
-    return nullptr;
-  }
-  if (guarded("create_cq", [&] {
-        q->impl = c->impl->create_cq(uint32_t(cqe), channel ? to_shim(channel)->impl.get() : nullptr);
-      })) {
-    delete q;
-    return nullptr;
-  }
-  ibv_cq& cq = q->cq;
-  cq.context = context;
-  cq.channel = channel;
-  cq.cq_context = cq_context;
-  cq.handle = q->impl->cqn;
-  cq.cqe = int(q->impl->cqe);
-  pthread_mutex_init(&cq.mutex, nullptr);
-  pthread_cond_init(&cq.cond, nullptr);
-  if (channel) __atomic_add_fetch(&channel->refcnt, 1, __ATOMIC_RELAXED);
-  std::lock_guard g(*c->objects_lock);
-  (*c->cqs)[cq.handle] = q;
-  return &cq;
+  Cq* q = make_cq(context, cqe, cq_context, channel, comp_vector);
+  return q ? &q->cq : nullptr;
 }
 
 SHIM_EXPORT int ibv_destroy_cq(ibv_cq* cq) {
@@ -130,7 +132,19 @@ SHIM_EXPORT int ibv_destroy_cq(ibv_cq* cq) {
   return 0;
 }
 
-SHIM_EXPORT int ibv_resize_cq(ibv_cq*, int) { return EOPNOTSUPP; }  // not yet in the client library
+// The CQ moves onto a new ring with the completions not yet polled (emulator/engine/queue_service.cpp);
+// neither polling nor arming may touch the ring meanwhile. cq->cqe then says what the CQ holds.
+SHIM_EXPORT int ibv_resize_cq(ibv_cq* cq, int cqe) {
+  if (cqe <= 0) {
+    errno = EINVAL;
+    return EINVAL;
+  }
+  Cq* q = to_shim(cq);
+  std::scoped_lock g(q->lock, q->arm_lock);
+  const int rc = guarded("resize_cq", [&] { to_shim(cq->context)->impl->resize_cq(*q->impl, uint32_t(cqe)); });
+  if (rc == 0) cq->cqe = int(q->impl->cqe);
+  return rc;
+}
 
 SHIM_EXPORT int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
   uroce::emulator::protocol::CompletionEventRecord r{};

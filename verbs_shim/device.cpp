@@ -3,6 +3,7 @@
 // means no device, quietly, as with a machine that has no RDMA hardware.
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "emulator/client/control_connection.hpp"
@@ -57,6 +58,32 @@ wire::IpAddress gid_at(const Context& c, size_t index) { return c.info.at("gids"
 
 }  // namespace
 
+// uroce's LIDs, an extension (shim.hpp): the low 16 bits of the port's first IPv4 address.
+namespace {
+
+std::optional<uint32_t> first_ipv4(const Context& c) {  // host order
+  for (const auto& g : c.info.at("gids")) {
+    if (const auto ip = g.get<wire::IpAddress>(); ip.is_v4()) return ip.v4();
+  }
+  return std::nullopt;
+}
+
+// 0xc000 and up are multicast LIDs and the permissive LID.
+bool is_unicast_lid(uint32_t lid) { return lid != 0 && lid <= 0xbfff; }
+
+}  // namespace
+
+uint16_t port_lid(const Context& c) {
+  const auto ip = first_ipv4(c);
+  return ip && is_unicast_lid(*ip & 0xffff) ? uint16_t(*ip & 0xffff) : 0;
+}
+
+bool lid_route(const Context& c, uint16_t dlid, wire::IpAddress& dgid) {
+  if (!is_unicast_lid(dlid) || port_lid(c) == 0) return false;
+  dgid = wire::IpAddress::from_v4((*first_ipv4(c) & 0xffff0000u) | dlid);
+  return true;
+}
+
 void fill_port_attr(Context& c, ibv_port_attr& a) {
   // Live state (link, MTU) from the daemon; the open-time copy if it cannot answer.
   nlohmann::json info = c.info;
@@ -78,6 +105,7 @@ void fill_port_attr(Context& c, ibv_port_attr& a) {
   a.active_speed = 32;   // 25 Gb/s (EDR lane rate): a plausible Ethernet port
   a.phys_state = up ? 5 : 3;  // LinkUp / Disabled
   a.link_layer = IBV_LINK_LAYER_ETHERNET;
+  a.lid = port_lid(c);  // a RoCE port has none; uroce's is an extension (shim.hpp: lid_route)
 }
 
 int query_port_ex(ibv_context* context, uint8_t port_num, ibv_port_attr* attr, size_t attr_len) {
@@ -197,6 +225,7 @@ SHIM_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
   v.query_port = query_port_ex;
   v.query_device_ex = query_device_ex;
   v.create_qp_ex = create_qp_ex;
+  v.create_cq_ex = create_cq_ex;
   v.create_srq_ex = create_srq_ex;
   ibv_context& ctx = v.context;
   ctx.device = device;

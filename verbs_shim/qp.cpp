@@ -8,9 +8,13 @@
 namespace uroce::shim {
 namespace {
 
-bool av_from(const ibv_ah_attr& a, verbs::AddressVector& av) {
-  // RoCE addresses by GID: a path without a GRH (an IB LID) cannot be reached.
-  if (!a.is_global) return false;
+bool av_from(const Context& c, const ibv_ah_attr& a, verbs::AddressVector& av) {
+  // RoCE addresses by GID. A path without a GRH names a LID, which only uroce's LID extension reaches
+  // (shim.hpp: lid_route; qperf needs it): the GRH's fields then keep their defaults.
+  if (!a.is_global) {
+    av.service_level = a.sl;
+    return lid_route(c, a.dlid, av.dgid);
+  }
   av.dgid = wire::IpAddress::from_v6_bytes(a.grh.dgid.raw);
   av.sgid_index = a.grh.sgid_index;
   av.flow_label = a.grh.flow_label;
@@ -94,11 +98,19 @@ ibv_qp* create_qp(ibv_context* context, ibv_pd* pd, const ibv_qp_init_attr& attr
 }  // namespace
 
 ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
-  // The extended work-request API (send_ops_flags) and XRC / RSS / TSO are not there yet.
-  const uint32_t known = IBV_QP_INIT_ATTR_PD;
-  if ((attr->comp_mask & ~known) || !(attr->comp_mask & IBV_QP_INIT_ATTR_PD)) {
+  // The ibv_wr_* API (send_ops_flags) is there; XRC, RSS, TSO and creation flags are not.
+  const uint32_t known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_CREATE_FLAGS;
+  if ((attr->comp_mask & ~known) || !(attr->comp_mask & IBV_QP_INIT_ATTR_PD) ||
+      ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && attr->create_flags)) {
     errno = EOPNOTSUPP;
     return nullptr;
+  }
+  const bool wr_api = attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  if (wr_api) {
+    if (int rc = check_send_ops(attr->qp_type, attr->send_ops_flags)) {
+      errno = rc;
+      return nullptr;
+    }
   }
   ibv_qp_init_attr basic{};
   basic.qp_context = attr->qp_context;
@@ -108,7 +120,15 @@ ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   basic.cap = attr->cap;
   basic.qp_type = attr->qp_type;
   basic.sq_sig_all = attr->sq_sig_all;
-  return create_qp(context, attr->pd, basic, attr->cap);
+  ibv_qp* qp = create_qp(context, attr->pd, basic, attr->cap);
+  if (qp && wr_api) {
+    if (int rc = enable_wr_api(*to_shim(qp))) {
+      ibv_destroy_qp(qp);
+      errno = rc;
+      return nullptr;
+    }
+  }
+  return qp;
 }
 
 ibv_srq* create_srq_ex(ibv_context*, ibv_srq_init_attr_ex* attr) {
@@ -152,7 +172,7 @@ SHIM_EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
   a.dest_qp_num = attr->dest_qp_num;
   a.qp_access_flags = uint32_t(attr->qp_access_flags);
   a.cap = cap_from(attr->cap);
-  if ((attr_mask & IBV_QP_AV) && !av_from(attr->ah_attr, a.ah_attr)) return EINVAL;
+  if ((attr_mask & IBV_QP_AV) && !av_from(*to_shim(qp->context), attr->ah_attr, a.ah_attr)) return EINVAL;
   a.pkey_index = attr->pkey_index;
   a.en_sqd_async_notify = attr->en_sqd_async_notify;
   a.max_rd_atomic = attr->max_rd_atomic;
@@ -209,11 +229,6 @@ SHIM_EXPORT int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask, ibv_q
   }
   qp->state = attr->qp_state;
   return 0;
-}
-
-SHIM_EXPORT ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp*) {
-  errno = EOPNOTSUPP;  // the ibv_wr_* API is not there yet; create_qp_ex refuses send_ops_flags
-  return nullptr;
 }
 
 SHIM_EXPORT ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
@@ -273,7 +288,7 @@ SHIM_EXPORT int ibv_destroy_srq(ibv_srq* srq) {
 
 SHIM_EXPORT ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
   verbs::AddressVector av;
-  if (!av_from(*attr, av)) {
+  if (!av_from(*to_shim(pd->context), *attr, av)) {
     errno = EINVAL;
     return nullptr;
   }

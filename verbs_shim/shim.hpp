@@ -5,6 +5,8 @@
 
 #include <infiniband/verbs.h>
 
+#include <arpa/inet.h>
+
 #include <cerrno>
 #include <map>
 #include <memory>
@@ -65,9 +67,16 @@ struct CompChannel {
 };
 
 struct Cq {
-  ibv_cq cq;
+  // ibv_cq_ex begins with ibv_cq's fields, so one object serves both APIs (ibv_cq_ex_to_cq is a cast).
+  // cq_ex comes first: value-initialising a Cq zeroes all of it.
+  union {
+    ibv_cq_ex cq_ex;
+    ibv_cq cq;
+  };
   std::unique_ptr<client::CompletionQueue> impl;
-  std::mutex lock;  // the ring is single-consumer
+  std::mutex lock;      // the ring is single-consumer; held from start_poll to end_poll (cq_ex.cpp)
+  std::mutex arm_lock;  // ibv_req_notify_cq against ibv_resize_cq swapping the ring
+  emulator::protocol::CompletionEntry current{};  // the completion the ibv_cq_ex poll stands on
 };
 
 struct Srq {
@@ -76,11 +85,22 @@ struct Srq {
   std::mutex lock;
 };
 
+// The ibv_wr_* batch being built on a QP created with send_ops_flags (qp_ex.cpp).
+struct WrBuilder;
+struct WrBuilderDeleter {
+  void operator()(WrBuilder* b) const;
+};
+
 struct Qp {
-  ibv_qp qp;
+  // ibv_qp_ex begins with an ibv_qp (qp_base): one object for both; qp_ex first so that it is all zeroed.
+  union {
+    ibv_qp_ex qp_ex;
+    ibv_qp qp;
+  };
   std::unique_ptr<client::QueuePair> impl;
-  std::mutex send_lock, recv_lock;  // each ring is single-producer
+  std::mutex send_lock, recv_lock;  // each ring is single-producer; send_lock held from wr_start to wr_complete
   bool sq_sig_all = false;
+  std::unique_ptr<WrBuilder, WrBuilderDeleter> wr;  // only on QPs with the ibv_wr_* API
 };
 
 struct Ah {
@@ -94,7 +114,9 @@ inline Device* to_shim(ibv_device* d) { return reinterpret_cast<Device*>(d); }
 inline Pd* to_shim(ibv_pd* p) { return reinterpret_cast<Pd*>(p); }
 inline Mr* to_shim(ibv_mr* m) { return reinterpret_cast<Mr*>(m); }
 inline Cq* to_shim(ibv_cq* c) { return reinterpret_cast<Cq*>(c); }
+inline Cq* to_shim(ibv_cq_ex* c) { return reinterpret_cast<Cq*>(c); }
 inline Qp* to_shim(ibv_qp* q) { return reinterpret_cast<Qp*>(q); }
+inline Qp* to_shim(ibv_qp_ex* q) { return reinterpret_cast<Qp*>(q); }
 inline Srq* to_shim(ibv_srq* s) { return reinterpret_cast<Srq*>(s); }
 inline Ah* to_shim(ibv_ah* a) { return reinterpret_cast<Ah*>(a); }
 inline CompChannel* to_shim(ibv_comp_channel* c) { return reinterpret_cast<CompChannel*>(c); }
@@ -118,8 +140,28 @@ int guarded(const char* what, F&& f) {
   return errno;
 }
 
+// ibv_wc's imm_data from a ring entry: the immediate in network order, an invalidated rkey as it is (the
+// ring carries both as plain values).
+inline uint32_t wc_imm_field(const emulator::protocol::CompletionEntry& c) {
+  return (c.wc_flags & IBV_WC_WITH_IMM) ? htonl(c.imm_data) : c.imm_data;
+}
+
+// A CQ as ibv_create_cq and ibv_create_cq_ex make it (cq.cpp); nullptr with errno set on failure.
+Cq* make_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel, int comp_vector);
+// The ibv_wr_* API (qp_ex.cpp): an errno value if a QP of this type cannot do every operation in
+// send_ops_flags; enable_wr_api installs ibv_qp_ex's function pointers on a created QP.
+int check_send_ops(ibv_qp_type type, uint64_t send_ops_flags);
+int enable_wr_api(Qp& q);
+
 // The port's attributes as both ibv_query_port flavours fill them (device.cpp).
 void fill_port_attr(Context& c, ibv_port_attr& a);
+// uroce's LIDs, an extension. A RoCE port has no LID: real NICs report 0 and refuse a path without a GRH,
+// so programs that exchange LIDs and build paths without one (qperf without -cm1, the pingpongs without
+// -g) cannot run on RoCE. uroce's port reports the low 16 bits of its IPv4 address as its LID (0 if they
+// are not a unicast LID), and a path without a GRH to such a LID goes to that address in the port's own
+// /16 (lid_route: false if dlid is no LID). Paths with a GRH are unchanged; LID 0 is still refused.
+uint16_t port_lid(const Context& c);
+bool lid_route(const Context& c, uint16_t dlid, wire::IpAddress& dgid);
 // Assigned into verbs_context / ibv_context.ops by ibv_open_device.
 int query_port_ex(ibv_context* context, uint8_t port_num, ibv_port_attr* attr, size_t attr_len);
 int query_device_ex(ibv_context* context, const ibv_query_device_ex_input* input, ibv_device_attr_ex* attr,

@@ -12,15 +12,6 @@
 SHIM_EXPORT int ibv_attach_mcast(ibv_qp*, const ibv_gid*, uint16_t) { return EOPNOTSUPP; }
 SHIM_EXPORT int ibv_detach_mcast(ibv_qp*, const ibv_gid*, uint16_t) { return EOPNOTSUPP; }
 
-// Address handles from a received GRH: not yet (uroce's UD GRH area needs defining first).
-SHIM_EXPORT int ibv_init_ah_from_wc(ibv_context*, uint8_t, ibv_wc*, ibv_grh*, ibv_ah_attr*) {
-  errno = EOPNOTSUPP;
-  return -1;
-}
-SHIM_EXPORT ibv_ah* ibv_create_ah_from_wc(ibv_pd*, ibv_wc*, ibv_grh*, uint8_t) {
-  errno = EOPNOTSUPP;
-  return nullptr;
-}
 SHIM_EXPORT int ibv_resolve_eth_l2_from_gid(ibv_context*, ibv_ah_attr*, uint8_t*, uint16_t*) { return EOPNOTSUPP; }
 
 // Sharing objects between processes through the kernel's command fd: there is no such fd.

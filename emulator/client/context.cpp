@@ -3,9 +3,11 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "emulator/client/shared_pages.hpp"
+#include "emulator/protocol/doorbell.hpp"
 #include "emulator/protocol/verbs_json.hpp"
 
 namespace uroce::emulator::client {
@@ -37,12 +39,20 @@ std::unique_ptr<Context> Context::open(const std::string& socket_path, const std
   std::unique_ptr<Context> c(new Context);
   c->control_ = ControlConnection::connect(socket_path, client_name);
   std::vector<int> fds;
-  c->device_ = c->control_->call({{"op", "open_device"}}, &fds);
+  // "doorbell": this client bumps a session doorbell word whenever it posts (protocol/doorbell.hpp); a
+  // daemon that knows it sends the page as a fourth descriptor, and one that does not scans our rings.
+  c->device_ = c->control_->call({{"op", "open_device"}, {"doorbell", true}}, &fds);
   try {
     c->async_fd_ = take_fd(fds, 0);
     const int wake = take_fd(fds, 1);
     const int status = take_fd(fds, 2);
-    c->doorbell_ = Doorbell(protocol::SharedRegion::attach(status, sizeof(protocol::EngineStatus)), wake);
+    protocol::SharedRegion status_page = protocol::SharedRegion::attach(status, sizeof(protocol::EngineStatus));
+    protocol::SharedRegion session;
+    const json names = c->device_.value("fds", json::array());
+    if (std::find(names.begin(), names.end(), "doorbell") != names.end()) {
+      session = protocol::SharedRegion::attach(take_fd(fds, 3), sizeof(protocol::SessionDoorbell));
+    }
+    c->doorbell_ = Doorbell(std::move(status_page), wake, std::move(session));
   } catch (...) {
     close_rest(fds);
     throw;
@@ -128,6 +138,16 @@ std::unique_ptr<CompletionQueue> Context::create_cq(uint32_t cqe, const Completi
   return cq;
 }
 
+void Context::resize_cq(CompletionQueue& cq, uint32_t cqe) {
+  std::vector<int> fds;
+  const json reply = control_->call({{"op", "resize_cq"}, {"cq", cq.cqn}, {"cqe", cqe}}, &fds);
+  // The daemon has already moved the CQ: from here on only the new ring is written.
+  const uint32_t capacity = reply.at("cqe").get<uint32_t>();
+  cq.ring = CompletionRing(take_fd(fds, 0), reply.at("ring_bytes").get<size_t>(), capacity);
+  cq.cqe = capacity;
+  close_rest(fds);
+}
+
 void Context::destroy_cq(CompletionQueue& cq) { control_->call({{"op", "destroy_cq"}, {"cq", cq.cqn}}); }
 
 std::unique_ptr<SharedReceiveQueue> Context::create_srq(uint32_t pd, uint32_t max_wr, uint32_t max_sge, uint32_t limit) {
@@ -140,6 +160,7 @@ std::unique_ptr<SharedReceiveQueue> Context::create_srq(uint32_t pd, uint32_t ma
   srq->max_sge = reply.at("max_sge").get<uint32_t>();
   srq->ring = RecvRing(take_fd(fds, 0), reply.at("ring_bytes").get<size_t>(), srq->max_wr,
                        reply.at("entry_size").get<uint32_t>(), srq->max_sge);
+  srq->ring.use_doorbell(doorbell_.session_word());
   close_rest(fds);
   return srq;
 }
@@ -168,9 +189,11 @@ std::unique_ptr<QueuePair> Context::create_qp(const QpCreate& a) {
     qp->cap = reply.at("cap").get<verbs::QpCap>();
     qp->send = SendRing(take_fd(fds, 0), reply.at("send_ring_bytes").get<size_t>(), qp->cap.max_send_wr,
                         reply.at("send_entry_size").get<uint32_t>(), qp->cap.max_send_sge, qp->cap.max_inline_data);
+    qp->send.use_doorbell(doorbell_.session_word());
     if (a.srq == 0) {
       qp->recv.emplace(take_fd(fds, 1), reply.at("recv_ring_bytes").get<size_t>(), qp->cap.max_recv_wr,
                        reply.at("recv_entry_size").get<uint32_t>(), qp->cap.max_recv_sge);
+      qp->recv->use_doorbell(doorbell_.session_word());
     }
   } catch (...) {
     close_rest(fds);

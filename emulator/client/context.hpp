@@ -83,6 +83,9 @@ class Context {
   std::unique_ptr<CompletionChannel> create_comp_channel();
   void destroy_comp_channel(CompletionChannel& channel);
   std::unique_ptr<CompletionQueue> create_cq(uint32_t cqe, const CompletionChannel* channel = nullptr);
+  // Moves the CQ onto a ring of at least `cqe` entries, with the completions not yet polled; the caller
+  // must not poll or arm it meanwhile. On failure the CQ is unchanged.
+  void resize_cq(CompletionQueue& cq, uint32_t cqe);
   void destroy_cq(CompletionQueue& cq);
   std::unique_ptr<SharedReceiveQueue> create_srq(uint32_t pd, uint32_t max_wr, uint32_t max_sge, uint32_t limit);
   void modify_srq(SharedReceiveQueue& srq, uint32_t limit);

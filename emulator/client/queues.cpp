@@ -9,6 +9,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "emulator/protocol/doorbell.hpp"
+
 namespace uroce::emulator::client {
 
 using namespace uroce::emulator::protocol;
@@ -23,24 +25,44 @@ RingView attach_ring(SharedRegion& region, uint32_t capacity, uint32_t entry_siz
   return RingView(region.data(), capacity, entry_size);
 }
 
+// After the producer index (release store): a read-modify-write, so that the engine that sees the word
+// move sees this publication even when another thread bumped the word after us (protocol/doorbell.hpp).
+void bump(uint32_t* doorbell) {
+  if (doorbell != nullptr) std::atomic_ref<uint32_t>(*doorbell).fetch_add(1, std::memory_order_release);
+}
+
 }  // namespace
 
-Doorbell::Doorbell(SharedRegion status, int wake_fd) : status_(std::move(status)), wake_fd_(wake_fd) {
+Doorbell::Doorbell(SharedRegion status, int wake_fd, SharedRegion session)
+    : status_(std::move(status)), wake_fd_(wake_fd), session_(std::move(session)) {
   if (status_.size() < sizeof(EngineStatus) ||
       reinterpret_cast<const EngineStatus*>(status_.data())->magic != engine_status_magic) {
     throw std::runtime_error("uroced's engine status page is not what this client expects");
   }
+  if (session_.data() != nullptr) {
+    const auto* d = reinterpret_cast<const SessionDoorbell*>(session_.data());
+    if (d->magic != session_doorbell_magic || d->version != session_doorbell_version) {
+      throw std::runtime_error("uroced's doorbell page is not what this client expects");
+    }
+  }
 }
 
-Doorbell::Doorbell(Doorbell&& o) noexcept : status_(std::move(o.status_)), wake_fd_(std::exchange(o.wake_fd_, -1)) {}
+Doorbell::Doorbell(Doorbell&& o) noexcept
+    : status_(std::move(o.status_)), wake_fd_(std::exchange(o.wake_fd_, -1)), session_(std::move(o.session_)) {}
 
 Doorbell& Doorbell::operator=(Doorbell&& o) noexcept {
   if (this != &o) {
     if (wake_fd_ >= 0) close(wake_fd_);
     status_ = std::move(o.status_);
     wake_fd_ = std::exchange(o.wake_fd_, -1);
+    session_ = std::move(o.session_);
   }
   return *this;
+}
+
+uint32_t* Doorbell::session_word() const {
+  if (session_.data() == nullptr) return nullptr;
+  return &reinterpret_cast<SessionDoorbell*>(session_.data())->rung;
 }
 
 Doorbell::~Doorbell() {
@@ -67,16 +89,23 @@ uint32_t Doorbell::daemon_pid() const { return reinterpret_cast<const EngineStat
 
 SendRing::SendRing(int fd, size_t bytes, uint32_t capacity, uint32_t entry_size, uint32_t max_sge, uint32_t max_inline)
     : region_(SharedRegion::attach(fd, bytes)), ring_(attach_ring(region_, capacity, entry_size)),
-      producer_(ring_.load_producer()), max_sge_(max_sge), max_inline_(max_inline) {
+      producer_(ring_.load_producer()), staged_(producer_), consumer_seen_(producer_ - capacity),
+      max_sge_(max_sge), max_inline_(max_inline) {
   // Posting writes up to max_sge SGEs or max_inline bytes after the entry: the slot must hold them.
   if (entry_size < send_entry_size(max_sge, max_inline)) throw std::runtime_error("uroced sent a send queue too small");
 }
 
 int SendRing::post(const SendEntry& wr, std::span<const WireSge> sges, std::span<const uint8_t> inline_data) {
+  const int rc = stage(wr, sges, inline_data);
+  if (rc == 0) publish();
+  return rc;
+}
+
+int SendRing::stage(const SendEntry& wr, std::span<const WireSge> sges, std::span<const uint8_t> inline_data) {
   const bool is_inline = (wr.send_flags & (1u << 3)) != 0;  // IBV_SEND_INLINE
   if (is_inline ? inline_data.size() > max_inline_ : sges.size() > max_sge_) return EINVAL;
-  if (ring_.writable(producer_) == 0) return ENOMEM;
-  uint8_t* slot = ring_.entry(producer_);
+  if (ring_.writable(staged_, consumer_seen_) == 0) return ENOMEM;
+  uint8_t* slot = ring_.entry(staged_);
   SendEntry e = wr;
   e.num_sge = is_inline ? 0 : uint16_t(sges.size());
   e.inline_length = is_inline ? uint32_t(inline_data.size()) : 0;
@@ -86,24 +115,32 @@ int SendRing::post(const SendEntry& wr, std::span<const WireSge> sges, std::span
   } else if (!sges.empty()) {
     std::memcpy(slot + sizeof e, sges.data(), sges.size_bytes());
   }
-  ring_.publish_producer(++producer_);
+  ++staged_;
   return 0;
+}
+
+void SendRing::publish() {
+  if (staged_ == producer_) return;
+  producer_ = staged_;
+  ring_.publish_producer(producer_);
+  bump(doorbell_);
 }
 
 RecvRing::RecvRing(int fd, size_t bytes, uint32_t capacity, uint32_t entry_size, uint32_t max_sge)
     : region_(SharedRegion::attach(fd, bytes)), ring_(attach_ring(region_, capacity, entry_size)),
-      producer_(ring_.load_producer()), max_sge_(max_sge) {
+      producer_(ring_.load_producer()), consumer_seen_(producer_ - capacity), max_sge_(max_sge) {
   if (entry_size < recv_entry_size(max_sge)) throw std::runtime_error("uroced sent a receive queue too small");
 }
 
 int RecvRing::post(uint64_t wr_id, std::span<const WireSge> sges) {
   if (sges.size() > max_sge_) return EINVAL;
-  if (ring_.writable(producer_) == 0) return ENOMEM;
+  if (ring_.writable(producer_, consumer_seen_) == 0) return ENOMEM;
   uint8_t* slot = ring_.entry(producer_);
   const RecvEntry e{wr_id, uint32_t(sges.size()), 0};
   std::memcpy(slot, &e, sizeof e);
   if (!sges.empty()) std::memcpy(slot + sizeof e, sges.data(), sges.size_bytes());
   ring_.publish_producer(++producer_);
+  bump(doorbell_);
   return 0;
 }
 

@@ -12,11 +12,13 @@
 
 namespace uroce::emulator::client {
 
-// The engine status page and the eventfd that wakes a sleeping engine.
+// The engine status page and the eventfd that wakes a sleeping engine, and the session's doorbell page
+// (protocol/doorbell.hpp) when the daemon gave one: the rings bump its word whenever they publish.
 class Doorbell {
  public:
   Doorbell() = default;
-  Doorbell(protocol::SharedRegion status, int wake_fd);
+  // `session`: the doorbell page, or an empty region from a daemon that has none.
+  Doorbell(protocol::SharedRegion status, int wake_fd, protocol::SharedRegion session = {});
   Doorbell(Doorbell&&) noexcept;
   Doorbell& operator=(Doorbell&&) noexcept;
   ~Doorbell();
@@ -24,10 +26,13 @@ class Doorbell {
   void ring() const;
   bool daemon_shutting_down() const;
   uint32_t daemon_pid() const;
+  // The word the rings bump (SendRing/RecvRing::use_doorbell), nullptr without a doorbell page.
+  uint32_t* session_word() const;
 
  private:
   protocol::SharedRegion status_;
   int wake_fd_ = -1;
+  protocol::SharedRegion session_;
 };
 
 class SendRing {
@@ -39,13 +44,27 @@ class SendRing {
   // inline data; ENOMEM: the queue is full (ibv_post_send's errors).
   int post(const protocol::SendEntry& wr, std::span<const protocol::WireSge> sges,
            std::span<const uint8_t> inline_data);
+  // A batch (the ibv_wr_* API): stage() writes a request into the next free slot without publishing it,
+  // same errors as post(); publish() makes every staged request visible to the engine at once, discard()
+  // forgets them (the engine never saw them).
+  int stage(const protocol::SendEntry& wr, std::span<const protocol::WireSge> sges,
+            std::span<const uint8_t> inline_data);
+  void publish();
+  void discard() { staged_ = producer_; }
   uint32_t capacity() const { return ring_.capacity(); }
+  // Every publication then bumps the session's doorbell word (Doorbell::session_word).
+  void use_doorbell(uint32_t* word) { doorbell_ = word; }
 
  private:
   protocol::SharedRegion region_;
   protocol::RingView ring_;
-  uint32_t producer_ = 0;
+  uint32_t producer_ = 0;  // published
+  uint32_t staged_ = 0;    // written, >= producer_
+  // The daemon's consumer index as last read (RingView::writable); at first "full", so that the first post
+  // reads the real one.
+  uint32_t consumer_seen_ = 0;
   uint32_t max_sge_ = 0, max_inline_ = 0;
+  uint32_t* doorbell_ = nullptr;
 };
 
 class RecvRing {
@@ -54,12 +73,15 @@ class RecvRing {
   RecvRing(int fd, size_t bytes, uint32_t capacity, uint32_t entry_size, uint32_t max_sge);
   int post(uint64_t wr_id, std::span<const protocol::WireSge> sges);
   uint32_t capacity() const { return ring_.capacity(); }
+  void use_doorbell(uint32_t* word) { doorbell_ = word; }
 
  private:
   protocol::SharedRegion region_;
   protocol::RingView ring_;
   uint32_t producer_ = 0;
+  uint32_t consumer_seen_ = 0;
   uint32_t max_sge_ = 0;
+  uint32_t* doorbell_ = nullptr;
 };
 
 class CompletionRing {

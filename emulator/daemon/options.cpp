@@ -30,7 +30,14 @@ void describe_options(CLI::App& app, DaemonOptions& o) {
   app.add_option("--rx-loss", o.rx_loss, "drop this fraction of received RoCE frames (testing recovery)")
       ->check(CLI::Range(0.0, 1.0));
   app.add_option("--loss-seed", o.loss_seed, "seed of --rx-loss's random choice")->capture_default_str();
-  app.add_option("--spin-us", o.spin_us, "poll this long after the last work before sleeping")->capture_default_str();
+  app.add_option("--spin-us", o.spin_us,
+                 "stay awake this long after the last work (polling, then short naps), then sleep: clients "
+                 "must wake a sleeping engine with a system call")
+      ->capture_default_str();
+  app.add_option("--nap-us", o.nap_us,
+                 "one idle nap: lets an application that shares the engine's CPU run (0: poll without napping)")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, 10000u));
   app.add_option("--max-sleep-us", o.max_sleep_us, "longest idle sleep (bounds idle rx latency)")
       ->capture_default_str()
       ->check(CLI::Range(1u, 100000u));

@@ -7,6 +7,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "emulator/protocol/doorbell.hpp"
 #include "emulator/protocol/queue_entries.hpp"
 #include "emulator/protocol/ring.hpp"
 #include "emulator/protocol/shared_region.hpp"
@@ -59,6 +60,20 @@ uint32_t opt_u32(const json& r, const char* key, uint32_t fallback) {
   return r.contains(key) ? need_u32(r, key) : fallback;
 }
 
+// A completion ring for at least `cqe` entries (a power of two), as create_cq and resize_cq make one, and
+// what their replies tell the client about it.
+SharedRegion make_cq_ring(uint32_t cqe, uint32_t max_cqe, uint32_t& capacity) {
+  if (cqe == 0 || cqe > max_cqe) throw ServiceError(EINVAL, "cqe out of range");
+  capacity = protocol::round_up_pow2(cqe);
+  return make_ring("uroce-cq", capacity, protocol::completion_entry_size());
+}
+
+json cq_ring_reply(uint32_t capacity) {
+  return {{"cqe", capacity},
+          {"ring_bytes", protocol::ring_bytes(capacity, protocol::completion_entry_size())},
+          {"entry_size", protocol::completion_entry_size()}};
+}
+
 void require_owned(const std::set<uint32_t>& owned, uint32_t object, const char* kind) {
   // Another client's object is reported exactly like a nonexistent one: a client learns nothing about
   // the others.
@@ -81,6 +96,7 @@ VerbsService::VerbsService(EngineAccess& engine, PortDescription port, transport
                {"create_comp_channel", &VerbsService::create_comp_channel},
                {"destroy_comp_channel", &VerbsService::destroy_comp_channel},
                {"create_cq", &VerbsService::create_cq},
+               {"resize_cq", &VerbsService::resize_cq},
                {"destroy_cq", &VerbsService::destroy_cq},
                {"create_srq", &VerbsService::create_srq},
                {"modify_srq", &VerbsService::modify_srq},
@@ -137,7 +153,8 @@ void VerbsService::engine_call(const std::string& what, const std::function<int(
   if (rc != 0) throw ServiceError(rc, what + " failed");
 }
 
-json VerbsService::open_device(Session& s, uint64_t id, const json&, std::vector<int>& fds) {
+json VerbsService::open_device(Session& s, uint64_t id, const json& r, std::vector<int>& fds) {
+  const bool doorbell = r.value("doorbell", false);  // checked before anything is set up
   if (s.async_write_fd < 0) {
     const auto [rd, wr] = event_pipe();
     s.async_write_fd = wr;
@@ -150,9 +167,21 @@ json VerbsService::open_device(Session& s, uint64_t id, const json&, std::vector
   }
   fds.push_back(dup_cloexec(wake_fd_));
   fds.push_back(dup_cloexec(status_fd_));
+  json names = {"async_events", "wake", "engine_status"};
+  // A client that rings a session doorbell (protocol/doorbell.hpp) gets its page, and the engine then
+  // looks at its rings only when it rings; a client that does not ask has its rings scanned every turn.
+  if (doorbell) {
+    SharedRegion page = SharedRegion::create("uroce-doorbell", sizeof(protocol::SessionDoorbell));
+    auto* d = reinterpret_cast<protocol::SessionDoorbell*>(page.data());
+    d->magic = protocol::session_doorbell_magic;
+    d->version = protocol::session_doorbell_version;
+    fds.push_back(page.dup_fd());
+    engine_.run_on_engine([&](EngineContext& c) { c.queues.attach_doorbell(id, std::move(page)); });
+    names.push_back("doorbell");
+  }
   json reply = query_device(s, id, {}, fds);
   reply["daemon_pid"] = getpid();
-  reply["fds"] = {"async_events", "wake", "engine_status"};
+  reply["fds"] = names;
   return reply;
 }
 
@@ -166,7 +195,7 @@ json VerbsService::query_device(Session&, uint64_t, const json&, std::vector<int
           {"limits", limits_},
           {"active_mtu", uint32_t(port_.active_mtu)},
           {"ip_mtu", port_.ip_mtu},
-          {"link_up", port_.link_up}};
+          {"link_up", port_.link_state ? port_.link_state() : port_.link_up}};
 }
 
 json VerbsService::query_port(Session& s, uint64_t id, const json& r, std::vector<int>& fds) {
@@ -264,7 +293,6 @@ json VerbsService::destroy_comp_channel(Session& s, uint64_t, const json& r, std
 
 json VerbsService::create_cq(Session& s, uint64_t id, const json& r, std::vector<int>& fds) {
   const uint32_t cqe = need_u32(r, "cqe");
-  if (cqe == 0 || cqe > limits_.max_cqe) throw ServiceError(EINVAL, "cqe out of range");
   int channel_fd = -1;
   const uint32_t channel = opt_u32(r, "channel", 0);
   if (channel != 0) {
@@ -272,8 +300,8 @@ json VerbsService::create_cq(Session& s, uint64_t id, const json& r, std::vector
     if (it == s.channels.end()) throw ServiceError(EINVAL, "no such completion channel");
     channel_fd = it->second.write_fd;
   }
-  const uint32_t capacity = protocol::round_up_pow2(cqe);
-  SharedRegion region = make_ring("uroce-cq", capacity, protocol::completion_entry_size());
+  uint32_t capacity = 0;
+  SharedRegion region = make_cq_ring(cqe, limits_.max_cqe, capacity);
   const int client_fd = region.dup_fd();
   uint32_t cqn = 0;
   try {
@@ -289,8 +317,27 @@ json VerbsService::create_cq(Session& s, uint64_t id, const json& r, std::vector
   s.cqs.insert(cqn);
   if (channel != 0) s.cq_channel[cqn] = channel;
   fds.push_back(client_fd);
-  return {{"cq", cqn}, {"cqe", capacity}, {"ring_bytes", protocol::ring_bytes(capacity, protocol::completion_entry_size())},
-          {"entry_size", protocol::completion_entry_size()}};
+  json reply = cq_ring_reply(capacity);
+  reply["cq"] = cqn;
+  return reply;
+}
+
+// The CQ gets a new ring (a mapping cannot grow in place under the client); the engine moves what the
+// client has not polled onto it. The client maps the new ring and drops the old one.
+json VerbsService::resize_cq(Session& s, uint64_t, const json& r, std::vector<int>& fds) {
+  const uint32_t cqn = need_u32(r, "cq");
+  require_owned(s.cqs, cqn, "completion queue");
+  uint32_t capacity = 0;
+  SharedRegion region = make_cq_ring(need_u32(r, "cqe"), limits_.max_cqe, capacity);
+  const int client_fd = region.dup_fd();
+  try {
+    engine_call("resize_cq", [&](EngineContext& c) { return c.queues.resize_cq(cqn, std::move(region)); });
+  } catch (...) {
+    close(client_fd);
+    throw;
+  }
+  fds.push_back(client_fd);
+  return cq_ring_reply(capacity);
 }
 
 json VerbsService::destroy_cq(Session& s, uint64_t, const json& r, std::vector<int>&) {
@@ -553,7 +600,10 @@ void VerbsService::close_session(uint64_t id) {
   s.liveness->alive.store(false, std::memory_order_release);
   const size_t objects = s.qps.size() + s.cqs.size() + s.srqs.size() + s.mrs.size() + s.pds.size() + s.ahs.size();
   destroy_everything(s);
-  engine_.run_on_engine([&](EngineContext& c) { c.queues.set_event_pipe(id, -1); });
+  engine_.run_on_engine([&](EngineContext& c) {
+    c.queues.set_event_pipe(id, -1);
+    c.queues.detach_session(id);
+  });
   if (s.async_write_fd >= 0) close(s.async_write_fd);
   for (auto& [n, ch] : s.channels) close(ch.write_fd);
   spdlog::info("client {} (pid {}) gone; {} objects it left were freed", id, s.pid, objects);

@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -40,6 +41,9 @@ struct PortDescription {
   verbs::Mtu active_mtu = verbs::Mtu::mtu_1024;
   uint32_t ip_mtu = 1500;
   bool link_up = true;
+  // The live link state, when set (ibv_query_port reports it): a memif's link comes up only when its peer
+  // connects, after start-up, so link_up alone would say "down" for ever (and perftest refuses the port).
+  std::function<bool()> link_state;
 };
 
 class VerbsService {
@@ -90,6 +94,7 @@ class VerbsService {
   nlohmann::json create_comp_channel(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
   nlohmann::json destroy_comp_channel(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
   nlohmann::json create_cq(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json resize_cq(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
   nlohmann::json destroy_cq(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
   nlohmann::json create_srq(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
   nlohmann::json modify_srq(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);

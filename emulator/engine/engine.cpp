@@ -27,12 +27,6 @@ namespace {
 constexpr uint16_t burst_size = 32;
 constexpr size_t max_rx_wait_fds = 4;
 
-transport::Nanos monotonic_now() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return transport::Nanos(ts.tv_sec) * 1'000'000'000 + transport::Nanos(ts.tv_nsec);
-}
-
 uint64_t realtime_now() {
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);
@@ -57,7 +51,8 @@ Engine::Engine(port::DpdkPort& port, EngineConfig config)
       arp_(addresses_, net_counters_),
       arp_responder_(addresses_, arp_, net_counters_),
       icmp_(addresses_.mac, net_counters_),
-      loss_rng_(config_.loss_seed) {
+      loss_rng_(config_.loss_seed),
+      back_off_(config_.back_off) {
   device_.set_gids(config_.addresses);
   // The RoCE path MTU follows the IP MTU as in rxe: the largest IB MTU whose packet (payload plus the
   // IP, UDP, BTH, largest extension header and ICRC) fits.
@@ -128,6 +123,7 @@ unsigned Engine::run_commands(transport::Nanos now) {
   context.report_counters = [this](nlohmann::json& out) {
     out["engine"] = {{"loops", counters_.loops},           {"sleeps", counters_.sleeps},
                      {"slept_us", counters_.slept_ns / 1000},
+                     {"naps", counters_.naps},             {"napped_us", counters_.napped_ns / 1000},
                      {"tx_frames", counters_.tx_frames},   {"tx_no_mbuf", counters_.tx_no_mbuf},
                      {"tx_no_route", counters_.tx_no_route}, {"rx_injected_loss", counters_.rx_injected_loss}};
     nlohmann::json net;
@@ -155,8 +151,9 @@ unsigned Engine::run_commands(transport::Nanos now) {
 }
 
 void Engine::run() {
-  spdlog::info("engine running on port {} (MAC {}, IP MTU {}, {} rx wake-up fds)", port_.name(),
-               wire::to_string(addresses_.mac), config_.ip_mtu, port_.rx_wait_fds().size());
+  spdlog::info("engine running on port {} (MAC {}, IP MTU {}, {} rx wake-up fds, clock: {})", port_.name(),
+               wire::to_string(addresses_.mac), config_.ip_mtu, port_.rx_wait_fds().size(),
+               clock_.uses_tsc() ? "TSC" : "clock_gettime");
   // The idle back-off sleeps for tens of microseconds: without this, the kernel's default timer slack
   // (50 us) would stretch a 10-us sleep to 60.
   prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
@@ -168,13 +165,17 @@ void Engine::run() {
   }
   flush_tx();
   while (!stop_.load(std::memory_order_acquire)) {
-    const transport::Nanos now = monotonic_now();
+    const transport::Nanos now = clock_.now();
+    BackOff::Step step;
     if (turn(now)) {
-      idle_since_ = 0;
-      sleep_ns_ = 0;
+      step = back_off_.busy(now);
     } else {
-      idle(now);
+      // Timers only matter once idle: finding the next one walks every QP.
+      const transport::Nanos transport_deadline = device_.next_deadline();
+      step = back_off_.idle(now, std::min(transport_deadline, arp_.next_deadline()),
+                            transport_deadline != transport::never);
     }
+    if (step.kind != BackOff::Kind::poll) rest(step, now);
   }
   // Nobody waits forever on a stopped engine: what was queued runs, later requests are refused.
   {
@@ -182,7 +183,7 @@ void Engine::run() {
     finished_ = true;
   }
   commands_pending_.store(1, std::memory_order_release);
-  run_commands(monotonic_now());
+  run_commands(clock_.now());
   if (capture_) capture_->flush();
 }
 
@@ -190,9 +191,12 @@ bool Engine::turn(transport::Nanos now) {
   now_ = now;
   ++counters_.loops;
   unsigned work = run_commands(now);
+  // Work requests first, then frames: a receive posted before its message was sent must be in the
+  // transport when the message arrives, as a NIC reads posted WQEs when a packet comes in. The other order
+  // lost the first UC/UD message after an idle sleep (no receive yet) and cost RC an RNR NAK.
+  work += queues_.drain_work(now);
   work += receive_local(now);
   work += receive_burst(now);
-  work += queues_.drain_work(now);
   bool pending = device_.has_pending_work();
   device_.run(now);
   work += queues_.deliver_completions();
@@ -292,7 +296,9 @@ void Engine::transmit(const transport::OutPacket& p) {
   addressing.src_mac = addresses_.mac;
   addressing.ip_identification = ip_identification_++;
   const uint32_t dst = av.dgid.v4();
-  const std::optional<wire::MacAddress> mac = arp_.lookup(dst, now_);
+  // Traffic between two QPs of this port (the loopback) needs no ARP cache: the MAC is ours.
+  const bool local = addresses_.owns_v4(dst);
+  const std::optional<wire::MacAddress> mac = local ? std::optional(addresses_.mac) : arp_.lookup(dst, now_);
   if (mac) addressing.dst_mac = *mac;
   const wire::FrameSpec spec = transport::frame_spec_for(p, addressing);
   const size_t size = wire::frame_size(spec);
@@ -310,7 +316,7 @@ void Engine::transmit(const transport::OutPacket& p) {
   }
   auto* data = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, uint16_t(size)));
   wire::build_frame(spec, {data, size});
-  if (addresses_.owns_v4(dst)) {
+  if (local) {
     if (capture_) capture_->write({data, size}, realtime_now());
     local_.push_back(m);
     return;
@@ -331,47 +337,45 @@ unsigned Engine::flush_tx() {
   return n;
 }
 
-transport::Nanos Engine::next_deadline() const { return std::min(device_.next_deadline(), arp_.next_deadline()); }
-
-// Back-off: keep polling for spin_ns after the last useful turn (a reply usually comes within a few
-// microseconds), then sleep on the wake eventfd with a timeout that doubles up to max_sleep_ns and never
-// passes the next timer. The sleeping flag is set before the last look at the rings; a client posting at
-// that moment either is seen here or sees the flag and writes the eventfd (Doorbell::ring).
-void Engine::idle(transport::Nanos now) {
-  if (idle_since_ == 0) idle_since_ = now;
-  if (now - idle_since_ < config_.spin_ns) return;
-  const transport::Nanos deadline = next_deadline();
-  // A transport timer runs while requests are in flight: the peer's answer is due within microseconds,
-  // so the sleep stays short instead of doubling towards max_sleep_ns (which would add up to that much
-  // latency to every answer). An idle port (no timer) backs off as before.
-  const uint64_t cap = device_.next_deadline() != transport::never
-                           ? std::min(config_.in_flight_sleep_ns, config_.max_sleep_ns)
-                           : config_.max_sleep_ns;
-  sleep_ns_ = sleep_ns_ == 0 ? std::min<uint64_t>(10'000, cap) : std::min(sleep_ns_ * 2, cap);
-  uint64_t timeout = sleep_ns_;
-  if (deadline != transport::never) timeout = deadline <= now ? 0 : std::min<uint64_t>(timeout, deadline - now);
-  if (timeout == 0) return;
+// The back-off (back_off.hpp) decides; a nap leaves clients believing the engine awake (they never ring
+// for it), a sleep is announced first. The sleeping flag is set before the last look at the rings; a
+// client posting at that moment either is seen here or sees the flag and writes the eventfd
+// (Doorbell::ring).
+void Engine::rest(const BackOff::Step& step, transport::Nanos now) {
+  back_off_.rested();
+  if (step.kind == BackOff::Kind::nap) {
+    ++counters_.naps;
+    wait_for_wake(step.timeout_ns);
+    counters_.napped_ns += clock_.now() - now;
+    return;
+  }
   auto* st = reinterpret_cast<protocol::EngineStatus*>(status_.data());
   std::atomic_ref<uint32_t> sleeping(st->sleeping);
   sleeping.store(1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (!queues_.work_waiting() && !commands_waiting() && !stop_.load(std::memory_order_acquire)) {
     ++counters_.sleeps;
-    // The wake eventfd, and the port's own rx wake-up where it has one (af_packet): a frame arriving
-    // ends the sleep at once instead of waiting for the timeout.
-    pollfd pfd[1 + max_rx_wait_fds];
-    nfds_t nfds = 0;
-    pfd[nfds++] = {wake_fd_, POLLIN, 0};
-    for (int fd : port_.rx_wait_fds()) {
-      if (nfds < std::size(pfd)) pfd[nfds++] = {fd, POLLIN, 0};
-    }
-    const timespec ts{time_t(timeout / 1'000'000'000), long(timeout % 1'000'000'000)};
-    ppoll(pfd, nfds, &ts, nullptr);
-    counters_.slept_ns += monotonic_now() - now;
+    wait_for_wake(step.timeout_ns);
+    counters_.slept_ns += clock_.now() - now;
   }
   sleeping.store(0, std::memory_order_relaxed);
-  uint64_t drained = 0;
-  [[maybe_unused]] ssize_t n = read(wake_fd_, &drained, sizeof drained);
+}
+
+// Blocks until the wake eventfd is written (a client, a command, stop()), a frame arrives on a port that
+// has an rx wake-up fd (af_packet), or the timeout passes; then empties the eventfd.
+void Engine::wait_for_wake(uint64_t timeout_ns) {
+  pollfd pfd[1 + max_rx_wait_fds];
+  nfds_t nfds = 0;
+  pfd[nfds++] = {wake_fd_, POLLIN, 0};
+  for (int fd : port_.rx_wait_fds()) {
+    if (nfds < std::size(pfd)) pfd[nfds++] = {fd, POLLIN, 0};
+  }
+  const timespec ts{time_t(timeout_ns / 1'000'000'000), long(timeout_ns % 1'000'000'000)};
+  ppoll(pfd, nfds, &ts, nullptr);
+  if (pfd[0].revents & POLLIN) {
+    uint64_t drained = 0;
+    [[maybe_unused]] ssize_t n = read(wake_fd_, &drained, sizeof drained);
+  }
 }
 
 }  // namespace uroce::emulator::engine

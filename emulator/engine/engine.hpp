@@ -3,9 +3,9 @@
 // ARP and ICMP answered, the rest counted and dropped), work requests posted by clients, the transport's
 // requesters and timers, completions and events back to clients, ARP retries, one transmit burst.
 //
-// When a turn finds nothing to do for a while the engine backs off (spin, then sleep with a growing
-// timeout bounded by the next timer), because on a small machine it shares the CPU with the applications
-// it serves. Clients wake it through an eventfd only when it says it sleeps (docs/daemon.md).
+// When a turn finds nothing to do for a while the engine backs off (spin, nap, then sleep with a growing
+// timeout bounded by the next timer: back_off.hpp), because on a small machine it shares the CPU with the
+// applications it serves. Clients wake it through an eventfd only when it says it sleeps (docs/daemon.md).
 #pragma once
 
 #include <atomic>
@@ -21,8 +21,10 @@
 #include <vector>
 
 #include "emulator/daemon/engine_access.hpp"
+#include "emulator/engine/back_off.hpp"
 #include "emulator/engine/capture.hpp"
 #include "emulator/engine/drop_log.hpp"
+#include "emulator/engine/engine_clock.hpp"
 #include "emulator/engine/queue_service.hpp"
 #include "emulator/net/arp_cache.hpp"
 #include "emulator/net/arp_responder.hpp"
@@ -44,9 +46,7 @@ struct EngineConfig {
   bool capture_received = true;            // false on the loopback, where what is received was just sent
   double rx_loss = 0;                      // fraction of received RoCE frames dropped on purpose (tests)
   uint64_t loss_seed = 1;
-  uint64_t spin_ns = 50'000;               // idle time spent polling before the first sleep
-  uint64_t max_sleep_ns = 500'000;         // the longest sleep; a received frame waits at most this long
-  uint64_t in_flight_sleep_ns = 20'000;    // the longest sleep while transport timers run (traffic in flight)
+  BackOffConfig back_off;                  // spin, naps and sleeps when idle (back_off.hpp)
   std::optional<wire::MacAddress> mac;      // instead of the port's own (ring ports have none)
   unsigned ip_mtu = 1500;                  // the port's IP MTU; the RoCE path MTU follows from it
   transport::DeviceLimits limits;
@@ -55,6 +55,8 @@ struct EngineConfig {
 // Counters of the engine itself (the transport, the queues and the network layer have their own).
 struct EngineCounters {
   uint64_t loops = 0;
+  uint64_t naps = 0;
+  uint64_t napped_ns = 0;          // time spent in naps (awake for clients, see back_off.hpp)
   uint64_t sleeps = 0;
   uint64_t slept_ns = 0;           // time spent asleep in the idle back-off
   uint64_t rx_bursts = 0;
@@ -98,9 +100,9 @@ class Engine final : public transport::PacketSink, public EngineAccess {
   void queue_copy(std::span<const uint8_t> frame);
   unsigned flush_tx();
   void send_arp_output();
-  void idle(transport::Nanos now);
+  void rest(const BackOff::Step& step, transport::Nanos now);  // a nap or a sleep
+  void wait_for_wake(uint64_t timeout_ns);
   bool commands_waiting();
-  transport::Nanos next_deadline() const;
 
   port::DpdkPort& port_;
   EngineConfig config_;
@@ -135,8 +137,8 @@ class Engine final : public transport::PacketSink, public EngineAccess {
   std::deque<Command*> commands_;
   std::atomic<uint32_t> commands_pending_{0};
   bool finished_ = false;  // run() returned: commands are refused (under commands_mutex_)
-  uint64_t idle_since_ = 0;
-  uint64_t sleep_ns_ = 0;
+  EngineClock clock_;
+  BackOff back_off_;
 };
 
 }  // namespace uroce::emulator::engine

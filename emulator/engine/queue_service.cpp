@@ -27,20 +27,28 @@ protocol::RingView ring_of(protocol::SharedRegion& r) {
 
 bool valid_opcode(uint32_t op) { return op <= uint32_t(WrOpcode::send_with_inv); }
 
-CompletionEntry to_entry(const WorkCompletion& wc) {
-  CompletionEntry e{};
-  e.wr_id = wc.wr_id;
-  e.status = uint32_t(wc.status);
-  e.opcode = uint32_t(wc.opcode);
-  e.vendor_err = wc.vendor_err;
-  e.byte_len = wc.byte_len;
-  e.imm_data = wc.imm_data;
-  e.qp_num = wc.qp_num;
-  e.src_qp = wc.src_qp;
-  e.wc_flags = wc.wc_flags;
-  e.pkey_index = wc.pkey_index;
-  e.sl = wc.sl;
-  return e;
+// Written field by field straight into the ring slot. An entry built on the stack and then copied in is
+// read back with wide loads that overlap its narrow stores: the loads wait until those stores, and every
+// older one, reached the cache, including the previous slot's store, which misses (the client read that
+// line last). That wait was most of the cost of delivering a completion.
+void write_entry(uint8_t* slot, const WorkCompletion& wc) {
+  auto* e = reinterpret_cast<CompletionEntry*>(slot);  // slots are 8-byte aligned (entry size 56)
+  e->wr_id = wc.wr_id;
+  e->status = uint32_t(wc.status);
+  e->opcode = uint32_t(wc.opcode);
+  e->vendor_err = wc.vendor_err;
+  e->byte_len = wc.byte_len;
+  e->imm_data = wc.imm_data;
+  e->qp_num = wc.qp_num;
+  e->src_qp = wc.src_qp;
+  e->wc_flags = wc.wc_flags;
+  e->pkey_index = wc.pkey_index;
+  e->sl = wc.sl;
+  std::memset(e->reserved, 0, sizeof e->reserved);
+}
+
+void prefetch_slot(const uint8_t* slot, uint32_t size) {
+  for (uint32_t at = 0; at < size; at += 64) __builtin_prefetch(slot + at);
 }
 
 bool write_record(int fd, const void* record, size_t size) {
@@ -53,10 +61,13 @@ bool write_record(int fd, const void* record, size_t size) {
 // The daemon formatted these rings itself before handing them out, so their geometry is read once here,
 // from memory the client could not yet have touched; from then on the RingView's copy is used.
 void QueueService::attach_qp(SessionId session, uint32_t qpn, QpQueues queues) {
+  detach_qp(qpn);  // numbers are not reused while attached; if one were, its old rings go first
   QpBinding b{session, std::move(queues), {}, {}};
   b.send = ring_of(b.queues.send_region);
   b.recv = ring_of(b.queues.recv_region);
-  qps_.insert_or_assign(qpn, std::move(b));
+  QpBinding& in = qps_.emplace(qpn, std::move(b)).first->second;
+  // No drain is due yet: the client gets the rings only after this, and rings the doorbell when it posts.
+  sessions_[session].qps.emplace_back(qpn, &in);
 }
 
 void QueueService::attach_cq(SessionId session, uint32_t cqn, CqQueue queue) {
@@ -66,17 +77,86 @@ void QueueService::attach_cq(SessionId session, uint32_t cqn, CqQueue queue) {
 }
 
 void QueueService::attach_srq(SessionId session, uint32_t srqn, SrqQueue queue) {
+  detach_srq(srqn);
   SrqBinding b{session, std::move(queue), {}};
   b.ring = ring_of(b.queue.region);
-  srqs_.insert_or_assign(srqn, std::move(b));
+  SrqBinding& in = srqs_.emplace(srqn, std::move(b)).first->second;
+  sessions_[session].srqs.emplace_back(srqn, &in);
 }
 
-void QueueService::detach_qp(uint32_t qpn) { qps_.erase(qpn); }
+void QueueService::attach_doorbell(SessionId session, protocol::SharedRegion page) {
+  SessionRings& rings = sessions_[session];
+  rings.doorbell = std::move(page);
+  auto* d = reinterpret_cast<protocol::SessionDoorbell*>(rings.doorbell.data());
+  rings.seen = protocol::doorbell_word(*d).load(std::memory_order_acquire);
+  rings.again = true;
+}
+
+// Normally every ring of the session is gone by now; any left is scanned every turn again.
+void QueueService::detach_session(SessionId session) {
+  const auto it = sessions_.find(session);
+  if (it == sessions_.end()) return;
+  if (it->second.qps.empty() && it->second.srqs.empty()) {
+    sessions_.erase(it);
+  } else {
+    it->second.doorbell = {};
+    it->second.again = true;
+  }
+}
+
+// The client does not poll meanwhile (the verbs shim holds the CQ's lock across ibv_resize_cq, and this
+// runs on the engine thread, the only producer), so the ring's consumer index is final here: nothing is
+// polled twice or skipped. Completions the transport made since the last turn are delivered first, so that
+// the check sees every completion outstanding; whatever did not fit the old ring (the client let it
+// overrun) stays in the transport's CQ and is delivered to the new ring at the end.
+int QueueService::resize_cq(uint32_t cqn, protocol::SharedRegion region) {
+  const auto it = cqs_.find(cqn);
+  if (it == cqs_.end()) return EINVAL;
+  CqBinding& b = it->second;
+  deliver_to(cqn, b);
+  const protocol::RingView fresh = ring_of(region);
+  const uint32_t consumer = b.ring.load_consumer();
+  const uint32_t unpolled = b.producer - consumer;
+  // A consumer index beyond what was produced is the client's scribble: refuse rather than copy garbage.
+  if (unpolled > b.ring.capacity() || unpolled > fresh.capacity()) return EINVAL;
+  if (int e = device_.resize_cq(cqn, fresh.capacity())) return e;
+  for (uint32_t i = 0; i < unpolled; ++i) {
+    std::memcpy(fresh.entry(i), b.ring.entry(consumer + i), protocol::completion_entry_size());
+  }
+  fresh.publish_producer(unpolled);
+  fresh.arm().store(b.ring.arm().load(std::memory_order_acquire), std::memory_order_release);
+  fresh.overflowed().store(b.ring.overflowed().load(std::memory_order_relaxed), std::memory_order_relaxed);
+  b.queue.region = std::move(region);
+  b.ring = fresh;
+  b.producer = unpolled;
+  b.consumer_seen = 0;  // the new ring's consumer index
+  deliver_to(cqn, b);
+  return 0;
+}
+
+void QueueService::detach_qp(uint32_t qpn) {
+  const auto it = qps_.find(qpn);
+  if (it == qps_.end()) return;
+  if (auto s = sessions_.find(it->second.session); s != sessions_.end()) {
+    std::erase_if(s->second.qps, [&](const auto& q) { return q.first == qpn; });
+  }
+  qps_.erase(it);
+}
+
+// A CQ number left in backlog_cqs_ is harmless: it is looked up, and skipped, at the next turn.
 void QueueService::detach_cq(uint32_t cqn) {
   cqs_.erase(cqn);
   own_completions_.erase(cqn);
 }
-void QueueService::detach_srq(uint32_t srqn) { srqs_.erase(srqn); }
+
+void QueueService::detach_srq(uint32_t srqn) {
+  const auto it = srqs_.find(srqn);
+  if (it == srqs_.end()) return;
+  if (auto s = sessions_.find(it->second.session); s != sessions_.end()) {
+    std::erase_if(s->second.srqs, [&](const auto& q) { return q.first == srqn; });
+  }
+  srqs_.erase(it);
+}
 
 void QueueService::set_event_pipe(SessionId session, int fd) {
   if (fd < 0) {
@@ -91,24 +171,61 @@ void QueueService::set_channel(uint32_t cqn, int fd) {
   if (it != cqs_.end()) it->second.queue.channel_fd = fd;
 }
 
+namespace {
+
+uint32_t rung(const protocol::SharedRegion& doorbell) {
+  auto* d = reinterpret_cast<protocol::SessionDoorbell*>(doorbell.data());
+  return protocol::doorbell_word(*d).load(std::memory_order_acquire);
+}
+
+}  // namespace
+
+// Called with the engine's sleeping flag set (and a fence): a doorbell that moved, or a ring with work
+// left, keeps it awake. The client bumps its doorbell before it looks at the flag (Doorbell::ring).
 bool QueueService::work_waiting() const {
-  for (const auto& [qpn, b] : qps_) {
-    if (b.send.readable(b.send_consumer) != 0) return true;
-    if (b.recv.valid() && b.recv.readable(b.recv_consumer) != 0) return true;
-  }
-  for (const auto& [srqn, b] : srqs_) {
-    if (b.ring.readable(b.consumer) != 0) return true;
+  for (const auto& [id, s] : sessions_) {
+    if (s.again) return true;
+    if (s.doorbell.data() != nullptr) {
+      if (rung(s.doorbell) != s.seen) return true;
+      continue;
+    }
+    for (const auto& [qpn, b] : s.qps) {
+      if (b->send.readable(b->send_consumer) != 0) return true;
+      if (b->recv.valid() && b->recv.readable(b->recv_consumer) != 0) return true;
+    }
+    for (const auto& [srqn, b] : s.srqs) {
+      if (b->ring.readable(b->consumer) != 0) return true;
+    }
   }
   return false;
 }
 
+// The doorbell is read before the rings: a post whose bump comes after this read is seen next turn.
 unsigned QueueService::drain_work(transport::Nanos now) {
   unsigned n = 0;
-  for (auto& [qpn, b] : qps_) {
-    if (b.recv.valid()) n += drain_recv(qpn, b);
-    n += drain_send(qpn, b, now);
+  for (auto& [id, s] : sessions_) {
+    bool go = s.again || s.doorbell.data() == nullptr;
+    if (s.doorbell.data() != nullptr) {
+      const uint32_t r = rung(s.doorbell);
+      if (r != s.seen) {
+        s.seen = r;
+        go = true;
+      }
+    }
+    if (go) n += drain_session(s, now);
   }
-  for (auto& [srqn, b] : srqs_) n += drain_srq(srqn, b);
+  return n;
+}
+
+unsigned QueueService::drain_session(SessionRings& s, transport::Nanos now) {
+  unsigned n = 0;
+  bool more = false;
+  for (auto& [qpn, b] : s.qps) {
+    if (b->recv.valid()) n += drain_recv(qpn, *b, more);
+    n += drain_send(qpn, *b, now, more);
+  }
+  for (auto& [srqn, b] : s.srqs) n += drain_srq(srqn, *b, more);
+  s.again = more;
   return n;
 }
 
@@ -162,14 +279,20 @@ void QueueService::reject_send(uint32_t qpn, const SendWr& wr, WcStatus status) 
   wc.status = status;
   wc.qp_num = qpn;
   const auto it = qps_.find(qpn);
-  if (it != qps_.end()) own_completions_[it->second.queues.send_cq].push_back(wc);
+  if (it == qps_.end()) return;
+  const uint32_t cqn = it->second.queues.send_cq;
+  own_completions_[cqn].push_back(wc);
+  if (auto cq = cqs_.find(cqn); cq != cqs_.end()) mark_backlog(cqn, cq->second);
 }
 
-unsigned QueueService::drain_send(uint32_t qpn, QpBinding& b, transport::Nanos now) {
+unsigned QueueService::drain_send(uint32_t qpn, QpBinding& b, transport::Nanos now, bool& more) {
   unsigned taken = 0;
   SendWr wr;
-  for (uint32_t avail = b.send.readable(b.send_consumer); taken < avail && taken < burst; ++taken) {
+  const uint32_t avail = b.send.readable(b.send_consumer);
+  for (; taken < avail && taken < burst; ++taken) {
     const uint8_t* slot = b.send.entry(b.send_consumer);
+    // The client just wrote these lines, so reading a slot misses the cache: ask for the next one early.
+    if (taken + 1 < avail) prefetch_slot(b.send.entry(b.send_consumer + 1), b.send.entry_size());
     if (!decode_send(b, slot, wr) || foreign_ah(b, wr.ah)) {
       spdlog::debug("qp {:#x}: malformed send work request {} rejected", qpn, wr.wr_id);
       reject_send(qpn, wr, WcStatus::loc_qp_op_err);
@@ -183,8 +306,10 @@ unsigned QueueService::drain_send(uint32_t qpn, QpBinding& b, transport::Nanos n
         ++counters_.send_posted;
       }
     }
-    b.send.publish_consumer(++b.send_consumer);
+    ++b.send_consumer;
   }
+  if (taken != 0) b.send.publish_consumer(b.send_consumer);  // once per drain: the client reads this line to post
+  more |= taken < avail;
   return taken;
 }
 
@@ -207,10 +332,12 @@ bool decode_recv(const uint8_t* slot, uint32_t max_sge, RecvWr& wr) {
 
 }  // namespace
 
-unsigned QueueService::drain_recv(uint32_t qpn, QpBinding& b) {
+unsigned QueueService::drain_recv(uint32_t qpn, QpBinding& b, bool& more) {
   unsigned taken = 0;
   RecvWr wr;
-  for (uint32_t avail = b.recv.readable(b.recv_consumer); taken < avail && taken < burst; ++taken) {
+  const uint32_t avail = b.recv.readable(b.recv_consumer);
+  for (; taken < avail && taken < burst; ++taken) {
+    if (taken + 1 < avail) prefetch_slot(b.recv.entry(b.recv_consumer + 1), b.recv.entry_size());
     if (!decode_recv(b.recv.entry(b.recv_consumer), b.queues.max_recv_sge, wr)) {
       ++counters_.malformed_wr;
       spdlog::debug("qp {:#x}: malformed receive work request {} dropped", qpn, wr.wr_id);
@@ -226,15 +353,18 @@ unsigned QueueService::drain_recv(uint32_t qpn, QpBinding& b) {
         spdlog::debug("qp {:#x}: receive work request {} refused by the transport ({})", qpn, wr.wr_id, rc);
       }
     }
-    b.recv.publish_consumer(++b.recv_consumer);
+    ++b.recv_consumer;
   }
+  if (taken != 0) b.recv.publish_consumer(b.recv_consumer);  // once per drain: the client reads this line to post
+  more |= taken < avail;
   return taken;
 }
 
-unsigned QueueService::drain_srq(uint32_t srqn, SrqBinding& b) {
+unsigned QueueService::drain_srq(uint32_t srqn, SrqBinding& b, bool& more) {
   unsigned taken = 0;
   RecvWr wr;
-  for (uint32_t avail = b.ring.readable(b.consumer); taken < avail && taken < burst; ++taken) {
+  const uint32_t avail = b.ring.readable(b.consumer);
+  for (; taken < avail && taken < burst; ++taken) {
     if (!decode_recv(b.ring.entry(b.consumer), b.queue.max_sge, wr)) {
       ++counters_.malformed_wr;
     } else {
@@ -246,22 +376,56 @@ unsigned QueueService::drain_srq(uint32_t srqn, SrqBinding& b) {
         ++counters_.malformed_wr;
       }
     }
-    b.ring.publish_consumer(++b.consumer);
+    ++b.consumer;
   }
+  if (taken != 0) b.ring.publish_consumer(b.consumer);  // once per drain: the client reads this line to post
+  more |= taken < avail;
   return taken;
 }
 
 unsigned QueueService::deliver_completions() {
   unsigned n = 0;
-  for (auto& [cqn, b] : cqs_) n += deliver_to(cqn, b);
+  // First the CQs in the order they got completions, so that their events reach a shared completion
+  // channel in completion order (transport::Device::take_active_cqs); then every CQ, for completions that
+  // waited for room in a ring and the service's own.
+  device_.take_active_cqs(active_cqs_);
+  for (const uint32_t cqn : active_cqs_) {
+    if (auto it = cqs_.find(cqn); it != cqs_.end()) n += deliver_to(cqn, it->second);
+  }
+  // Only the CQs that held something back, not every CQ: deliver_to marks them again if they still do.
+  if (!backlog_cqs_.empty()) {
+    backlog_turn_.swap(backlog_cqs_);
+    for (const uint32_t cqn : backlog_turn_) {
+      if (auto it = cqs_.find(cqn); it != cqs_.end()) {
+        it->second.backlog = false;
+        n += deliver_to(cqn, it->second);
+      }
+    }
+    backlog_turn_.clear();
+  }
   return n;
+}
+
+void QueueService::mark_backlog(uint32_t cqn, CqBinding& b) {
+  if (b.backlog) return;
+  b.backlog = true;
+  backlog_cqs_.push_back(cqn);
 }
 
 // Completions move only while the ring has room: what does not fit stays in the transport's CQ (whose
 // capacity is the same), so a slow poller delays completions rather than losing them; the transport
-// reports an overflow if even that fills, as a NIC's CQ does.
+// reports an overflow if even that fills, as a NIC's CQ does. A CQ that ran out of room is marked, and
+// retried every turn until the client made room.
 unsigned QueueService::deliver_to(uint32_t cqn, CqBinding& b) {
-  uint32_t room = b.ring.writable(b.producer);
+  // The room the consumer index seen last leaves; the index is read again only when that room is short
+  // of a poll batch. A scribbled index (beyond the producer) reads as a full ring.
+  const uint32_t capacity = b.ring.capacity();
+  uint32_t used = b.producer - b.consumer_seen;
+  if (used > capacity || capacity - used < std::min<uint32_t>(capacity, 64)) {
+    b.consumer_seen = b.ring.load_consumer();
+    used = b.producer - b.consumer_seen;
+  }
+  uint32_t room = used > capacity ? 0 : capacity - used;
   unsigned moved = 0;
   bool wakes_solicited = false;  // a solicited receive or an error: what a solicited-only arm waits for
   const auto note = [&](const WorkCompletion& wc) {
@@ -272,11 +436,14 @@ unsigned QueueService::deliver_to(uint32_t cqn, CqBinding& b) {
     size_t i = 0;
     for (; i < v.size() && room > 0; ++i, --room, ++moved) {
       note(v[i]);
-      const CompletionEntry e = to_entry(v[i]);
-      std::memcpy(b.ring.entry(b.producer++), &e, sizeof e);
+      write_entry(b.ring.entry(b.producer++), v[i]);
     }
     v.erase(v.begin(), v.begin() + long(i));
-    if (v.empty()) own_completions_.erase(own);
+    if (v.empty()) {
+      own_completions_.erase(own);
+    } else {
+      mark_backlog(cqn, b);
+    }
   }
   while (room > 0) {
     scratch_.resize(std::min<uint32_t>(room, 64));
@@ -284,12 +451,12 @@ unsigned QueueService::deliver_to(uint32_t cqn, CqBinding& b) {
     if (got <= 0) break;
     for (int i = 0; i < got; ++i) {
       note(scratch_[size_t(i)]);
-      const CompletionEntry e = to_entry(scratch_[size_t(i)]);
-      std::memcpy(b.ring.entry(b.producer++), &e, sizeof e);
+      write_entry(b.ring.entry(b.producer++), scratch_[size_t(i)]);
     }
     room -= uint32_t(got);
     moved += unsigned(got);
   }
+  if (room == 0) mark_backlog(cqn, b);  // the transport may hold more than fitted
   if (moved != 0) {
     b.ring.publish_producer(b.producer);
     counters_.completions += moved;

@@ -6,13 +6,20 @@
 // Everything a client wrote is validated before the transport sees it (the client can scribble on the
 // rings at any time): opcodes, SGE counts, inline lengths. A work request that fails validation completes
 // with an error, as a real NIC reports a malformed WQE, instead of reaching the transport.
+//
+// What a turn looks at (docs/daemon.md, small messages): a session whose client rings its doorbell word
+// (protocol/doorbell.hpp) has its rings drained only when the word moved or a ring still held work; a
+// session without one (an older client) is drained every turn. Completions are delivered only to the CQs
+// the transport says got some (Device::take_active_cqs) and to those that still hold some back.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
+#include "emulator/protocol/doorbell.hpp"
 #include "emulator/protocol/queue_entries.hpp"
 #include "emulator/protocol/ring.hpp"
 #include "emulator/protocol/shared_region.hpp"
@@ -58,6 +65,10 @@ class QueueService {
   void attach_qp(SessionId session, uint32_t qpn, QpQueues queues);
   void attach_cq(SessionId session, uint32_t cqn, CqQueue queue);
   void attach_srq(SessionId session, uint32_t srqn, SrqQueue queue);
+  // ibv_resize_cq: the CQ moves onto `region`, a fresh ring of the new capacity. Completions the client
+  // has not polled are copied to its start in order, the arm word and overflow flag carried over, and
+  // the transport's CQ resized alike. EINVAL, with nothing changed, when they would not fit.
+  int resize_cq(uint32_t cqn, protocol::SharedRegion region);
   void detach_qp(uint32_t qpn);
   void detach_cq(uint32_t cqn);
   void detach_srq(uint32_t srqn);
@@ -65,6 +76,11 @@ class QueueService {
   // names another session's address handle, as it would any other object of another session.
   void attach_ah(SessionId session, uint32_t ahn) { ahs_.insert_or_assign(ahn, session); }
   void detach_ah(uint32_t ahn) { ahs_.erase(ahn); }
+  // The session's doorbell page (protocol::SessionDoorbell, formatted): from now on its rings are drained
+  // only when its client rings. detach_session forgets the page when the session closes (its rings are
+  // detached first).
+  void attach_doorbell(SessionId session, protocol::SharedRegion page);
+  void detach_session(SessionId session);
   // The pipe (write end, not owned) where a session's async events go; -1 to forget it.
   void set_event_pipe(SessionId session, int fd);
   void set_channel(uint32_t cqn, int fd);
@@ -86,14 +102,16 @@ class QueueService {
     QpQueues queues;
     protocol::RingView send, recv;
     uint32_t send_consumer = 0, recv_consumer = 0;
-    // A work request the transport could not take yet (its send queue is full): retried first.
-    bool send_stalled = false;
   };
   struct CqBinding {
     SessionId session;
     CqQueue queue;
     protocol::RingView ring;
     uint32_t producer = 0;
+    // The client's consumer index as last read: the room it leaves is used up before the index (a line the
+    // client writes) is read again.
+    uint32_t consumer_seen = 0;
+    bool backlog = false;  // in backlog_cqs_: completions wait for room in the ring, or the service's own
   };
   struct SrqBinding {
     SessionId session;
@@ -102,9 +120,21 @@ class QueueService {
     uint32_t consumer = 0;
   };
 
-  unsigned drain_send(uint32_t qpn, QpBinding& b, transport::Nanos now);
-  unsigned drain_recv(uint32_t qpn, QpBinding& b);
-  unsigned drain_srq(uint32_t srqn, SrqBinding& b);
+  // A session's rings. `doorbell` empty: drained every turn. `again`: a ring held more than one turn
+  // takes (a burst) or than the transport could take, so the next turn drains the session without a ring.
+  struct SessionRings {
+    protocol::SharedRegion doorbell;
+    uint32_t seen = 0;
+    bool again = false;
+    std::vector<std::pair<uint32_t, QpBinding*>> qps;  // bindings live in qps_ (node-based: stable)
+    std::vector<std::pair<uint32_t, SrqBinding*>> srqs;
+  };
+
+  unsigned drain_session(SessionRings& s, transport::Nanos now);
+  unsigned drain_send(uint32_t qpn, QpBinding& b, transport::Nanos now, bool& more);
+  unsigned drain_recv(uint32_t qpn, QpBinding& b, bool& more);
+  unsigned drain_srq(uint32_t srqn, SrqBinding& b, bool& more);
+  void mark_backlog(uint32_t cqn, CqBinding& b);
   unsigned deliver_to(uint32_t cqn, CqBinding& b);
   void signal(CqBinding& b, uint32_t cqn, bool solicited_or_error);
   bool decode_send(const QpBinding& b, const uint8_t* slot, verbs::SendWr& wr) const;
@@ -115,6 +145,9 @@ class QueueService {
   transport::Device& device_;
   std::unordered_map<uint32_t, QpBinding> qps_;
   std::unordered_map<uint32_t, CqBinding> cqs_;
+  std::vector<uint32_t> active_cqs_;  // deliver_completions' scratch: CQs in completion order
+  std::vector<uint32_t> backlog_cqs_, backlog_turn_;  // CQs with CqBinding::backlog set
+  std::unordered_map<SessionId, SessionRings> sessions_;
   std::unordered_map<uint32_t, SrqBinding> srqs_;
   std::unordered_map<uint32_t, SessionId> ahs_;  // owner of each address handle
   std::unordered_map<SessionId, int> event_pipes_;

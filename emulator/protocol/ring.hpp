@@ -79,6 +79,16 @@ class RingView {
     const uint32_t used = producer - load_consumer();
     return used > capacity_ ? 0 : capacity_ - used;
   }
+  // The same, reading the consumer index (a line the other side writes, so a cache miss once it moved)
+  // only when the room `consumer_seen`, the index as last read, leaves is used up.
+  uint32_t writable(uint32_t producer, uint32_t& consumer_seen) const {
+    uint32_t used = producer - consumer_seen;
+    if (used >= capacity_) {
+      consumer_seen = load_consumer();
+      used = producer - consumer_seen;
+    }
+    return used > capacity_ ? 0 : capacity_ - used;
+  }
 
   std::atomic_ref<uint32_t> arm() const { return std::atomic_ref<uint32_t>(header_->arm); }
   std::atomic_ref<uint32_t> overflowed() const { return std::atomic_ref<uint32_t>(header_->overflowed); }

@@ -1,6 +1,9 @@
 """One server/client run of an unmodified verbs program through uroce-run, as the pingpongs and perftest
 need it: the server in the background, the client retried while the server is not listening yet (it
-fails at once then), both stopped by PID if they hang. Shared by test_programs.py and test_setups.py."""
+fails at once then), both stopped by PID if they hang; and a server that stays up for many clients (qperf).
+Shared by the tests of tests/verbs_shim/."""
+import os
+import signal
 import subprocess
 import time
 
@@ -19,14 +22,16 @@ class Run:
         assert self.server_rc == 0, f"server ({self.what}) rc {self.server_rc}:\n{self.server_out}{self.server_err}"
 
 
-def run_server_client(uroce_run, server_socket, client_socket, command, what, timeout, retry_pause=0.2):
-    """`command` through server_socket as the server, `command localhost` through client_socket."""
-    server = subprocess.Popen([uroce_run, "--socket", server_socket, *command],
+def run_server_client(uroce_run, server_socket, client_socket, command, what, timeout, retry_pause=0.2,
+                      server_wrap=(), client_wrap=()):
+    """`command` through server_socket as the server, `command localhost` through client_socket; each side
+    run under its `*_wrap` command if given (e.g. strace)."""
+    server = subprocess.Popen([uroce_run, "--socket", server_socket, *server_wrap, *command],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.time() + 10
         while True:
-            client = subprocess.run([uroce_run, "--socket", client_socket, *command, "localhost"],
+            client = subprocess.run([uroce_run, "--socket", client_socket, *client_wrap, *command, "localhost"],
                                     capture_output=True, text=True, timeout=timeout)
             if client.returncode == 0 or time.time() > deadline or server.poll() is not None:
                 break
@@ -39,3 +44,41 @@ def run_server_client(uroce_run, server_socket, client_socket, command, what, ti
             server.kill()
             server.communicate()
     return Run(what, client, server.returncode, s_out, s_err)
+
+
+class PersistentServer:
+    """A server that serves one client after another (qperf's): `command` through uroce-run on `socket`,
+    in a session of its own so that it and the children it forks per client are stopped together, by its
+    process group, also when one of them hangs. Its output goes to `log_path`; new_output() is what it
+    printed since the last call (qperf's server prints nothing unless a test fails on its side)."""
+
+    def __init__(self, uroce_run, socket, command, log_path):
+        self.argv = [uroce_run, "--socket", socket, *command]
+        self.log_path = log_path
+        self.proc = None
+        self.start()
+
+    def start(self):
+        self.log = open(self.log_path, "a")
+        self.read_to = self.log.tell()
+        self.proc = subprocess.Popen(self.argv, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def new_output(self):
+        with open(self.log_path) as f:
+            f.seek(self.read_to)
+            text = f.read()
+        self.read_to += len(text.encode())
+        return text
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)  # its own group: the server and its children only
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
+        self.log.close()
+
+    def restart(self):
+        self.stop()
+        self.start()

@@ -1,24 +1,24 @@
 #!/usr/bin/env python3
-"""Debian's unmodified ibverbs-utils pingpongs through the verbs shim (uroce-run), in the three setups of
-tests/integration/test_daemon.py:
+"""Unmodified server/client verbs programs from Debian's packages through the verbs shim (uroce-run) in the
+three setups of tests/integration/daemon_harness.py:
 
   (a) loopback: one uroced on its internal loopback port, server and client both through it;
   (b) veth: two uroced in two network namespaces joined by a veth pair (net_af_packet), the server through
-      one, the client through the other. Both pingpong processes run in the root namespace: they reach
+      one, the client through the other. Both program processes run in the root namespace: they reach
       their daemon through its Unix socket (which crosses namespaces), and their out-of-band TCP exchange
       goes over the root namespace's localhost (the veth's kernel sides have no address and ARP off);
   (c) memif: two uroced joined by a memif, server through one, client through the other.
 
-In each: ibv_rc_pingpong (default, -s 65536, -e), ibv_uc_pingpong, ibv_ud_pingpong, ibv_srq_pingpong,
-each with -d uroce0 -g 0 and a small -n. A case passes when both processes exit 0 and print their
-"bytes in ... seconds" line. Exits 0 only if every case passed; daemons are stopped by PID.
+The programs (program_matrix.py): the ibverbs-utils pingpongs, perftest and qperf's RDMA tests. By default
+the CI subset of each (short iteration counts); --long runs the full matrix: every program with every option
+in every setup, and ibv_rc_pingpong at every size from 1 B to 64 KiB at every MTU. Exits 0 only if every
+case passed; daemons and programs are stopped by PID.
 
   test_setups.py --uroced build/.../emulator/uroced --uroce-run build/.../verbs_shim/uroce-run
+                 [--family pingpong|perftest|qperf]... [--setup loopback|veth|memif]... [--long]
 """
 import argparse
-import contextlib
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -26,123 +26,69 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
-from daemon_harness import Daemon, is_root, two_namespaces_with_veth  # noqa: E402
-from server_client import run_server_client  # noqa: E402
-
-TIMEOUT = 30
-RESULT = re.compile(r"\d+ bytes in [\d.]+ seconds")
-PROGRAMS = ("ibv_rc_pingpong", "ibv_uc_pingpong", "ibv_ud_pingpong", "ibv_srq_pingpong")
-CASES = [
-    ("ibv_rc_pingpong", []),
-    ("ibv_rc_pingpong", ["-s", "65536"]),
-    ("ibv_rc_pingpong", ["-e"]),
-    ("ibv_uc_pingpong", []),
-    ("ibv_ud_pingpong", []),
-    ("ibv_srq_pingpong", []),
-]
-ITERS = "200"
-_next_port = [20000 + os.getpid() % 20000]
+from daemon_harness import SETUPS, is_root  # noqa: E402
+from program_matrix import FAMILIES, active_mtu  # noqa: E402
 
 
-def tcp_port():
-    _next_port[0] += 1
-    return str(_next_port[0])
-
-
-def pingpong(uroce_run, server_socket, client_socket, program, extra):
-    """Server through server_socket, client through client_socket; the client connects to localhost."""
-    command = [program, "-p", tcp_port(), "-d", "uroce0", "-g", "0", "-n", ITERS, *extra]
-    r = run_server_client(uroce_run, server_socket, client_socket, command, " ".join([program, *extra]), TIMEOUT,
-                          retry_pause=0.1)
-    r.assert_both_exited_0()
-    assert RESULT.search(r.client.stdout), f"client ({r.what}) printed no result:\n{r.client.stdout}"
-    assert RESULT.search(r.server_out), f"server ({r.what}) printed no result:\n{r.server_out}"
-    return RESULT.search(r.client.stdout).group(0)
-
-
-@contextlib.contextmanager
-def loopback(uroced, workdir):
-    d = Daemon(uroced, workdir, "lo")
-    yield [d], d.socket, d.socket
-
-
-@contextlib.contextmanager
-def veth(uroced, workdir):
-    with two_namespaces_with_veth() as (ns, ifs):
-        daemons = []
-        try:
-            daemons.append(Daemon(uroced, workdir, "va", ["--port", f"net_af_packet0,iface={ifs[0]}",
-                                                          "--ip", "10.77.0.1"], netns=ns[0]))
-            daemons.append(Daemon(uroced, workdir, "vb", ["--port", f"net_af_packet0,iface={ifs[1]}",
-                                                          "--ip", "10.77.0.2"], netns=ns[1]))
-            yield daemons, daemons[0].socket, daemons[1].socket
-        finally:
-            for d in daemons:  # before the namespaces go
-                d.stop()
-
-
-@contextlib.contextmanager
-def memif(uroced, workdir):
-    sock = os.path.join(workdir, "memif.sock")
-    daemons = [Daemon(uroced, workdir, "ma", ["--port", f"net_memif0,role=server,socket={sock}", "--ip", "10.78.0.1"])]
+def run_setup(args, setup_name, families, workdir):
+    """Runs every case of `families` in one setup; returns (cases run, cases failed)."""
+    total = failed = 0
+    daemons = []
     try:
-        daemons.append(Daemon(uroced, workdir, "mb", ["--port", f"net_memif0,role=client,socket={sock}",
-                                                      "--ip", "10.78.0.2"]))
-    except Exception:
-        daemons[0].stop()
-        raise
-    yield daemons, daemons[0].socket, daemons[1].socket
+        with SETUPS[setup_name](args.uroced, workdir) as (daemons, server_socket, client_socket):
+            mtu = min(active_mtu(args.uroce_run, s) for s in (server_socket, client_socket))
+            for family in families:
+                cases = family.full(setup_name, mtu) if args.long else family.ci(setup_name, mtu)
+                with family.session(args.uroce_run, server_socket, client_socket, workdir, mtu) as run:
+                    for program, extra in cases:
+                        name = f"{setup_name}: {program} {' '.join(extra)}".rstrip()
+                        total += 1
+                        t0 = time.monotonic()
+                        try:
+                            result = run(program, extra)
+                            print(f"PASS {name} ({result}; {time.monotonic() - t0:.1f} s)", flush=True)
+                        except (AssertionError, subprocess.TimeoutExpired) as e:
+                            failed += 1
+                            print(f"FAIL {name} ({time.monotonic() - t0:.1f} s): {e}", flush=True)
+                        if not all(d.alive() for d in daemons):
+                            print(f"FAIL {setup_name}: a daemon died", flush=True)
+                            return total, failed + 1
+    except (RuntimeError, AssertionError) as e:  # a daemon did not start, or ibv_devinfo failed
+        print(f"FAIL {setup_name}: {e}", flush=True)
+        return total + 1, failed + 1
+    finally:
+        for d in daemons:
+            rc = d.stop()  # stopped already on the way out of the setup; this gives its exit code
+            if rc not in (0, None):
+                failed += 1
+                print(f"FAIL {setup_name}: uroced exited with {rc}\n{d.read_log()[-3000:]}", flush=True)
+            elif failed:
+                print(f"--- {d.log_path} (tail)\n{d.read_log()[-3000:]}")
+    return total, failed
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--uroced", required=True)
     ap.add_argument("--uroce-run", required=True)
-    ap.add_argument("--setup", action="append", choices=["loopback", "veth", "memif"],
-                    help="run only these setups (default: all)")
+    ap.add_argument("--family", action="append", choices=list(FAMILIES), help="only these programs (default: all)")
+    ap.add_argument("--setup", action="append", choices=list(SETUPS), help="only these setups (default: all)")
+    ap.add_argument("--long", action="store_true", help="the full matrix instead of the CI subset")
     args = ap.parse_args()
-    missing = [p for p in PROGRAMS if not shutil.which(p)]
+    families = [FAMILIES[f] for f in (args.family or FAMILIES)]
+    missing = [p for f in families for p in f.programs if not shutil.which(p)]
     if missing:
-        print("missing programs (apt-get install ibverbs-utils):", " ".join(missing))
+        print("missing programs (scripts/deps.sh installs them):", " ".join(missing))
         return 1
-    setups = [("loopback", loopback), ("veth", veth), ("memif", memif)]
-    if args.setup:
-        setups = [s for s in setups if s[0] in args.setup]
     workdir = tempfile.mkdtemp(prefix="uroce-shim-setups-")
     total = failed = 0
-    for setup_name, setup in setups:
-        if setup is veth and not is_root():
+    for setup_name in args.setup or SETUPS:
+        if setup_name == "veth" and not is_root():
             print("SKIP veth: needs root for network namespaces")
             continue
-        daemons = []
-        try:
-            with setup(args.uroced, workdir) as (daemons, server_socket, client_socket):
-                for program, extra in CASES:
-                    name = f"{setup_name}: {program} {' '.join(extra)}".rstrip()
-                    total += 1
-                    t0 = time.monotonic()
-                    try:
-                        result = pingpong(args.uroce_run, server_socket, client_socket, program, extra)
-                        print(f"PASS {name} ({result}; {time.monotonic() - t0:.1f} s)", flush=True)
-                    except (AssertionError, subprocess.TimeoutExpired) as e:
-                        failed += 1
-                        print(f"FAIL {name}: {e}", flush=True)
-                    if not all(d.alive() for d in daemons):
-                        failed += 1
-                        print(f"FAIL {setup_name}: a daemon died", flush=True)
-                        break
-        except RuntimeError as e:  # a daemon did not start
-            total += 1
-            failed += 1
-            print(f"FAIL {setup_name}: {e}", flush=True)
-        finally:
-            for d in daemons:
-                rc = d.stop()
-                if rc not in (0, None):
-                    failed += 1
-                    print(f"FAIL {setup_name}: uroced exited with {rc}\n{d.read_log()[-3000:]}", flush=True)
-                elif failed:
-                    print(f"--- {d.log_path} (tail)\n{d.read_log()[-3000:]}")
+        t, f = run_setup(args, setup_name, families, workdir)
+        total += t
+        failed += f
     if not failed:
         shutil.rmtree(workdir, ignore_errors=True)
     print(f"{total - failed}/{total} passed")

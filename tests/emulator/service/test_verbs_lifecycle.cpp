@@ -1,6 +1,7 @@
 // The verbs service driven by the requests the client library sends: every object's life from creation
 // to destruction, and two sessions talking RDMA to each other through one device (the loopback case
 // of one uroced serving two applications), with the client rings handed out in the replies.
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "emulator/protocol/verbs_json.hpp"
@@ -161,6 +162,100 @@ TEST_CASE("two sessions exchange a SEND and an RDMA WRITE through the rings the 
   CHECK(received[0].qp_num == qb.qpn);
   CHECK((slice(mem_b, 30000, 1000) == slice(data, 0, 1000)));
   CHECK((slice(mem_b, 0, 20000) == data));
+}
+
+}  // namespace uroce::test::service
+
+namespace uroce::test::service {
+
+// ibv_resize_cq's daemon side: the client polls nothing meanwhile (the shim holds the CQ's lock), and must
+// then find every completion it had not polled exactly once, in order, on the new ring, whether it was
+// in the old ring or still in the transport's CQ; the old ring is never written again.
+TEST_CASE("resize_cq moves unpolled completions onto a new ring, growing and shrinking, armed or not", "[verbs]") {
+  ServiceHarness h;
+  h.service->open_session(1, getpid(), getuid());
+  h.service->open_session(2, getpid(), getuid());
+  std::vector<uint8_t> mem(4096);
+  const uint32_t pd = h.call(1, {{"op", "alloc_pd"}}).at("pd").get<uint32_t>();
+  const json mr = h.call(1, {{"op", "reg_mr"}, {"pd", pd}, {"addr", reinterpret_cast<uint64_t>(mem.data())},
+                             {"length", uint64_t(mem.size())}, {"access", uint32_t(Pair::all_access)}});
+  std::vector<int> channel_fds;
+  const uint32_t channel = h.call(1, {{"op", "create_comp_channel"}}, &channel_fds).at("channel").get<uint32_t>();
+  REQUIRE(channel_fds.size() == 1);
+  fcntl(channel_fds[0], F_SETFL, O_NONBLOCK);
+  std::vector<int> fds;
+  const json created = h.call(1, {{"op", "create_cq"}, {"cqe", 4}, {"channel", channel}}, &fds);
+  REQUIRE(fds.size() == 1);
+  const uint32_t cqn = created.at("cq").get<uint32_t>();
+  client::CompletionRing ring(fds[0], created.at("ring_bytes").get<size_t>(), created.at("cqe").get<uint32_t>());
+  ClientQp qp = create_client_qp(h, 1, pd, cqn);
+  connect_qp(h, 1, qp.qpn, qp.qpn);
+
+  const auto write = [&](uint64_t id) {
+    protocol::SendEntry w = send_entry(id, verbs::WrOpcode::rdma_write);
+    w.remote_addr = reinterpret_cast<uint64_t>(mem.data()) + 8 * id;
+    w.rkey = mr.at("rkey");
+    const protocol::WireSge s = sge(reinterpret_cast<uint64_t>(mem.data()), 8, mr.at("lkey"));
+    REQUIRE(qp.send.post(w, std::span(&s, 1), {}) == 0);
+  };
+  const auto resize = [&](uint32_t cqe) {
+    std::vector<int> got;
+    const json r = h.call(1, {{"op", "resize_cq"}, {"cq", cqn}, {"cqe", cqe}}, &got);
+    REQUIRE(got.size() == 1);
+    return client::CompletionRing(got[0], r.at("ring_bytes").get<size_t>(), r.at("cqe").get<uint32_t>());
+  };
+  const auto expect_ids = [](client::CompletionRing& r, uint64_t first, size_t count) {
+    std::vector<protocol::CompletionEntry> got(count);
+    REQUIRE(size_t(r.poll(got)) == count);
+    for (size_t i = 0; i < count; ++i) {
+      CHECK(got[i].wr_id == first + i);
+      CHECK(got[i].status == uint32_t(verbs::WcStatus::success));
+    }
+  };
+
+  // A full CQ of 4 grows.
+  for (uint64_t id = 0; id < 4; ++id) write(id);
+  h.pump();
+  client::CompletionRing old = std::move(ring);
+  ring = resize(64);
+  CHECK(ring.capacity() == 64);
+  for (uint64_t id = 4; id < 6; ++id) write(id);
+  h.pump();
+  for (uint64_t id = 6; id < 16; ++id) write(id);
+  h.pump();
+  for (uint64_t id = 16; id < 26; ++id) write(id);
+  h.pump();
+  // The old ring still holds the 4 it had when the CQ moved (copied, not consumed), and nothing after.
+  std::vector<protocol::CompletionEntry> stale(8);
+  CHECK(old.poll(stale) == 4);
+
+  CHECK(h.error_of(1, {{"op", "resize_cq"}, {"cq", cqn}, {"cqe", 16}}) == EINVAL);  // 26 do not fit in 16
+  CHECK(h.error_of(1, {{"op", "resize_cq"}, {"cq", cqn}, {"cqe", 0}}) == EINVAL);
+  CHECK(h.error_of(2, {{"op", "resize_cq"}, {"cq", cqn}, {"cqe", 64}}) == EINVAL);  // another session's
+  expect_ids(ring, 0, 12);
+  // Three more that the transport completed but the engine has not delivered yet count all the same:
+  // 17 outstanding do not fit in 16 either.
+  for (uint64_t id = 26; id < 29; ++id) write(id);
+  h.queues->drain_work(h.net.now());
+  REQUIRE(h.net.run_until_idle(h.net.now() + 10'000'000'000ull));
+  CHECK(h.error_of(1, {{"op", "resize_cq"}, {"cq", cqn}, {"cqe", 16}}) == EINVAL);
+  expect_ids(ring, 12, 1);
+  ring = resize(16);
+  CHECK(ring.capacity() == 16);
+  expect_ids(ring, 13, 16);
+  CHECK(poll_all(ring).empty());  // none twice
+
+  // Armed before a resize, the CQ fires on the next completion after it.
+  ring.arm(false);
+  ring = resize(8);
+  write(29);
+  h.pump();
+  const auto events = drain_records<protocol::CompletionEventRecord>(channel_fds[0]);
+  REQUIRE(events.size() == 1);
+  CHECK(events[0].cq == cqn);
+  expect_ids(ring, 29, 1);
+  CHECK(poll_all(ring).empty());
+  close_all(channel_fds);
 }
 
 }  // namespace uroce::test::service

@@ -1,0 +1,139 @@
+// The engine's idle back-off (poll, nap, sleep) and its clock, with the time passed in where it can be.
+#include <catch2/catch.hpp>
+
+#include "emulator/engine/back_off.hpp"
+#include "emulator/engine/engine_clock.hpp"
+
+namespace uroce::test::service {
+namespace {
+
+using emulator::engine::BackOff;
+using emulator::engine::BackOffConfig;
+using emulator::engine::EngineClock;
+using Kind = BackOff::Kind;
+
+constexpr transport::Nanos us = 1000;
+constexpr transport::Nanos start = 1'000'000'000;  // any time but 0
+
+BackOffConfig config() {
+  BackOffConfig c;
+  c.spin_ns = 5 * us;
+  c.nap_ns = 20 * us;
+  c.doze_ns = 1000 * us;
+  c.max_sleep_ns = 500 * us;
+  c.in_flight_sleep_ns = 20 * us;
+  c.share_ns = 500'000 * us;  // shorter than the default, so that a test can outlast it
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("idle: poll, then naps, then sleeps that double up to the longest", "[back_off]") {
+  BackOff b(config());
+  CHECK(b.idle(start, transport::never, false).kind == Kind::poll);
+  CHECK(b.idle(start + 4 * us, transport::never, false).kind == Kind::poll);
+  const BackOff::Step nap = b.idle(start + 5 * us, transport::never, false);
+  CHECK(nap.kind == Kind::nap);
+  CHECK(nap.timeout_ns == 20 * us);
+  CHECK(b.idle(start + 999 * us, transport::never, false).kind == Kind::nap);
+  std::vector<uint64_t> sleeps;
+  for (int i = 0; i < 8; ++i) {
+    const BackOff::Step s = b.idle(start + 1000 * us + uint64_t(i) * us, transport::never, false);
+    REQUIRE(s.kind == Kind::sleep);
+    sleeps.push_back(s.timeout_ns / us);
+  }
+  CHECK(sleeps == std::vector<uint64_t>{10, 20, 40, 80, 160, 320, 500, 500});
+}
+
+TEST_CASE("work starts the idle period over", "[back_off]") {
+  BackOff b(config());
+  b.idle(start, transport::never, false);
+  REQUIRE(b.idle(start + 2000 * us, transport::never, false).kind == Kind::sleep);
+  b.rested();
+  CHECK(b.busy(start + 2000 * us).kind == Kind::poll);
+  CHECK(b.idle(start + 2001 * us, transport::never, false).kind == Kind::poll);
+  CHECK(b.idle(start + 2006 * us, transport::never, false).kind == Kind::nap);
+  CHECK(b.idle(start + 3001 * us, transport::never, false).timeout_ns == 10 * us);  // doubling from the start
+}
+
+TEST_CASE("no nap or sleep passes the next timer, and a due timer is polled", "[back_off]") {
+  BackOff b(config());
+  b.idle(start, transport::never, false);
+  const BackOff::Step nap = b.idle(start + 10 * us, start + 17 * us, true);
+  CHECK(nap.kind == Kind::nap);
+  CHECK(nap.timeout_ns == 7 * us);
+  CHECK(b.idle(start + 17 * us, start + 17 * us, true).kind == Kind::poll);
+  CHECK(b.idle(start + 18 * us, start + 17 * us, true).kind == Kind::poll);
+  const BackOff::Step sleep = b.idle(start + 1000 * us, start + 1003 * us, true);
+  CHECK(sleep.kind == Kind::sleep);
+  CHECK(sleep.timeout_ns == 3 * us);
+}
+
+TEST_CASE("while requests are in flight a sleep stays short", "[back_off]") {
+  BackOff b(config());
+  b.idle(start, transport::never, false);
+  for (int i = 0; i < 6; ++i) {
+    const BackOff::Step s = b.idle(start + 1000 * us + uint64_t(i), start + 5'000'000 * us, true);
+    REQUIRE(s.kind == Kind::sleep);
+    CHECK(s.timeout_ns <= 20 * us);
+  }
+}
+
+TEST_CASE("nap_ns 0 polls until the doze, a doze beyond the test never sleeps", "[back_off]") {
+  BackOffConfig c = config();
+  c.nap_ns = 0;
+  BackOff b(c);
+  b.idle(start, transport::never, false);
+  CHECK(b.idle(start + 500 * us, transport::never, false).kind == Kind::poll);
+  CHECK(b.idle(start + 1000 * us, transport::never, false).kind == Kind::sleep);
+  c = config();
+  c.doze_ns = 600'000'000 * us;
+  BackOff awake(c);
+  awake.idle(start, transport::never, false);
+  CHECK(awake.idle(start + 60'000'000 * us, transport::never, false).kind == Kind::nap);
+}
+
+TEST_CASE("a busy engine naps only once it was seen to share its core", "[back_off]") {
+  BackOff b(config());
+  // Alone on its core: busy turns back to back, never a nap, however long.
+  for (transport::Nanos t = start; t < start + 50'000 * us; t += 10 * us) REQUIRE(b.busy(t).kind == Kind::poll);
+  CHECK_FALSE(b.sharing(start + 50'000 * us));
+  // A turn that starts 2 ms after the previous one, with no nap between: someone else had the core.
+  const transport::Nanos later = start + 52'000 * us;
+  CHECK(b.busy(later).kind == Kind::poll);
+  CHECK(b.sharing(later));
+  transport::Nanos t = later;
+  while (b.busy(t += 10 * us).kind == Kind::poll) REQUIRE(t - later < 200 * us);
+  CHECK(t - later >= 100 * us);  // a nap after each busy slice
+  b.rested();
+  CHECK(b.busy(t + 30 * us).kind == Kind::poll);  // the nap's own time is no preemption, the slice restarts
+  CHECK(b.busy(t + 140 * us).kind == Kind::nap);
+  b.rested();
+  // Busy for a second more without being preempted again: alone again, no more naps.
+  for (t += 140 * us; t < later + 1'000'000 * us; t += 50 * us) {
+    if (b.busy(t).kind == Kind::nap) b.rested();
+  }
+  CHECK_FALSE(b.sharing(t));
+  for (int i = 0; i < 10; ++i) CHECK(b.busy(t += 50 * us).kind == Kind::poll);
+}
+
+TEST_CASE("the engine clock follows CLOCK_MONOTONIC and never goes back", "[back_off][clock]") {
+  for (const bool tsc : {false, EngineClock::tsc_is_kernel_clock()}) {
+    EngineClock clock(tsc);
+    transport::Nanos last = clock.now();
+    const transport::Nanos begin = EngineClock::monotonic();
+    // Long enough for the TSC clock to measure its rate and re-anchor a few times.
+    while (EngineClock::monotonic() - begin < 5'000'000) {
+      const transport::Nanos t = clock.now();
+      REQUIRE(t >= last);
+      last = t;
+    }
+    const transport::Nanos mono = EngineClock::monotonic();
+    const transport::Nanos mine = clock.now();
+    // Within a re-anchoring interval (1 ms) plus scheduling noise of the kernel's clock.
+    CHECK(mine + 2'000'000 >= mono);
+    CHECK(mine <= mono + 2'000'000);
+  }
+}
+
+}  // namespace uroce::test::service

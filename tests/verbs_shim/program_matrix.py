@@ -1,0 +1,235 @@
+"""The unmodified server/client verbs programs the shim must run, how one run is checked, and which runs make
+the CI subset and which the full matrix (scripts/test.sh --long). Three families:
+
+  pingpong  ibverbs-utils: ibv_rc/uc/ud/srq_pingpong (-d uroce0 -g 0);
+  perftest  ib_write/read/send/atomic _bw and _lat (-d uroce0 -x 0), with -a, -b, -q 4 and -e where the
+            program has the option (ib_write_* have no -e, ib_atomic_* no -a, the _lat programs no -b/-q);
+  qperf     qperf's RDMA tests (-i uroce0:1) against one qperf server per setup.
+
+Each family gives, per setup (loopback, veth, memif) and the active MTU of its ports, its `ci` cases (short
+iteration counts, a representative subset: ctest) and its `full` cases (every program x every option;
+--long), as (program, [options]) pairs, and `session(...)`: a context manager yielding
+run(program, options) -> a one-line result, raising AssertionError (or TimeoutExpired) when the run failed.
+
+Path MTUs above the port's active MTU are left out: uroce refuses them (transport/verbs/qp_rules.cpp), and
+the memif setup's ports have IP MTU 1500, so active MTU 1024 (DPDK 22.11's memif driver cannot change its
+MTU: uroced --mtu fails there with "Operation not supported").
+"""
+import contextlib
+import os
+import re
+import subprocess
+import time
+
+from server_client import PersistentServer, run_server_client
+
+TIMEOUT = 60
+LONG_TIMEOUT = 600  # perftest -a: 23 sizes, and perftest calibrates its clock for ~1 s before each report
+_next_port = [20000 + os.getpid() % 20000]
+
+
+def active_mtu(uroce_run, socket, wait=20):
+    """The port's active MTU in bytes, as ibv_devinfo reports it through the shim, once the port is active
+    (a memif's link comes up when its peer has connected; perftest refuses a port that is down)."""
+    deadline = time.monotonic() + wait
+    while True:
+        out = subprocess.run([uroce_run, "--socket", socket, "ibv_devinfo"], capture_output=True, text=True,
+                             timeout=TIMEOUT)
+        m = re.search(r"active_mtu:\s+(\d+)", out.stdout)
+        assert out.returncode == 0 and m, f"ibv_devinfo: rc {out.returncode}\n{out.stdout}{out.stderr}"
+        if "PORT_ACTIVE" in out.stdout:
+            return int(m.group(1))
+        assert time.monotonic() < deadline, f"the port is not active after {wait} s:\n{out.stdout}"
+        time.sleep(0.2)
+
+
+def tcp_port():
+    """A TCP port for a program's out-of-band exchange on localhost: a fresh one per run (a server that has
+    just exited may leave its port in TIME_WAIT)."""
+    _next_port[0] += 1
+    return str(_next_port[0])
+
+
+# --- pingpong ------------------------------------------------------------------------------------------
+PINGPONG_RESULT = re.compile(r"\d+ bytes in [\d.]+ seconds")
+PINGPONGS = ("ibv_rc_pingpong", "ibv_uc_pingpong", "ibv_ud_pingpong", "ibv_srq_pingpong")
+MTUS = (256, 512, 1024, 2048, 4096)
+
+
+def pingpong(uroce_run, server_socket, client_socket, program, extra):
+    """Server through server_socket, client through client_socket; the client connects to localhost. Both
+    must exit 0 and print their "bytes in ... seconds" line. -n 100 unless `extra` says otherwise."""
+    command = [program, "-p", tcp_port(), "-d", "uroce0", "-g", "0", "-n", "100", *extra]
+    r = run_server_client(uroce_run, server_socket, client_socket, command, " ".join([program, *extra]), TIMEOUT,
+                          retry_pause=0.1)
+    r.assert_both_exited_0()
+    assert PINGPONG_RESULT.search(r.client.stdout), f"client ({r.what}) printed no result:\n{r.client.stdout}"
+    assert PINGPONG_RESULT.search(r.server_out), f"server ({r.what}) printed no result:\n{r.server_out}"
+    return PINGPONG_RESULT.search(r.client.stdout).group(0)
+
+
+class Pingpong:
+    name = "pingpong"
+    programs = PINGPONGS
+
+    @staticmethod
+    def ci(setup, mtu):
+        cases = [("ibv_rc_pingpong", []), ("ibv_rc_pingpong", ["-s", "65536"]), ("ibv_rc_pingpong", ["-e"]),
+                 ("ibv_uc_pingpong", []), ("ibv_ud_pingpong", []), ("ibv_srq_pingpong", [])]
+        if setup == "loopback":  # sizes, MTUs and event mode with large messages, on one setup
+            cases += [("ibv_rc_pingpong", ["-s", "1"]), ("ibv_rc_pingpong", ["-m", "1024"]),
+                      ("ibv_rc_pingpong", ["-m", str(mtu), "-s", "4096"]), ("ibv_rc_pingpong", ["-e", "-s", "65536"]),
+                      ("ibv_rc_pingpong", ["-N", "-e"])]  # -N: the ibv_wr_* API (ibv_qp_ex)
+        return cases
+
+    @staticmethod
+    def full(setup, mtu):
+        cases = [(p, extra) for p in PINGPONGS for extra in ([], ["-e"])]
+        cases += [("ibv_rc_pingpong", ["-N"]), ("ibv_rc_pingpong", ["-N", "-e"])]  # the ibv_wr_* API
+        # ibv_rc_pingpong: every size from 1 B to 64 KiB (powers of two) at every path MTU the port has.
+        cases += [("ibv_rc_pingpong", ["-s", str(1 << k), "-m", str(m), "-n", "50"])
+                  for m in MTUS if m <= mtu for k in range(17)]
+        return cases
+
+    @staticmethod
+    @contextlib.contextmanager
+    def session(uroce_run, server_socket, client_socket, workdir, mtu):
+        yield lambda program, extra: pingpong(uroce_run, server_socket, client_socket, program, extra)
+
+
+# --- perftest ------------------------------------------------------------------------------------------
+# perftest keeps uroce on classic ibv_post_send (its ibv_wr* API is only for an allowlist of vendor parts).
+PERFTEST_TABLE = re.compile(r"^\s*#bytes\s.*\n\s*\d+\s+\d+\s+[\d.]+", re.M)
+# Which of -a (all sizes), -b (bidirectional), -q 4 (four QPs), -e (completion channel) each program has.
+PERFTEST_OPTIONS = {
+    "ib_write_bw": (["-a"], ["-b"], ["-q", "4"]),
+    "ib_write_lat": (["-a"],),
+    "ib_read_bw": (["-a"], ["-b"], ["-q", "4"], ["-e"]),
+    "ib_read_lat": (["-a"], ["-e"]),
+    "ib_send_bw": (["-a"], ["-b"], ["-q", "4"], ["-e"]),
+    "ib_send_lat": (["-a"], ["-e"]),
+    "ib_atomic_bw": (["-b"], ["-q", "4"], ["-e"]),
+    "ib_atomic_lat": (["-e"],),
+}
+
+
+def perftest(uroce_run, server_socket, client_socket, program, extra):
+    command = [program, "-d", "uroce0", "-x", "0", "-p", tcp_port(), *extra]
+    timeout = LONG_TIMEOUT if "-a" in extra else TIMEOUT
+    r = run_server_client(uroce_run, server_socket, client_socket, command, " ".join([program, *extra]), timeout)
+    r.assert_both_exited_0()
+    assert PERFTEST_TABLE.search(r.client.stdout), f"no results table ({r.what}):\n{r.client.stdout}"
+    return "results table printed"
+
+
+class Perftest:
+    name = "perftest"
+    programs = tuple(PERFTEST_OPTIONS)
+
+    @staticmethod
+    def ci(setup, mtu):
+        n = ["-n", "100"]
+        if setup == "loopback":
+            return [(p, n) for p in PERFTEST_OPTIONS] + [
+                ("ib_send_bw", ["-e", *n]), ("ib_send_lat", ["-e", *n]),  # completion channel
+                ("ib_send_bw", ["-b", *n]),                                # bidirectional
+                ("ib_write_bw", ["-q", "4", *n])]                          # several QPs
+        return [("ib_write_bw", ["-q", "4", *n]), ("ib_write_lat", n), ("ib_read_bw", ["-b", *n]),
+                ("ib_read_lat", ["-e", *n]), ("ib_send_bw", n), ("ib_send_lat", ["-e", *n]),
+                ("ib_atomic_bw", ["-e", *n]), ("ib_atomic_lat", n)]
+
+    @staticmethod
+    def full(setup, mtu):
+        cases = []
+        for program, options in PERFTEST_OPTIONS.items():
+            cases.append((program, ["-n", "1000"]))
+            cases += [(program, [*o, "-n", "20" if o == ["-a"] else "500"]) for o in options]
+        return cases
+
+    @staticmethod
+    @contextlib.contextmanager
+    def session(uroce_run, server_socket, client_socket, workdir, mtu):
+        yield lambda program, extra: perftest(uroce_run, server_socket, client_socket, program, extra)
+
+
+# --- qperf ---------------------------------------------------------------------------------------------
+# qperf (0.4.11) exchanges LIDs, not GIDs, and builds its paths without a GRH unless -cm1 (rdma_cm, RC and
+# UD only): on a real RoCE NIC its RDMA tests fail ("failed to modify QP to RTR"). They run on uroce through
+# its LID extension (verbs_shim/shim.hpp, lid_route): the port's LID is the low 16 bits of its IPv4 address
+# and a path to a LID goes to that address in the port's /16. Left out: xrc_bw/xrc_bi_bw/xrc_lat (Debian
+# builds qperf without XRC: "bad test"; uroce has no XRC either).
+QPERF_RC = ("rc_bw", "rc_bi_bw", "rc_lat", "rc_rdma_write_bw", "rc_rdma_write_lat", "rc_rdma_write_poll_lat",
+            "rc_rdma_read_bw", "rc_rdma_read_lat", "rc_compare_swap_mr", "rc_fetch_add_mr",
+            "ver_rc_compare_swap", "ver_rc_fetch_add")
+QPERF_UC = ("uc_bw", "uc_bi_bw", "uc_lat", "uc_rdma_write_bw", "uc_rdma_write_lat", "uc_rdma_write_poll_lat")
+QPERF_UD = ("ud_bw", "ud_bi_bw", "ud_lat")
+QPERF_TESTS = QPERF_RC + QPERF_UC + QPERF_UD
+QPERF_BW = tuple(t for t in QPERF_TESTS if t.endswith("_bw"))
+# "name = 1.5 GB/sec", "latency = 62 us", "msg_rate = 176 K/sec": every figure a test reports.
+QPERF_FIGURE = re.compile(r"^\s*(bw|send_bw|recv_bw|latency|msg_rate)\s*=\s*([\d.]+)\s*(\S+)", re.M)
+
+
+def qperf(server, uroce_run, client_socket, mtu, test, extra):
+    """One qperf test against `server` (a PersistentServer): the client exits 0 and reports every figure
+    non-zero, and the server printed nothing (qperf's server only speaks to say what failed on its side).
+    -t 1 (one second per test) unless `extra` says otherwise. qperf's default path MTU (RC, UC) and UD
+    message size are 2048: on a port with a smaller MTU they are set to it (-mt, -m), as a user would."""
+    fit = []
+    if mtu < 2048:
+        fit = ["-m", str(mtu)] if test in ("ud_bw", "ud_bi_bw") else ["-mt", str(mtu)]
+    command = ["qperf", "localhost", "-lp", server.port, "-ws", "10", "-i", "uroce0:1", "-t", "1", *fit, *extra,
+               test]
+    try:
+        out = subprocess.run([uroce_run, "--socket", client_socket, *command], capture_output=True, text=True,
+                             timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        server.restart()  # its child for this test may hang too: the next test gets a fresh server
+        raise
+    said = server.new_output()
+    what = " ".join([test, *extra])
+    if out.returncode != 0 or said:
+        server.restart()
+    assert out.returncode == 0, f"qperf {what}: client rc {out.returncode}:\n{out.stdout}{out.stderr}\nserver: {said}"
+    assert not said, f"qperf {what}: the server reported:\n{said}"
+    figures = QPERF_FIGURE.findall(out.stdout)
+    assert figures, f"qperf {what}: no figures:\n{out.stdout}"
+    assert all(float(v) > 0 for _, v, _ in figures), f"qperf {what}: a figure is zero:\n{out.stdout}"
+    return ", ".join(f"{k} {v} {u}" for k, v, u in figures)
+
+
+class Qperf:
+    name = "qperf"
+    programs = ("qperf",)
+
+    @staticmethod
+    def ci(setup, mtu):
+        if setup == "loopback":
+            return [(t, []) for t in ("rc_bw", "rc_lat", "uc_bw", "ud_bw", "rc_rdma_write_bw", "rc_rdma_read_lat",
+                                      "rc_compare_swap_mr", "ver_rc_fetch_add")] + [("ud_lat", ["-cp", "0"])]
+        return [(t, []) for t in ("rc_bw", "uc_lat", "ud_bw", "rc_rdma_read_bw", "rc_fetch_add_mr")] + [
+            ("rc_lat", ["-cp", "0"])]
+
+    @staticmethod
+    def full(setup, mtu):
+        cases = [(t, []) for t in QPERF_TESTS]
+        # -cp 0: wait on the completion channel instead of polling (the *_poll_lat tests poll memory).
+        cases += [(t, ["-cp", "0"]) for t in QPERF_TESTS if not t.endswith("_poll_lat")]
+        cases += [(t, ["-m", "1"]) for t in QPERF_BW]  # the smallest message
+        cases += [(t, ["-mt", str(m)]) for t in ("rc_bw", "uc_bw", "rc_rdma_write_bw", "rc_rdma_read_bw")
+                  for m in MTUS if m <= mtu]
+        return cases
+
+    @staticmethod
+    @contextlib.contextmanager
+    def session(uroce_run, server_socket, client_socket, workdir, mtu):
+        port = tcp_port()
+        server = PersistentServer(uroce_run, server_socket, ["qperf", "-lp", port],
+                                  os.path.join(workdir, f"qperf-server-{port}.log"))
+        server.port = port
+        try:
+            yield lambda test, extra: qperf(server, uroce_run, client_socket, mtu, test, extra)
+        finally:
+            server.stop()
+
+
+FAMILIES = {f.name: f for f in (Pingpong, Perftest, Qperf)}

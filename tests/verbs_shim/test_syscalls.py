@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""Posting and polling through the verbs shim touch only shared memory: no system call on the fast path.
+
+Unmodified busy-polling perftest programs (ib_send_bw: post_send, post_recv and poll_cq on both sides;
+ib_write_bw: post_send and poll_cq) run through uroce-run under
+`strace -f -c`, each side counted on its own, twice: with FEW and with MANY iterations. Everything else they
+do (opening the device, registering memory, connecting, the TCP exchange, printing) is the same in both runs,
+so the counts may differ only by a small constant; one system call per operation would add at least
+MANY - FEW. The test fails then, naming the calls that grew.
+
+uroced runs with an idle back-off longer than the test (--spin-us): a client that posts while the engine
+sleeps writes its wake eventfd (docs/daemon.md: a system call only when the NIC was idle, as with a NIC's
+interrupt moderation), and whether the engine dozes off between two operations depends on scheduling, not
+on the shim. With the engine awake the fast path must make no system call at all.
+
+  test_syscalls.py --uroced build/.../emulator/uroced --uroce-run build/.../verbs_shim/uroce-run
+"""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+from daemon_harness import Daemon  # noqa: E402
+from program_matrix import PERFTEST_TABLE, tcp_port  # noqa: E402
+from server_client import run_server_client  # noqa: E402
+
+FEW, MANY = 1000, 20000
+SLACK = 50  # calls that may differ between two runs (allocator mmaps, a retried connect): far below MANY - FEW
+PROGRAMS = [("ib_send_bw", ["-s", "64"]), ("ib_write_bw", ["-s", "64"])]
+TIMEOUT = 120
+
+
+def strace_counts(path):
+    """{syscall: calls} from `strace -c`'s table, plus "total"."""
+    counts = {}
+    with open(path) as f:
+        for line in f:
+            fields = line.split()
+            # "% time  seconds  usecs/call  calls  [errors]  syscall"
+            if len(fields) >= 5 and fields[3].isdigit() and not fields[0].startswith("-"):
+                counts[fields[-1]] = int(fields[3])
+    if "total" not in counts:
+        raise AssertionError(f"no strace summary in {path}:\n{open(path).read()}")
+    return counts
+
+
+def counted_run(uroce_run, socket, workdir, program, extra, iterations):
+    """Server and client of `program` with -n `iterations`, each under strace; their {syscall: calls}."""
+    out = {side: os.path.join(workdir, f"{program}-{iterations}-{side}.strace") for side in ("server", "client")}
+    command = [program, "-d", "uroce0", "-x", "0", "-p", tcp_port(), "-n", str(iterations), *extra]
+    r = run_server_client(uroce_run, socket, socket, command, f"{program} -n {iterations}", TIMEOUT,
+                          server_wrap=["strace", "-f", "-c", "-o", out["server"]],
+                          client_wrap=["strace", "-f", "-c", "-o", out["client"]])
+    r.assert_both_exited_0()
+    assert PERFTEST_TABLE.search(r.client.stdout), f"no results table ({r.what}):\n{r.client.stdout}"
+    return {side: strace_counts(path) for side, path in out.items()}
+
+
+def check(uroce_run, socket, workdir, program, extra):
+    few = counted_run(uroce_run, socket, workdir, program, extra, FEW)
+    many = counted_run(uroce_run, socket, workdir, program, extra, MANY)
+    report = []
+    for side in ("server", "client"):
+        grown = many[side]["total"] - few[side]["total"]
+        report.append(f"{side} {few[side]['total']} -> {many[side]['total']} calls")
+        growth = {k: many[side].get(k, 0) - few[side].get(k, 0) for k in many[side] if k != "total"}
+        worst = sorted(((d, k) for k, d in growth.items() if d > 0), reverse=True)[:5]
+        assert grown <= SLACK, (f"{program} {side}: {grown} more system calls for {MANY - FEW} more operations "
+                                f"({few[side]['total']} -> {many[side]['total']}); grew most: {worst}")
+    return f"-n {FEW} vs -n {MANY}: " + ", ".join(report)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--uroced", required=True)
+    ap.add_argument("--uroce-run", required=True)
+    args = ap.parse_args()
+    missing = [p for p in ("strace", *(p for p, _ in PROGRAMS)) if not shutil.which(p)]
+    if missing:
+        print("missing programs (scripts/deps.sh installs them):", " ".join(missing))
+        return 1
+    workdir = tempfile.mkdtemp(prefix="uroce-syscalls-")
+    # An engine that never sleeps during the test: 10 minutes of spinning before the first idle sleep.
+    daemon = Daemon(args.uroced, workdir, "u", ["--spin-us", str(600_000_000)])
+    failed = 0
+    try:
+        for program, extra in PROGRAMS:
+            try:
+                print(f"PASS {program}: {check(args.uroce_run, daemon.socket, workdir, program, extra)}", flush=True)
+            except (AssertionError, subprocess.TimeoutExpired) as e:
+                failed += 1
+                print(f"FAIL {program}: {e}", flush=True)
+    finally:
+        rc = daemon.stop()
+    if rc not in (0, None):
+        print(f"uroced exited with {rc}\n{daemon.read_log()[-3000:]}")
+        failed += 1
+    if failed:
+        print(f"(strace summaries kept in {workdir})")
+    else:
+        shutil.rmtree(workdir, ignore_errors=True)
+    print(f"{len(PROGRAMS) - failed}/{len(PROGRAMS)} passed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
