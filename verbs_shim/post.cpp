@@ -43,6 +43,9 @@ bool valid_atomic(const ibv_send_wr& wr) {
 
 int post_one(Qp& q, const ibv_send_wr& wr) {
   if (wr.num_sge < 0 || !valid_atomic(wr)) return EINVAL;
+  // An opcode the QP type cannot carry (a READ on UC, a WRITE on UD) is refused here, as the kernel's
+  // software providers do (rdmavt, rxe), instead of completing in error later.
+  if (!(send_opcodes_of(q.qp.qp_type) & send_opcode_bit(wr.opcode))) return EINVAL;
   SendEntry e{};
   e.wr_id = wr.wr_id;
   e.opcode = uint32_t(wr.opcode);
@@ -95,6 +98,20 @@ int post_one(Qp& q, const ibv_send_wr& wr) {
 }
 
 }  // namespace
+
+uint64_t send_opcodes_of(ibv_qp_type type) {
+  const uint64_t ud = send_opcode_bit(IBV_WR_SEND) | send_opcode_bit(IBV_WR_SEND_WITH_IMM);
+  const uint64_t uc = ud | send_opcode_bit(IBV_WR_RDMA_WRITE) | send_opcode_bit(IBV_WR_RDMA_WRITE_WITH_IMM) |
+                      send_opcode_bit(IBV_WR_LOCAL_INV);
+  const uint64_t rc = uc | send_opcode_bit(IBV_WR_RDMA_READ) | send_opcode_bit(IBV_WR_ATOMIC_CMP_AND_SWP) |
+                      send_opcode_bit(IBV_WR_ATOMIC_FETCH_AND_ADD) | send_opcode_bit(IBV_WR_SEND_WITH_INV);
+  switch (type) {
+    case IBV_QPT_RC: return rc;
+    case IBV_QPT_UC: return uc;
+    case IBV_QPT_UD: return ud;
+    default: return 0;
+  }
+}
 
 int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   Qp* q = to_shim(qp);

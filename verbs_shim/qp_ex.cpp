@@ -30,24 +30,6 @@ void WrBuilderDeleter::operator()(WrBuilder* b) const { delete b; }
 
 namespace {
 
-// IBV_QP_EX_WITH_<op> is 1 << IBV_WR_<op> for the classic opcodes (verbs.h numbers both alike).
-constexpr uint64_t with(ibv_wr_opcode op) { return uint64_t(1) << op; }
-
-// What the transport does per QP type (transport/device.cpp's post_send): no memory windows, TSO,
-// XRC or atomic write anywhere; UD only sends; UC neither READs, atomics nor SEND with invalidate.
-uint64_t ops_of(ibv_qp_type type) {
-  const uint64_t ud = with(IBV_WR_SEND) | with(IBV_WR_SEND_WITH_IMM);
-  const uint64_t uc = ud | with(IBV_WR_RDMA_WRITE) | with(IBV_WR_RDMA_WRITE_WITH_IMM) | with(IBV_WR_LOCAL_INV);
-  const uint64_t rc = uc | with(IBV_WR_RDMA_READ) | with(IBV_WR_ATOMIC_CMP_AND_SWP) |
-                      with(IBV_WR_ATOMIC_FETCH_AND_ADD) | with(IBV_WR_SEND_WITH_INV);
-  switch (type) {
-    case IBV_QPT_RC: return rc;
-    case IBV_QPT_UC: return uc;
-    case IBV_QPT_UD: return ud;
-    default: return 0;
-  }
-}
-
 // The send flags a work request may carry; IBV_SEND_INLINE is decided by the setter used (as providers
 // do: wr_set_inline_data makes a request inline), IBV_SEND_IP_CSUM is an offload uroce does not have.
 constexpr unsigned allowed_flags = IBV_SEND_FENCE | IBV_SEND_SIGNALED | IBV_SEND_SOLICITED | IBV_SEND_INLINE;
@@ -97,7 +79,7 @@ SendEntry& begin(ibv_qp_ex* x, ibv_wr_opcode op) {
   b.inline_data.clear();
   b.open = true;
   if (x->wr_flags & ~allowed_flags) fail(b, (x->wr_flags & IBV_SEND_IP_CSUM) ? EOPNOTSUPP : EINVAL);
-  if (!(ops_of(q.qp.qp_type) & with(op))) fail(b, EOPNOTSUPP);  // e.g. an RDMA WRITE on a UD QP
+  if (!(send_opcodes_of(q.qp.qp_type) & send_opcode_bit(op))) fail(b, EOPNOTSUPP);  // e.g. an RDMA WRITE on a UD QP
   return b.wr;
 }
 
@@ -237,7 +219,7 @@ void wr_abort(ibv_qp_ex* x) {
 }  // namespace
 
 int check_send_ops(ibv_qp_type type, uint64_t send_ops_flags) {
-  return (send_ops_flags & ~ops_of(type)) ? EOPNOTSUPP : 0;
+  return (send_ops_flags & ~send_opcodes_of(type)) ? EOPNOTSUPP : 0;
 }
 
 int enable_wr_api(Qp& q) {

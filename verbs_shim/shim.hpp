@@ -168,6 +168,11 @@ int query_device_ex(ibv_context* context, const ibv_query_device_ex_input* input
                     size_t attr_size);
 int poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc);
 int req_notify_cq(ibv_cq* cq, int solicited_only);
+// The send opcodes the transport carries on a QP type, as a set of send_opcode_bit (which is also
+// IBV_QP_EX_WITH_<op>: verbs.h numbers both alike). No memory windows, TSO, XRC or atomic write anywhere;
+// UD only sends; UC neither READs, atomics nor SEND with invalidate (IBTA 9.7.4, transport/device.cpp).
+constexpr uint64_t send_opcode_bit(unsigned op) { return op < 64 ? uint64_t(1) << op : 0; }
+uint64_t send_opcodes_of(ibv_qp_type type);
 int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr);
 int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
 int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);

@@ -65,11 +65,11 @@ class Node:
         return [SGE(self.mrs[s[0]].buf + s[1], s[2], s[3] if len(s) > 3 else self.mrs[s[0]].lkey) for s in sges]
 
     # --- queue pairs ----------------------------------------------------------------------------------
-    def create_qp(self, qid, sq_sig_all=False, max_inline=0, depth=16, max_sge=4, pd="main"):
+    def create_qp(self, qid, sq_sig_all=False, max_inline=0, depth=16, max_sge=4, pd="main", uc=False):
         scq, rcq = CQ(self.ctx, 2 * depth), CQ(self.ctx, 2 * depth)
         cap = QPCap(max_send_wr=depth, max_recv_wr=depth, max_send_sge=max_sge, max_recv_sge=max_sge,
                     max_inline_data=max_inline)
-        init = QPInitAttr(qp_type=e.IBV_QPT_RC, scq=scq, rcq=rcq, cap=cap, sq_sig_all=int(sq_sig_all))
+        init = QPInitAttr(qp_type=e.IBV_QPT_UC if uc else e.IBV_QPT_RC, scq=scq, rcq=rcq, cap=cap, sq_sig_all=int(sq_sig_all))
         qp = QP(self.pds[pd], init)
         self.qps[qid] = (qp, scq, rcq)
         return {"qpn": qp.qp_num, "gid": self.gid, "max_inline": init.cap.max_inline_data}
@@ -85,12 +85,15 @@ class Node:
         a.path_mtu, a.dest_qp_num, a.rq_psn = mtu, qpn, remote_psn
         a.max_dest_rd_atomic, a.min_rnr_timer = 4, min_rnr_timer
         a.ah_attr = AHAttr(is_global=1, port_num=PORT, gr=GlobalRoute(dgid=GID(gid), sgid_index=GID_INDEX))
+        # UC has no acknowledgements: none of the RC-only attributes (IBTA 11.2.4.2's table of modify_qp).
+        rc = qp.qp_type == e.IBV_QPT_RC
+        rc_rtr = e.IBV_QP_MAX_DEST_RD_ATOMIC | e.IBV_QP_MIN_RNR_TIMER if rc else 0
         qp.modify(a, e.IBV_QP_STATE | e.IBV_QP_AV | e.IBV_QP_PATH_MTU | e.IBV_QP_DEST_QPN | e.IBV_QP_RQ_PSN |
-                  e.IBV_QP_MAX_DEST_RD_ATOMIC | e.IBV_QP_MIN_RNR_TIMER)
+                  rc_rtr)
         a = QPAttr(qp_state=e.IBV_QPS_RTS)
         a.timeout, a.retry_cnt, a.rnr_retry, a.sq_psn, a.max_rd_atomic = timeout, retry_cnt, rnr_retry, psn, 4
-        qp.modify(a, e.IBV_QP_STATE | e.IBV_QP_TIMEOUT | e.IBV_QP_RETRY_CNT | e.IBV_QP_RNR_RETRY |
-                  e.IBV_QP_SQ_PSN | e.IBV_QP_MAX_QP_RD_ATOMIC)
+        rc_rts = e.IBV_QP_TIMEOUT | e.IBV_QP_RETRY_CNT | e.IBV_QP_RNR_RETRY | e.IBV_QP_MAX_QP_RD_ATOMIC if rc else 0
+        qp.modify(a, e.IBV_QP_STATE | e.IBV_QP_SQ_PSN | rc_rts)
 
     def vanish(self):
         """Dies at once, as a crashing process does: no verbs call tears anything down."""

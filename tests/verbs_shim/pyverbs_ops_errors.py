@@ -160,3 +160,27 @@ def invalid_atomics_refused_at_post(t):
     t.a.post_send(p.qid, [dict(wr_id=2, opcode=e.IBV_WR_ATOMIC_FETCH_AND_ADD, sges=[["a", 0, 8]], atomic=remote + [5])])
     expect(t.a.poll(p.qid, "send", 1), [p.sent(2, e.IBV_WC_FETCH_ADD, byte_len=8)], "an atomic after them")
     expect_bytes(t.b.read("b", 0, 8), (5).to_bytes(8, "little"), "the responder's memory")
+
+
+@check
+def opcodes_invalid_for_the_qp_type_refused_at_post(t):
+    # UC carries no READ, atomic or SEND with invalidate (IBTA 9.7.4): ibv_post_send refuses them with
+    # EINVAL, as the kernel's software providers (rxe, rdmavt) do, and the QP stays usable.
+    p = t.pair(a_create=dict(uc=True), b_create=dict(uc=True))
+    remote = [t.bm["rkey"], t.bm["addr"]]
+    for what, wr in [("READ", dict(opcode=e.IBV_WR_RDMA_READ, sges=[["a", 0, 8]], rdma=remote)),
+                     ("atomic", dict(opcode=e.IBV_WR_ATOMIC_FETCH_AND_ADD, sges=[["a", 0, 8]], atomic=remote + [1])),
+                     ("SEND with invalidate", dict(opcode=e.IBV_WR_SEND_WITH_INV, sges=[["a", 0, 8]], imm=1))]:
+        try:
+            t.a.post_send(p.qid, [dict(wr, wr_id=1)])
+            errno = 0
+        except PyverbsRDMAError as ex:
+            errno = ex.error_code
+        assert errno == 22, f"a {what} on UC: ibv_post_send returned {errno}, not EINVAL"
+    expect(t.a.poll(p.qid, "send", 0), [], "after the refused posts")
+    assert t.a.qp_state(p.qid) == e.IBV_QPS_RTS, "the UC QP left RTS"
+    msg = pattern(16, 13)
+    t.a.write("a", 0, msg.hex())
+    t.a.post_send(p.qid, [dict(wr_id=2, opcode=e.IBV_WR_RDMA_WRITE, sges=[["a", 0, 16]], rdma=remote)])
+    expect(t.a.poll(p.qid, "send", 1), [p.sent(2, e.IBV_WC_RDMA_WRITE)], "a WRITE on UC after them")
+    expect_bytes(t.b.read("b", 0, 16), msg, "the responder's memory")
