@@ -54,7 +54,7 @@ def perftest(uroce_run, server_socket, client_socket, program, size, extra, kind
     if kind == "lat":
         m = LAT_LINE.search(r.client.stdout)
         assert m, f"no latency table:\n{r.client.stdout}"
-        return {"median_us": float(m.group(5)), "p99_us": float(m.group(7))}
+        return {"median_us": float(m.group(5)), "p99_us": float(m.group(8))}  # (7) is t_stdev
     m = BW_LINE.search(r.client.stdout)
     assert m, f"no bandwidth table:\n{r.client.stdout}"
     mpps = float(m.group(5))
