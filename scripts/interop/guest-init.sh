@@ -17,7 +17,19 @@ done
 # cache=loose: the host's root does not change under the guest, and 9p without a cache is slow under TCG.
 mount -t 9p -o trans=virtio,version=9p2000.L,ro,cache=loose,msize=512000 hostroot /newroot ||
   { echo "init: cannot mount the host root"; sleep 5; exit 1; }
+# The host's root as it is, before tmpfs hides parts of it.
+mkdir -p /hostroot
+mount --bind /newroot /hostroot
 for d in tmp run var root; do mount -t tmpfs tmpfs "/newroot/$d"; done
+# The repository (the agent's, with its build) may live under one of those, a clone in /tmp or /root: it
+# goes back in its place, still read-only.
+repo=${agent%/scripts/interop/*}
+case "$repo" in
+  /tmp/* | /run/* | /var/* | /root/*)
+    mkdir -p "/newroot$repo"
+    mount --bind "/hostroot$repo" "/newroot$repo" || { echo "init: cannot bind $repo"; sleep 5; exit 1; }
+    ;;
+esac
 mkdir -p /newroot/run/interop
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 work /newroot/run/interop ||
   { echo "init: cannot mount the work share"; sleep 5; exit 1; }
