@@ -2,6 +2,7 @@
 // how to run it.
 #include <signal.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
@@ -21,6 +22,7 @@
 #include "emulator/daemon/options.hpp"
 #include "emulator/daemon/verbs_service.hpp"
 #include "emulator/engine/engine.hpp"
+#include "emulator/net/nd_frames.hpp"
 #include "emulator/port/dpdk_port.hpp"
 #include "emulator/port/eal.hpp"
 #include "emulator/port/pmd_choice.hpp"
@@ -44,6 +46,14 @@ int serve(const DaemonOptions& o) {
 
   engine::EngineConfig config;
   config.addresses = o.addresses;
+  // A real port also has its IPv6 link-local address (fe80::/64 from its MAC, RFC 4291), as a GID after
+  // the configured ones: GID 0 stays the first --ip (rxe and ConnectX put the link-local GID first).
+  if (!o.port.empty() && !o.no_link_local) {
+    const uroce::wire::IpAddress ll = uroce::emulator::net::link_local_from_mac(port->mac());
+    if (std::find(config.addresses.begin(), config.addresses.end(), ll) == config.addresses.end()) {
+      config.addresses.push_back(ll);
+    }
+  }
   config.capture_path = o.capture;
   config.capture_received = !o.port.empty();  // on the loopback every frame received was just sent
   config.rx_loss = o.rx_loss;
@@ -65,7 +75,7 @@ int serve(const DaemonOptions& o) {
   PortDescription description;
   description.port_name = o.port.empty() ? "loopback" : o.port;
   description.mac = config.mac.value_or(port->mac());
-  description.gids = o.addresses;
+  description.gids = config.addresses;
   description.ip_mtu = config.ip_mtu;
   description.active_mtu = engine.active_mtu();
   description.link_up = port->link().up || o.port.empty();

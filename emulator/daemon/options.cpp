@@ -11,18 +11,24 @@ void describe_options(CLI::App& app, DaemonOptions& o) {
       "Without --port, uroced runs an internal loopback port (address 192.0.2.1): programs on this host\n"
       "talk RDMA to each other through it, every packet taking the full RoCEv2 path.\n"
       "With --port, give the port an address the kernel does NOT own on that interface (e.g. a veth\n"
-      "whose kernel side has no address, or ARP off): the kernel would otherwise answer ARP and ICMP too.\n"
+      "whose kernel side has no address, or ARP off): the kernel would otherwise answer ARP and ICMP too\n"
+      "(for IPv6 addresses: disable IPv6 on it, net.ipv6.conf.IF.disable_ipv6=1, or it answers ND).\n"
       "Examples:\n"
       "  uroced\n"
       "  uroced --port net_af_packet0,iface=veth0 --ip 10.0.0.1 --socket /run/uroce/a.sock\n"
       "  uroced --port net_memif0,role=server,socket=/run/memif.sock --ip 10.0.1.1\n"
+      "  uroced --port net_af_packet0,iface=veth0 --ip 10.0.0.1 --ip fd00:75::1   (GIDs: those two, then fe80::)\n"
       "  uroced --config /etc/uroce/uroced.toml   (same names as the options: port = \"...\")");
   app.set_config("--config", "", "read options from a TOML file (keys are the long option names)");
   app.allow_config_extras(CLI::config_extras_mode::error);  // a misspelt key is an error, not ignored
   app.add_option("--port", o.port,
                  "DPDK devargs of the Ethernet port: a vdev (net_af_packet0,iface=IF / net_memif0,... / "
                  "net_tap0,... / net_pcap0,...) or a PCI address; default: the internal loopback");
-  app.add_option("--ip", o.ip_text, "an IPv4 address of the port (repeatable; GID index order)");
+  app.add_option("--ip", o.ip_text,
+                 "an IPv4 or IPv6 address of the port (repeatable; GID index order; a real port also gets "
+                 "its fe80:: link-local address after these, unless --no-link-local)");
+  app.add_flag("--no-link-local", o.no_link_local,
+               "do not add the port's IPv6 link-local address (from its MAC) as the last GID");
   app.add_option("--mtu", o.mtu, "set the port's IP MTU (the RoCE path MTU follows, as in rxe)")->check(
       CLI::Range(576u, 9000u));
   app.add_option("--socket", o.socket, "the control socket applications connect to")->capture_default_str();
@@ -54,8 +60,20 @@ void describe_options(CLI::App& app, DaemonOptions& o) {
 void finish_options(DaemonOptions& o) {
   for (const std::string& text : o.ip_text) {
     uint8_t v4[4];
-    if (inet_pton(AF_INET, text.c_str(), v4) != 1) throw std::invalid_argument("--ip " + text + ": not an IPv4 address");
-    o.addresses.push_back(wire::IpAddress::from_v4_bytes(v4));
+    uint8_t v6[16];
+    if (inet_pton(AF_INET, text.c_str(), v4) == 1) {
+      o.addresses.push_back(wire::IpAddress::from_v4_bytes(v4));
+    } else if (inet_pton(AF_INET6, text.c_str(), v6) == 1) {
+      const wire::IpAddress a = wire::IpAddress::from_v6_bytes(v6);
+      // A v4-mapped address is how an IPv4 GID is written: take it as that IPv4 address. Multicast and ::
+      // can be no interface's address.
+      if (!a.is_v4() && (v6[0] == 0xff || a == wire::IpAddress{})) {
+        throw std::invalid_argument("--ip " + text + ": not a unicast address");
+      }
+      o.addresses.push_back(a);
+    } else {
+      throw std::invalid_argument("--ip " + text + ": not an IPv4 or IPv6 address");
+    }
   }
   if (o.addresses.empty()) {
     if (!o.port.empty()) throw std::invalid_argument("--port needs at least one --ip for the port");

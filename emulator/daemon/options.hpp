@@ -22,7 +22,8 @@ inline constexpr const char* default_socket_path = "/run/uroce/uroced.sock";
 struct DaemonOptions {
   std::string port;                 // DPDK devargs; empty: the internal loopback
   std::vector<std::string> ip_text;
-  std::vector<wire::IpAddress> addresses;
+  std::vector<wire::IpAddress> addresses;  // the --ip addresses, in order (the link-local one is not here)
+  bool no_link_local = false;       // a real port gets no fe80:: GID after the configured addresses
   unsigned mtu = 0;                 // 0: keep the port's
   std::string socket = default_socket_path;
   std::string capture;

@@ -6,6 +6,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <stdexcept>
@@ -15,10 +16,12 @@
 
 #include "emulator/net/arp_frames.hpp"
 #include "emulator/net/classify.hpp"
+#include "emulator/net/nd_frames.hpp"
 #include "emulator/port/mbuf_frame.hpp"
 #include "emulator/protocol/queue_entries.hpp"
 #include "emulator/protocol/verbs_json.hpp"
 #include "transport/wire/build.hpp"
+#include "transport/wire/ip.hpp"
 
 namespace uroce::emulator::engine {
 
@@ -50,6 +53,8 @@ Engine::Engine(port::DpdkPort& port, EngineConfig config)
       addresses_(addresses_of(port, config_)),
       arp_(addresses_, net_counters_),
       arp_responder_(addresses_, arp_, net_counters_),
+      nd_(addresses_, net_counters_),
+      nd_responder_(addresses_, nd_, net_counters_),
       icmp_(addresses_.mac, net_counters_),
       loss_rng_(config_.loss_seed),
       back_off_(config_.back_off) {
@@ -57,9 +62,13 @@ Engine::Engine(port::DpdkPort& port, EngineConfig config)
   // The RoCE path MTU follows the IP MTU as in rxe: the largest IB MTU whose packet (payload plus the
   // IP, UDP, BTH, largest extension header and ICRC) fits.
   const unsigned ip_mtu = config_.ip_mtu;
+  // The IP header is IPv6's 40 bytes when the port has an IPv6 address (its packets must fit too).
+  const bool any_v6 = std::any_of(config_.addresses.begin(), config_.addresses.end(),
+                                  [](const wire::IpAddress& a) { return !a.is_v4(); });
+  const unsigned ip_header = any_v6 ? wire::ipv6_header_size : wire::ipv4_min_header_size;
   verbs::Mtu mtu = verbs::Mtu::mtu_256;
   for (verbs::Mtu m : {verbs::Mtu::mtu_512, verbs::Mtu::mtu_1024, verbs::Mtu::mtu_2048, verbs::Mtu::mtu_4096}) {
-    if (verbs::mtu_bytes(m) + 20 + 8 + 12 + 28 + 4 <= ip_mtu) mtu = m;
+    if (verbs::mtu_bytes(m) + ip_header + 8 + 12 + 28 + 4 <= ip_mtu) mtu = m;
   }
   active_mtu_ = mtu;
   device_.set_active_mtu(mtu);
@@ -163,6 +172,21 @@ void Engine::run() {
     const size_t size = net::write_gratuitous_arp(garp, addresses_.mac, ip, addresses_.vlan_tci);
     queue_copy({garp, size});
   }
+  // The same for IPv6: an unsolicited advertisement of each address to all-nodes (RFC 4861 §7.2.6).
+  for (const wire::IpAddress& ip : addresses_.ips) {
+    if (ip.is_v4()) continue;
+    net::NdMessage na;
+    na.type = net::icmpv6_neighbor_advertisement;
+    na.override_flag = true;
+    na.target = ip;
+    na.lladdr = addresses_.mac;
+    na.ip_src = ip;
+    na.ip_dst = net::all_nodes_address();
+    uint8_t frame[net::max_nd_frame_size];
+    const size_t size =
+        net::write_nd_frame(frame, net::multicast_mac(na.ip_dst), addresses_.mac, addresses_.vlan_tci, na);
+    queue_copy({frame, size});
+  }
   flush_tx();
   while (!stop_.load(std::memory_order_acquire)) {
     const transport::Nanos now = clock_.now();
@@ -172,7 +196,7 @@ void Engine::run() {
     } else {
       // Timers only matter once idle: finding the next one walks every QP.
       const transport::Nanos transport_deadline = device_.next_deadline();
-      step = back_off_.idle(now, std::min(transport_deadline, arp_.next_deadline()),
+      step = back_off_.idle(now, std::min({transport_deadline, arp_.next_deadline(), nd_.next_deadline()}),
                             transport_deadline != transport::never);
     }
     if (step.kind != BackOff::Kind::poll) rest(step, now);
@@ -204,6 +228,10 @@ bool Engine::turn(transport::Nanos now) {
   if (now >= arp_.next_deadline()) {
     arp_.poll(now, arp_out_);
     send_arp_output();
+  }
+  if (now >= nd_.next_deadline()) {
+    nd_.poll(now, nd_out_);
+    send_nd_output();
   }
   work += flush_tx();
   // Work the transport scheduled while it ran (a requester it could not finish in one go) is not idle.
@@ -255,6 +283,13 @@ void Engine::handle_frame(std::span<const uint8_t> frame, transport::Nanos now, 
       send_arp_output();
       return;
     }
+    case net::FrameClass::nd: {
+      uint8_t reply[net::max_nd_frame_size];
+      const size_t size = nd_responder_.on_frame(c, now, reply, nd_out_);
+      if (size != 0) queue_copy({reply, size});
+      send_nd_output();
+      return;
+    }
     case net::FrameClass::icmp_echo_request: {
       const size_t size = icmp_.on_frame(frame, c, scratch_);
       if (size != 0) queue_copy({scratch_.data(), size});
@@ -271,6 +306,11 @@ void Engine::send_arp_output() {
   arp_out_.clear();
 }
 
+void Engine::send_nd_output() {
+  for (const auto& f : nd_out_.frames) queue_copy(f);
+  nd_out_.clear();
+}
+
 void Engine::queue_copy(std::span<const uint8_t> frame) {
   rte_mbuf* m = port::copy_frame_into_mbuf(port_.mempool(), frame);
   if (m == nullptr) {
@@ -282,30 +322,42 @@ void Engine::queue_copy(std::span<const uint8_t> frame) {
 }
 
 // The transport's packets become frames here, built straight into an mbuf: the destination MAC comes from
-// the ARP cache (our own for the loopback); a packet for a peer not yet resolved is built into a buffer
-// the cache keeps until the reply comes.
+// the ARP cache (IPv4) or the neighbour cache (IPv6), our own for the loopback; a packet for a peer not yet
+// resolved is built into a buffer the cache keeps until the reply comes. The source address is the GID the
+// address vector names (its sgid index), which must be of the destination's family.
 void Engine::transmit(const transport::OutPacket& p) {
   const verbs::AddressVector& av = *p.destination;
   transport::PortAddressing addressing;
   const size_t sgid = av.sgid_index < config_.addresses.size() ? av.sgid_index : 0;
-  if (config_.addresses.empty() || !av.dgid.is_v4() || !config_.addresses[sgid].is_v4()) {
+  const bool v4 = av.dgid.is_v4();
+  if (config_.addresses.empty() || v4 != config_.addresses[sgid].is_v4() || (!v4 && net::is_multicast(av.dgid))) {
     ++counters_.tx_no_route;
     return;
   }
   addressing.src_ip = config_.addresses[sgid];
   addressing.src_mac = addresses_.mac;
   addressing.ip_identification = ip_identification_++;
-  const uint32_t dst = av.dgid.v4();
-  // Traffic between two QPs of this port (the loopback) needs no ARP cache: the MAC is ours.
-  const bool local = addresses_.owns_v4(dst);
-  const std::optional<wire::MacAddress> mac = local ? std::optional(addresses_.mac) : arp_.lookup(dst, now_);
+  // Traffic between two QPs of this port (the loopback) needs no ARP or ND: the MAC is ours.
+  const bool local = v4 ? addresses_.owns_v4(av.dgid.v4()) : addresses_.owns_v6(av.dgid.bytes.data());
+  std::optional<wire::MacAddress> mac;
+  if (local) {
+    mac = addresses_.mac;
+  } else if (v4) {
+    mac = arp_.lookup(av.dgid.v4(), now_);
+  } else {
+    mac = nd_.lookup(av.dgid, now_);
+  }
   if (mac) addressing.dst_mac = *mac;
   const wire::FrameSpec spec = transport::frame_spec_for(p, addressing);
   const size_t size = wire::frame_size(spec);
   if (!mac) {
     std::vector<uint8_t> frame(size);
     wire::build_frame(spec, frame);
-    arp_.park(dst, std::move(frame), now_);
+    if (v4) {
+      arp_.park(av.dgid.v4(), std::move(frame), now_);
+    } else {
+      nd_.park(av.dgid, std::move(frame), now_);
+    }
     return;
   }
   rte_mbuf* m = port_.alloc();

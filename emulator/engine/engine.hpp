@@ -1,7 +1,8 @@
 // The engine: one thread that is the NIC's data path, a run-to-completion loop in the style of DPDK's
 // l2fwd. Each turn: commands from the control thread, a receive burst (classified: RoCE to the transport,
-// ARP and ICMP answered, the rest counted and dropped), work requests posted by clients, the transport's
-// requesters and timers, completions and events back to clients, ARP retries, one transmit burst.
+// ARP, neighbour discovery and ICMP answered, the rest counted and dropped), work requests posted by clients,
+// the transport's requesters and timers, completions and events back to clients, ARP and ND retries, one
+// transmit burst.
 //
 // When a turn finds nothing to do for a while the engine backs off (spin, nap, then sleep with a growing
 // timeout bounded by the next timer: back_off.hpp), because on a small machine it shares the CPU with the
@@ -30,6 +31,8 @@
 #include "emulator/net/arp_responder.hpp"
 #include "emulator/net/counters.hpp"
 #include "emulator/net/icmp.hpp"
+#include "emulator/net/nd_cache.hpp"
+#include "emulator/net/nd_responder.hpp"
 #include "emulator/net/port_addresses.hpp"
 #include "emulator/port/dpdk_port.hpp"
 #include "emulator/protocol/shared_region.hpp"
@@ -62,7 +65,7 @@ struct EngineCounters {
   uint64_t rx_bursts = 0;
   uint64_t tx_frames = 0;
   uint64_t tx_no_mbuf = 0;         // a frame could not be sent: the mbuf pool was empty
-  uint64_t tx_no_route = 0;        // IPv6 destination (no neighbour discovery yet) or no source address
+  uint64_t tx_no_route = 0;        // no source address of the destination's family, or a multicast GID
   uint64_t rx_injected_loss = 0;   // dropped by EngineConfig::rx_loss
 };
 
@@ -100,6 +103,7 @@ class Engine final : public transport::PacketSink, public EngineAccess {
   void queue_copy(std::span<const uint8_t> frame);
   unsigned flush_tx();
   void send_arp_output();
+  void send_nd_output();
   void rest(const BackOff::Step& step, transport::Nanos now);  // a nap or a sleep
   void wait_for_wake(uint64_t timeout_ns);
   bool commands_waiting();
@@ -112,8 +116,11 @@ class Engine final : public transport::PacketSink, public EngineAccess {
   net::NetCounters net_counters_;
   net::ArpCache arp_;
   net::ArpResponder arp_responder_;
+  net::NdCache nd_;
+  net::NdResponder nd_responder_;
   net::IcmpEchoResponder icmp_;
   net::ArpOutput arp_out_;
+  net::NdOutput nd_out_;
   std::unique_ptr<Capture> capture_;
   EngineCounters counters_;
   DropLog drop_log_;

@@ -72,6 +72,29 @@ Classification& classify_ipv4(Classification& c, std::span<const uint8_t> f, siz
   return classify_icmp(c, b, l3 + header_length, c.l3_end);
 }
 
+// The IPv6 groups we listen to: all-nodes (ff02::1) and the solicited-node group of each of our addresses.
+bool is_our_group(const uint8_t* a, const PortAddresses& port) {
+  static const uint8_t all_nodes[16] = {0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01};
+  if (std::memcmp(a, all_nodes, 16) == 0) return true;
+  static const uint8_t solicited_prefix[13] = {0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01, 0xff};
+  if (std::memcmp(a, solicited_prefix, 13) != 0) return false;
+  for (const wire::IpAddress& ours : port.ips) {
+    if (!ours.is_v4() && std::memcmp(ours.bytes.data() + 13, a + 13, 3) == 0) return true;
+  }
+  return false;
+}
+
+// Multicast MACs of those groups (33:33 + the group's last four bytes): the only multicast frames taken.
+bool is_our_multicast_mac(const wire::MacAddress& m, const PortAddresses& port) {
+  if (m.bytes[0] != 0x33 || m.bytes[1] != 0x33) return false;
+  if (m.bytes[2] == 0 && m.bytes[3] == 0 && m.bytes[4] == 0 && m.bytes[5] == 1) return true;  // all-nodes
+  if (m.bytes[2] != 0xff) return false;
+  for (const wire::IpAddress& ours : port.ips) {
+    if (!ours.is_v4() && std::memcmp(ours.bytes.data() + 13, m.bytes.data() + 3, 3) == 0) return true;
+  }
+  return false;
+}
+
 Classification& classify_ipv6(Classification& c, std::span<const uint8_t> f, size_t l3,
                               const PortAddresses& port) {
   const uint8_t* b = f.data();
@@ -83,10 +106,20 @@ Classification& classify_ipv6(Classification& c, std::span<const uint8_t> f, siz
   const size_t payload_length = wire::load_be16(p + 4);
   if (payload_length > avail - wire::ipv6_header_size) return drop(c, DropReason::ip_length_mismatch);
   c.l3_end = uint32_t(l3 + wire::ipv6_header_size + payload_length);
-  if (!port.owns_v6(p + 24)) return drop(c, DropReason::not_for_our_ip);
-  // RoCEv2 never uses IPv6 extension headers; ICMPv6 (and so neighbour discovery) is not answered yet.
+  const bool unicast = port.owns_v6(p + 24);
+  if (!unicast && !is_our_group(p + 24, port)) return drop(c, DropReason::not_for_our_ip);
+  const size_t l4 = l3 + wire::ipv6_header_size;
+  // RoCEv2 never uses IPv6 extension headers, nor does neighbour discovery as we send and answer it.
+  if (p[6] == ip_proto_icmpv6) {
+    c.l4_offset = uint32_t(l4);
+    const auto reason = parse_nd(wire::IpAddress::from_v6_bytes(p + 8), wire::IpAddress::from_v6_bytes(p + 24),
+                                 p[7], b + l4, payload_length, c.nd);
+    if (reason) return drop(c, *reason);
+    return accept(c, FrameClass::nd);
+  }
   if (p[6] != wire::ip_proto_udp) return drop(c, DropReason::other_ip_protocol);
-  return classify_udp(c, b, l3 + wire::ipv6_header_size, c.l3_end);
+  if (!unicast) return drop(c, DropReason::not_for_our_ip);  // RoCE to a multicast group: not ours
+  return classify_udp(c, b, l4, c.l3_end);
 }
 
 Classification& classify_arp(Classification& c, std::span<const uint8_t> f, size_t l3) {
@@ -121,8 +154,11 @@ Classification classify(std::span<const uint8_t> f, const PortAddresses& port) {
 
   // The MAC check comes first: on a promiscuous port (af_packet on a bridge) most frames are other
   // stations' traffic, and this rejects them after one compare. Broadcast passes for ARP requests; a
-  // broadcast IP packet is then judged by its destination address, as Linux does.
-  if (e.dst != port.mac && e.dst != wire::MacAddress::broadcast()) return drop(c, DropReason::not_for_our_mac);
+  // broadcast IP packet is then judged by its destination address, as Linux does. IPv6 multicast passes
+  // only for the groups neighbour discovery needs (all-nodes, our solicited-node groups).
+  if (e.dst != port.mac && e.dst != wire::MacAddress::broadcast() && !is_our_multicast_mac(e.dst, port)) {
+    return drop(c, DropReason::not_for_our_mac);
+  }
   switch (e.ethertype) {
     case wire::ethertype_arp: return classify_arp(c, f, l3);
     case wire::ethertype_ipv4: return classify_ipv4(c, f, l3, port);
@@ -136,6 +172,7 @@ void count(NetCounters& counters, const Classification& c) {
     case FrameClass::roce: ++counters.rx_roce; break;
     case FrameClass::arp: ++counters.rx_arp; break;
     case FrameClass::icmp_echo_request: ++counters.rx_icmp_echo_requests; break;
+    case FrameClass::nd: ++counters.rx_nd; break;
     case FrameClass::drop: ++counters.dropped(c.reason); break;
   }
 }

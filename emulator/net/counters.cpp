@@ -14,6 +14,7 @@ void for_each_counter(const NetCounters& c, const std::function<void(std::string
   visit("rx_roce", c.rx_roce);
   visit("rx_arp", c.rx_arp);
   visit("rx_icmp_echo_requests", c.rx_icmp_echo_requests);
+  visit("rx_nd", c.rx_nd);
   visit("arp_requests_received", c.arp_requests_received);
   visit("arp_replies_received", c.arp_replies_received);
   visit("arp_replies_sent", c.arp_replies_sent);
@@ -26,6 +27,18 @@ void for_each_counter(const NetCounters& c, const std::function<void(std::string
   visit("arp_parked", c.arp_parked);
   visit("arp_parked_released", c.arp_parked_released);
   visit("arp_parked_dropped", c.arp_parked_dropped);
+  visit("nd_solicitations_received", c.nd_solicitations_received);
+  visit("nd_advertisements_received", c.nd_advertisements_received);
+  visit("nd_advertisements_sent", c.nd_advertisements_sent);
+  visit("nd_ignored", c.nd_ignored);
+  visit("nd_conflicts", c.nd_conflicts);
+  visit("nd_solicitations_sent", c.nd_solicitations_sent);
+  visit("nd_probes_sent", c.nd_probes_sent);
+  visit("nd_resolution_failures", c.nd_resolution_failures);
+  visit("nd_entries_expired", c.nd_entries_expired);
+  visit("nd_parked", c.nd_parked);
+  visit("nd_parked_released", c.nd_parked_released);
+  visit("nd_parked_dropped", c.nd_parked_dropped);
   visit("icmp_echo_replied", c.icmp_echo_replied);
   visit("icmp_echo_too_large", c.icmp_echo_too_large);
   for (size_t i = 0; i < drop_reason_count; ++i) {

@@ -16,6 +16,7 @@ struct NetCounters {
   uint64_t rx_roce = 0;
   uint64_t rx_arp = 0;
   uint64_t rx_icmp_echo_requests = 0;
+  uint64_t rx_nd = 0;                  // valid IPv6 Neighbor Solicitations and Advertisements
   std::array<uint64_t, drop_reason_count> dropped_by_reason{};
 
   // The ARP responder.
@@ -32,6 +33,19 @@ struct NetCounters {
   uint64_t arp_parked = 0;             // packets that waited for a resolution
   uint64_t arp_parked_released = 0;
   uint64_t arp_parked_dropped = 0;     // limit reached, cache full, or resolution failed
+  // IPv6 neighbour discovery (nd_responder.hpp, nd_cache.hpp): the same meanings as the ARP counters.
+  uint64_t nd_solicitations_received = 0;    // NS for one of our addresses
+  uint64_t nd_advertisements_received = 0;   // NA that answered (or refreshed) an entry we hold
+  uint64_t nd_advertisements_sent = 0;
+  uint64_t nd_ignored = 0;                   // NS/NA about other stations' addresses
+  uint64_t nd_conflicts = 0;                 // another station advertises one of our addresses
+  uint64_t nd_solicitations_sent = 0;        // multicast NS resolving an unknown peer, retries included
+  uint64_t nd_probes_sent = 0;               // unicast NS refreshing an entry in use
+  uint64_t nd_resolution_failures = 0;
+  uint64_t nd_entries_expired = 0;
+  uint64_t nd_parked = 0;
+  uint64_t nd_parked_released = 0;
+  uint64_t nd_parked_dropped = 0;
   // ICMP.
   uint64_t icmp_echo_replied = 0;
   uint64_t icmp_echo_too_large = 0;    // request whose reply would exceed the reply size bound

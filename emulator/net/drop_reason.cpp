@@ -12,6 +12,7 @@ std::string_view to_string(DropReason r) {
     case DropReason::other_udp_port: return "other_udp_port";
     case DropReason::other_icmp_type: return "other_icmp_type";
     case DropReason::ipv4_fragment: return "ipv4_fragment";
+    case DropReason::other_icmpv6_type: return "other_icmpv6_type";
     case DropReason::truncated_ethernet: return "truncated_ethernet";
     case DropReason::truncated_arp: return "truncated_arp";
     case DropReason::truncated_ip: return "truncated_ip";
@@ -23,6 +24,8 @@ std::string_view to_string(DropReason r) {
     case DropReason::udp_length_mismatch: return "udp_length_mismatch";
     case DropReason::truncated_icmp: return "truncated_icmp";
     case DropReason::bad_icmp_checksum: return "bad_icmp_checksum";
+    case DropReason::bad_nd_hop_limit: return "bad_nd_hop_limit";
+    case DropReason::bad_nd_message: return "bad_nd_message";
   }
   return "unknown";
 }

@@ -10,14 +10,15 @@ namespace uroce::emulator::net {
 
 enum class DropReason : uint8_t {
   // Well-formed, but not ours to handle.
-  not_for_our_mac,        // neither our MAC nor broadcast: another station's traffic, or multicast
+  not_for_our_mac,        // not our MAC, broadcast or one of our ND groups: others' traffic, multicast
   not_for_our_ip,         // IP packet whose destination is none of the port's addresses
   unsupported_ethertype,  // not IPv4, IPv6 or ARP (after at most one 802.1Q tag)
   unsupported_arp,        // ARP that is not IPv4 over Ethernet
-  other_ip_protocol,      // IP but neither UDP nor ICMPv4 (TCP, ICMPv6, IPv6 extension headers ...)
+  other_ip_protocol,      // IP but neither UDP nor ICMP (TCP, IPv6 extension headers ...)
   other_udp_port,         // UDP to a port other than 4791
   other_icmp_type,        // ICMPv4 that is not an echo request
   ipv4_fragment,          // nothing the NIC answers is ever fragmented, and it reassembles nothing
+  other_icmpv6_type,      // ICMPv6 that is not a Neighbor Solicitation or Advertisement (nd_frames.hpp)
   // Malformed: the frame contradicts itself (is_malformed()).
   truncated_ethernet,
   truncated_arp,
@@ -29,10 +30,12 @@ enum class DropReason : uint8_t {
   truncated_udp,
   udp_length_mismatch,    // UDP length differs from what the IP packet carries
   truncated_icmp,
-  bad_icmp_checksum,
+  bad_icmp_checksum,      // ICMPv4, or ICMPv6 over its pseudo-header
+  bad_nd_hop_limit,       // NS/NA not sent with hop limit 255 (RFC 4861 §7.1): possibly from off-link
+  bad_nd_message,         // NS/NA failing another RFC 4861 §7.1 check (code, target, options, flags)
 };
 
-inline constexpr size_t drop_reason_count = size_t(DropReason::bad_icmp_checksum) + 1;
+inline constexpr size_t drop_reason_count = size_t(DropReason::bad_nd_message) + 1;
 
 // The counter name: "not_for_our_mac", ...
 std::string_view to_string(DropReason r);

@@ -129,6 +129,11 @@ void DpdkPort::start(const PortOptions& options) {
     int rc = rte_eth_promiscuous_enable(port_id_);
     if (rc < 0) spdlog::warn("{}: promiscuous mode not enabled: {}", name_, reason(rc));
   }
+  if (options.all_multicast && !options.promiscuous) {
+    // af_packet and the ring ports have no such switch (an af_packet socket sees multicast anyway).
+    int rc = rte_eth_allmulticast_enable(port_id_);
+    if (rc < 0) spdlog::debug("{}: all-multicast mode not enabled: {}", name_, reason(rc));
+  }
   spdlog::info("port {} (id {}, driver {}) started: MAC {}, MTU {}, {} rx / {} tx descriptors", name_, port_id_,
                info.driver_name ? info.driver_name : "?", wire::to_string(mac()), mtu(), rx_descriptors,
                tx_descriptors);

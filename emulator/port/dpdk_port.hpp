@@ -31,6 +31,9 @@ struct PortOptions {
   uint32_t mbufs = 4095;
   uint32_t max_frame = 9216;  // a jumbo frame (9000 MTU + headers) with room to spare
   bool promiscuous = false;
+  // Receive every multicast frame: IPv6 neighbour discovery arrives on solicited-node groups (33:33:ff:..),
+  // which a NIC's MAC filter drops otherwise. A port that cannot (ring ports) runs without it.
+  bool all_multicast = true;
   std::optional<uint16_t> mtu;  // set at start-up (for af_packet and tap: their kernel interface's MTU)
 };
 

@@ -1,9 +1,11 @@
 // libFuzzer target: arbitrary bytes through emulator/net's receive path, the way the engine runs it:
-// classify(), then the ARP responder (feeding an ArpCache) or the ICMP echo responder. Beyond "no crash, no
-// UB, no leak" (the sanitizers), it checks properties that must hold for every input:
+// classify(), then the ARP responder (feeding an ArpCache), the ND responder (feeding an NdCache) or the
+// ICMP echo responder. Beyond "no crash, no UB, no leak" (the sanitizers), it checks properties that must
+// hold for every input:
 //   - what classify() accepts as RoCEv2, the wire parser decodes as RoCEv2 up to the same UDP header;
-//   - every ARP reply and ICMP echo reply we build is itself well-formed: classified by its receiver as
-//     ARP, or as an ICMP message (not an echo request) that passed every header and checksum check.
+//   - every ARP reply, Neighbor Advertisement and ICMP echo reply we build is itself well-formed: classified
+//     by its receiver as ARP, as a valid NA (RFC 4861 §7.1.2), or as an ICMP message (not an echo
+//     request) that passed every header and checksum check.
 #include <cstdint>
 #include <cstdlib>
 #include <span>
@@ -12,6 +14,8 @@
 #include "emulator/net/arp_responder.hpp"
 #include "emulator/net/classify.hpp"
 #include "emulator/net/icmp.hpp"
+#include "emulator/net/nd_cache.hpp"
+#include "emulator/net/nd_responder.hpp"
 #include "transport/wire/frame.hpp"
 
 using namespace uroce;
@@ -40,6 +44,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static NetCounters counters;
   static ArpCache cache(port, counters, ArpCacheConfig{.max_entries = 64});
   static ArpResponder arp(port, cache, counters);
+  static NdCache nd_cache(port, counters, NdCacheConfig{.max_entries = 64});
+  static NdResponder nd(port, nd_cache, counters);
   static IcmpEchoResponder icmp(port.mac, counters, 9018);
   static Nanos now = 0;
   now += milliseconds(100);  // the cache sees time pass, so entries expire and resolutions fail
@@ -50,6 +56,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   static uint8_t out[9100];
   ArpOutput released;
+  NdOutput nd_released;
   switch (c.kind) {
     case FrameClass::roce: {
       wire::Frame f;
@@ -72,6 +79,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       break;
     }
+    case FrameClass::nd: {
+      const size_t n = nd.on_frame(c, now, out, nd_released);
+      if (n != 0) {
+        PortAddresses soliciting;
+        soliciting.mac = wire::MacAddress{{out[0], out[1], out[2], out[3], out[4], out[5]}};
+        soliciting.ips.push_back(c.nd.ip_src);
+        const Classification r = classify(std::span<const uint8_t>(out, n), soliciting);
+        check(r.kind == FrameClass::nd && !r.nd.is_solicitation() && r.nd.target == c.nd.target &&
+              r.nd.lladdr == port.mac);
+      }
+      if (!nd_cache.lookup(c.nd.target, now)) {
+        nd_cache.park(c.nd.target, std::vector<uint8_t>(bytes.begin(), bytes.end()), now);
+      }
+      break;
+    }
     case FrameClass::icmp_echo_request: {
       const size_t n = icmp.on_frame(bytes, c, out);
       if (n != 0) {
@@ -88,5 +110,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
   }
   if (cache.next_deadline() <= now) cache.poll(now, released);
+  if (nd_cache.next_deadline() <= now) nd_cache.poll(now, nd_released);
   return 0;
 }

@@ -1,7 +1,8 @@
 // Frames for the emulator/net tests, written byte by byte from the RFC layouts (RFC 826, 791, 768, 792,
-// 8200) and never with the code under test, so that a test comparing the two is a real check.
+// 8200, 4861) and never with the code under test, so that a test comparing the two is a real check.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -195,6 +196,98 @@ inline Bytes echo_request_frame(size_t data_len = 56, std::optional<uint16_t> vl
   h.protocol = 1;
   h.dst = dst;
   return ipv4_frame(h, icmp_echo(8, 0x4242, 7, pattern(data_len)), our_mac, vlan);
+}
+
+// --- IPv6 neighbour discovery (RFC 4861 §4.3, §4.4, §4.6.1; the checksum over RFC 8200 §8.1's pseudo-header)
+
+inline const uint8_t peer2_ip6[16] = {0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3};
+inline const uint8_t unspecified_ip6[16] = {};
+inline const uint8_t all_nodes_ip6[16] = {0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+// ff02::1:ffXX:XXXX of an address.
+inline std::array<uint8_t, 16> solicited_ip6(const uint8_t* a) {
+  return {0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, a[13], a[14], a[15]};
+}
+inline MacAddress mcast_mac(const uint8_t* group) {
+  return MacAddress{{0x33, 0x33, group[12], group[13], group[14], group[15]}};
+}
+
+inline uint16_t ref_icmpv6_checksum(const uint8_t* src, const uint8_t* dst, const Bytes& icmp) {
+  Bytes b(src, src + 16);
+  b.insert(b.end(), dst, dst + 16);
+  put32(b, uint32_t(icmp.size()));
+  put32(b, 58);
+  b.insert(b.end(), icmp.begin(), icmp.end());
+  return ref_checksum(b.data(), b.size());
+}
+
+struct Nd {
+  uint8_t type = 135;  // NS; 136 NA
+  uint8_t code = 0;
+  uint8_t flags = 0;   // NA: 0x80 R, 0x40 S, 0x20 O
+  const uint8_t* target = our_ip6;
+  Bytes options;       // as they go on the wire
+  bool bad_checksum = false;
+};
+
+// An option: type, length in 8-byte units, the MAC.
+inline Bytes lladdr_option(uint8_t type, const MacAddress& m) {
+  Bytes b{type, 1};
+  put_mac(b, m);
+  return b;
+}
+
+// The ICMPv6 message, checksum right for (src, dst) unless bad_checksum.
+inline Bytes nd_message(const Nd& n, const uint8_t* src, const uint8_t* dst) {
+  Bytes b;
+  put8(b, n.type);
+  put8(b, n.code);
+  put16(b, 0);
+  put8(b, n.flags);
+  put8(b, 0);
+  put16(b, 0);
+  b.insert(b.end(), n.target, n.target + 16);
+  b.insert(b.end(), n.options.begin(), n.options.end());
+  uint16_t sum = ref_icmpv6_checksum(src, dst, b);
+  if (n.bad_checksum) sum ^= 0x0100;
+  b[2] = uint8_t(sum >> 8);
+  b[3] = uint8_t(sum);
+  return b;
+}
+
+// Ethernet + IPv6 (next header 58, the given hop limit) + the message.
+inline Bytes nd_frame(const Nd& n, const uint8_t* src, const uint8_t* dst, const MacAddress& eth_dst,
+                      uint8_t hop_limit = 255, const MacAddress& eth_src = peer_mac,
+                      std::optional<uint16_t> vlan = std::nullopt) {
+  const Bytes icmp = nd_message(n, src, dst);
+  Bytes b = eth(eth_dst, eth_src, 0x86dd, vlan);
+  put32(b, 0x60000000u);
+  put16(b, unsigned(icmp.size()));
+  put8(b, 58);
+  put8(b, hop_limit);
+  b.insert(b.end(), src, src + 16);
+  b.insert(b.end(), dst, dst + 16);
+  b.insert(b.end(), icmp.begin(), icmp.end());
+  return b;
+}
+
+// A peer's NS for `target`, multicast to its solicited-node group, with a source link-layer option.
+inline Bytes peer_ns(const uint8_t* target = our_ip6, const uint8_t* src = peer_ip6,
+                     const MacAddress& lladdr = peer_mac) {
+  Nd n;
+  n.target = target;
+  n.options = lladdr_option(1, lladdr);
+  const auto group = solicited_ip6(target);
+  return nd_frame(n, src, group.data(), mcast_mac(group.data()));
+}
+
+// A peer's solicited NA for its own address `target`, unicast to us.
+inline Bytes peer_na(const uint8_t* target = peer_ip6, const MacAddress& lladdr = peer_mac, uint8_t flags = 0x60) {
+  Nd n;
+  n.type = 136;
+  n.flags = flags;
+  n.target = target;
+  n.options = lladdr_option(2, lladdr);
+  return nd_frame(n, target, our_ip6, our_mac);
 }
 
 }  // namespace uroce::emulator::net::test

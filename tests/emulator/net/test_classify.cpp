@@ -164,7 +164,8 @@ TEST_CASE("frames for someone else are dropped with the reason why", "[classify]
   CHECK(reason_of(ipv6_frame(peer_ip6, mapped, 17, udp(4791, roce_body()))) == DropReason::not_for_our_ip);
 
   CHECK(reason_of(ipv4_frame({.protocol = 6}, pattern(20))) == DropReason::other_ip_protocol);
-  CHECK(reason_of(ipv6_frame(peer_ip6, our_ip6, 58, pattern(24))) == DropReason::other_ip_protocol);  // ICMPv6
+  // ICMPv6 other than neighbour discovery (test_nd_frames.cpp has the rest).
+  CHECK(reason_of(ipv6_frame(peer_ip6, our_ip6, 58, pattern(24))) == DropReason::other_icmpv6_type);
   CHECK(reason_of(ipv6_frame(peer_ip6, our_ip6, 0, pattern(24))) == DropReason::other_ip_protocol);   // hop-by-hop
   CHECK(reason_of(ipv4_frame({}, udp(4790, roce_body()))) == DropReason::other_udp_port);
   CHECK(reason_of(ipv4_frame({.flags_fragment = 0x2000}, udp(4791, roce_body()))) == DropReason::ipv4_fragment);

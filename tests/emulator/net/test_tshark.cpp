@@ -1,5 +1,5 @@
-// An outside opinion: the ARP and ICMP frames we build, as Wireshark's dissectors decode them. Skipped (with
-// a warning) when tshark is not installed.
+// An outside opinion: the ARP, ICMP and neighbour discovery frames we build, as Wireshark's dissectors
+// decode them. Skipped (with a warning) when tshark is not installed.
 #include <catch2/catch.hpp>
 
 #include <cstdio>
@@ -11,6 +11,9 @@
 #include "emulator/net/arp_frames.hpp"
 #include "emulator/net/arp_responder.hpp"
 #include "emulator/net/icmp.hpp"
+#include "emulator/net/nd_cache.hpp"
+#include "emulator/net/nd_frames.hpp"
+#include "emulator/net/nd_responder.hpp"
 #include "net_test_support.hpp"
 
 using namespace uroce::emulator::net;
@@ -101,4 +104,47 @@ TEST_CASE("tshark decodes our ARP reply, gratuitous ARP and ICMP echo reply as i
   CHECK(lines[1] == "ff:ff:ff:ff:ff:ff|02:00:00:00:00:01||1|02:00:00:00:00:01|192.168.1.1|00:00:00:00:00:00|"
                     "192.168.1.1|1|||||||||||");
   CHECK(lines[2] == "02:00:00:00:00:02|02:00:00:00:00:01||||||||10.0.0.1|10.0.0.2|1|0|0|1|16962|7|57||");
+}
+
+TEST_CASE("tshark decodes our Neighbor Solicitation and Advertisements as intended, checksums good", "[tshark]") {
+  if (!have_tshark()) {
+    WARN("tshark not installed: comparison skipped");
+    return;
+  }
+  PortAddresses port = test_port();
+  NetCounters counters;
+  NdCache cache(port, counters);
+  NdResponder nd(port, cache, counters);
+  NdOutput released;
+  const auto v6 = [](const uint8_t* p) { return uroce::wire::IpAddress::from_v6_bytes(p); };
+
+  std::vector<Bytes> frames;
+  Bytes buf(max_nd_frame_size);
+  // Our NS for fd00::2, the NA answering the peer's NS (the peer's NS too, built by hand), a DAD answer.
+  frames.emplace_back(buf.begin(), buf.begin() + std::ptrdiff_t(write_neighbor_solicitation(
+                                                    buf, our_mac, v6(our_ip6), v6(peer_ip6), std::nullopt)));
+  const Bytes ns = peer_ns();
+  frames.push_back(ns);
+  frames.emplace_back(buf.begin(), buf.begin() + std::ptrdiff_t(nd.on_frame(classify(ns, port), 0, buf, released)));
+  Nd dad;
+  const auto group = solicited_ip6(our_ip6);
+  const Bytes dad_ns = nd_frame(dad, unspecified_ip6, group.data(), mcast_mac(group.data()));
+  frames.emplace_back(buf.begin(),
+                      buf.begin() + std::ptrdiff_t(nd.on_frame(classify(dad_ns, port), 0, buf, released)));
+  for (const Bytes& f : frames) REQUIRE_FALSE(f.empty());
+
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("uroce_nd_tshark_" + std::to_string(getpid()) + ".pcap")).string();
+  write_pcap(path, frames);
+  const auto lines = tshark_fields(
+      path, "-e eth.dst -e ipv6.src -e ipv6.dst -e ipv6.hlim -e icmpv6.type -e icmpv6.code "
+            "-e icmpv6.checksum.status -e icmpv6.nd.ns.target_address -e icmpv6.nd.na.target_address "
+            "-e icmpv6.nd.na.flag.s -e icmpv6.nd.na.flag.o -e icmpv6.opt.linkaddr -e _ws.malformed "
+            "-e _ws.expert.severity");
+  std::filesystem::remove(path);
+  REQUIRE(lines.size() == 4);
+  CHECK(lines[0] == "33:33:ff:00:00:02|fd00::1|ff02::1:ff00:2|255|135|0|1|fd00::2||||02:00:00:00:00:01||");
+  CHECK(lines[1] == "33:33:ff:00:00:01|fd00::2|ff02::1:ff00:1|255|135|0|1|fd00::1||||02:00:00:00:00:02||");
+  CHECK(lines[2] == "02:00:00:00:00:02|fd00::1|fd00::2|255|136|0|1||fd00::1|1|1|02:00:00:00:00:01||");
+  CHECK(lines[3] == "33:33:00:00:00:01|fd00::1|ff02::1|255|136|0|1||fd00::1|0|1|02:00:00:00:00:01||");
 }

@@ -1,0 +1,57 @@
+#include "emulator/net/nd_responder.hpp"
+
+#include "emulator/net/nd_frames.hpp"
+
+namespace uroce::emulator::net {
+
+namespace {
+
+bool is_unicast(const wire::MacAddress& mac) { return (mac.bytes[0] & 1) == 0 && mac != wire::MacAddress{}; }
+
+}  // namespace
+
+size_t NdResponder::on_frame(const Classification& frame, Nanos now, std::span<uint8_t> reply, NdOutput& released) {
+  const NdMessage& m = frame.nd;
+  const bool target_ours = port_.owns_v6(m.target.bytes.data());
+  if (port_.owns_v6(m.ip_src.bytes.data())) {
+    // Our own solicitation or advertisement coming back (a hub, a bridge reflecting multicast), or another
+    // station using one of our addresses.
+    if (frame.eth.src != port_.mac) ++counters_.nd_conflicts;
+    return 0;
+  }
+  if (m.lladdr && !is_unicast(*m.lladdr)) {
+    ++counters_.nd_ignored;  // bogus: an answer would go to a group address, learning it would misroute
+    return 0;
+  }
+  const bool learnable = !is_unspecified(m.ip_src) && m.lladdr;
+  if (!m.is_solicitation()) {
+    if (target_ours) {
+      if (!m.lladdr || *m.lladdr != port_.mac) ++counters_.nd_conflicts;
+      return 0;
+    }
+    if (m.lladdr && cache_.update_if_known(m.target, *m.lladdr, now, released)) {
+      ++counters_.nd_advertisements_received;
+    } else {
+      ++counters_.nd_ignored;
+    }
+    return 0;
+  }
+  if (!target_ours) {
+    if (learnable) cache_.update_if_known(m.ip_src, *m.lladdr, now, released);
+    ++counters_.nd_ignored;
+    return 0;
+  }
+  ++counters_.nd_solicitations_received;
+  if (learnable) cache_.learn(m.ip_src, *m.lladdr, now, released);
+  // Nowhere to answer: no link-layer option and a group (or zero) Ethernet source.
+  if (!is_unspecified(m.ip_src) && !learnable && !is_unicast(frame.eth.src)) {
+    ++counters_.nd_ignored;
+    return 0;
+  }
+  const std::optional<uint16_t> tag = frame.eth.has_vlan ? std::optional<uint16_t>(frame.eth.vlan_tci) : std::nullopt;
+  const size_t size = write_neighbor_advertisement(reply, m, frame.eth.src, port_.mac, tag);
+  if (size != 0) ++counters_.nd_advertisements_sent;
+  return size;
+}
+
+}  // namespace uroce::emulator::net
