@@ -1,7 +1,8 @@
 // The IPv6 neighbour cache: which MAC to send to for a peer's IPv6 address, learned from neighbour
 // discovery (RFC 4861), with expiry, resolution with retries, and packets parked while their destination is
 // being resolved. It is arp_cache.hpp for IPv6 and behaves exactly as it does (same configuration, same
-// parking rules and limits, same timing, the same counters under nd_* names); see there for the reasoning.
+// parking rules and limits, same timing, the same counters under nd_* names): both are thin wrappers around
+// neighbour_table.hpp, which holds the logic and its reasoning.
 //
 // The differences are those of the protocol: a resolution sends Neighbor Solicitations to the peer's
 // solicited-node multicast group (RFC 4861 §7.2.2) instead of broadcast ARP requests, and a refresh of an
@@ -16,11 +17,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
-#include <unordered_map>
 #include <vector>
 
 #include "emulator/net/arp_cache.hpp"
 #include "emulator/net/counters.hpp"
+#include "emulator/net/neighbour_table.hpp"
 #include "emulator/net/port_addresses.hpp"
 #include "emulator/net/time.hpp"
 #include "transport/wire/address.hpp"
@@ -63,42 +64,22 @@ class NdCache {
   bool update_if_known(const wire::IpAddress& ip, const wire::MacAddress& mac, Nanos now, NdOutput& out);
 
   void poll(Nanos now, NdOutput& out);
-  Nanos next_deadline() const { return next_deadline_; }
+  Nanos next_deadline() const { return table_.next_deadline(); }
 
-  size_t entries() const { return entries_.size(); }
-  size_t parked() const { return parked_total_; }
-  bool resolving(const wire::IpAddress& ip) const;
+  size_t entries() const { return table_.entries(); }
+  size_t parked() const { return table_.parked(); }
+  bool resolving(const wire::IpAddress& ip) const { return table_.resolving(ip); }
 
   // Our address a solicitation for `target` is sent from (:: when the port has no IPv6 address).
   wire::IpAddress source_for(const wire::IpAddress& target) const;
 
  private:
-  struct Entry {
-    wire::MacAddress mac;
-    bool resolved = false;
-    bool used = false;
-    unsigned requests_sent = 0;
-    Nanos expires_at = 0;
-    Nanos next_request_at = 0;
-    std::vector<std::vector<uint8_t>> parked;
-  };
-  using Map = std::unordered_map<wire::IpAddress, Entry, IpAddressHash>;
-
-  Entry* make_room_and_insert(const wire::IpAddress& ip);
-  void release(Entry& e, std::vector<std::vector<uint8_t>>& into);
-  void send_solicitation(const wire::IpAddress& ip, std::optional<wire::MacAddress> unicast, NdOutput& out);
-  Nanos probe_start(const Entry& e) const { return e.expires_at - probe_window_; }
-  Nanos deadline_of(const Entry& e) const;
+  void send_solicitation(const wire::IpAddress& ip, const std::optional<wire::MacAddress>& unicast,
+                         Frames& out) const;
 
   PortAddresses port_;
   std::vector<wire::IpAddress> our_ipv6_;
-  NetCounters& counters_;
-  NdCacheConfig config_;
-  Nanos probe_window_;
-  Map entries_;
-  std::vector<std::vector<uint8_t>> ready_;
-  size_t parked_total_ = 0;
-  Nanos next_deadline_ = never;
+  NeighbourTable<wire::IpAddress, IpAddressHash> table_;
 };
 
 }  // namespace uroce::emulator::net
