@@ -35,9 +35,17 @@ def port():
 
 
 def server_client(uroce_run, server_socket, client_socket, server_cmd, client_cmd, what, retry_on=()):
-    """The server in the background, the client retried while the server is not listening yet."""
-    server = subprocess.Popen([uroce_run, "--socket", server_socket, *server_cmd],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    """The server in the background, the client retried while the server is not listening yet.
+
+    A retry starts a fresh server too: a client can be refused after it got part of the way (perftest -R
+    makes two connections, and the server listens for the second only after the first is done: a client
+    that is quick gets REJ "invalid service ID" for it, as from Linux's CM), and a server left in that
+    second phase would take the next client's first connection for its second."""
+    def start_server():
+        return subprocess.Popen([uroce_run, "--socket", server_socket, *server_cmd],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    server = start_server()
     try:
         deadline = time.time() + 15
         while True:
@@ -47,6 +55,9 @@ def server_client(uroce_run, server_socket, client_socket, server_cmd, client_cm
                 break
             if not any(s in client.stdout + client.stderr for s in retry_on):
                 break
+            server.kill()
+            server.communicate()
+            server = start_server()
             time.sleep(0.3)
         s_out, s_err = server.communicate(timeout=TIMEOUT)
     finally:
