@@ -54,7 +54,10 @@ json CmService::connect(uint64_t s, const json& r, std::vector<int>&) {
   if (id.state != CmIdState::route_resolved) throw ServiceError(EINVAL, "the route is not resolved");
   const auto user = private_data(r, cm::req_private_size - cm::ip_header_size);
   id.qpn = need_field(r, "qp_num") & 0xffffff;
-  id.sq_psn = rng_() & 0xffffff;
+  // Each side picks the PSN it will receive from: as Linux's CM (and rxe's traffic, e.g. the rping
+  // capture) has it, a REQ's starting PSN is what the passive side sends with, a REP's what the active
+  // side sends with.
+  id.rq_psn = rng_() & 0xffffff;
   id.responder_resources = uint8_t(r.value("responder_resources", 0u));
   id.initiator_depth = uint8_t(r.value("initiator_depth", 0u));
   id.retry_count = uint8_t(std::min(7u, r.value("retry_count", 7u)));
@@ -69,7 +72,7 @@ json CmService::connect(uint64_t s, const json& r, std::vector<int>&) {
   req.remote_cm_response_timeout = cm_response_timeout;
   req.local_cm_response_timeout = cm_response_timeout;
   req.service_type = id.qp_type == 3 ? cm::ServiceType::uc : cm::ServiceType::rc;  // IBV_QPT_UC is 3
-  req.starting_psn = id.sq_psn;
+  req.starting_psn = id.rq_psn;
   req.retry_count = id.retry_count;
   req.rnr_retry_count = id.rnr_retry_count;
   req.path_mtu = id.path_mtu;
@@ -98,7 +101,7 @@ json CmService::accept(uint64_t s, const json& r, std::vector<int>&) {
   id.initiator_depth = uint8_t(std::min<uint32_t>(r.value("initiator_depth", 0u), id.initiator_depth));
   cm::Rep rep;
   rep.local_qpn = id.qpn;
-  rep.starting_psn = id.sq_psn;
+  rep.starting_psn = id.rq_psn;
   rep.responder_resources = id.responder_resources;
   rep.initiator_depth = id.initiator_depth;
   rep.target_ack_delay = ca_ack_delay;
@@ -230,7 +233,7 @@ void CmService::on_cm_event(const cm::CmEvent& e) {
     case cm::CmEventType::rep_received: {
       const cm::Rep& rep = e.rep;
       id.remote_qpn = rep.local_qpn;
-      id.rq_psn = rep.starting_psn;
+      id.sq_psn = rep.starting_psn;  // what we send with (see connect())
       id.responder_resources = std::min(id.responder_resources, rep.initiator_depth);
       id.initiator_depth = std::min(id.initiator_depth, rep.responder_resources);
       id.rnr_retry_count = rep.rnr_retry_count;
@@ -305,8 +308,8 @@ void CmService::on_connect_request(const cm::CmEvent& e) {
   id.listener = listener;
   id.tos = req.primary.traffic_class;
   id.remote_qpn = req.local_qpn;
-  id.rq_psn = req.starting_psn;
-  id.sq_psn = rng_() & 0xffffff;
+  id.sq_psn = req.starting_psn;  // what we send with; our receive PSN goes in the REP (see connect())
+  id.rq_psn = rng_() & 0xffffff;
   id.responder_resources = req.initiator_depth;  // upper bounds until accept
   id.initiator_depth = req.responder_resources;
   id.retry_count = req.retry_count;

@@ -56,8 +56,8 @@ struct CmId {
   // The connection as negotiated (what rdma_init_qp_attr reports).
   uint32_t qpn = 0;
   uint32_t remote_qpn = 0;
-  uint32_t sq_psn = 0;       // ours: the starting PSN we announced
-  uint32_t rq_psn = 0;       // the peer's starting PSN
+  uint32_t sq_psn = 0;       // the PSN we send from: the peer's announced starting PSN (its REQ or REP)
+  uint32_t rq_psn = 0;       // the PSN we receive from: ours, announced in our REQ or REP
   uint8_t responder_resources = 0;  // RDMA READ/atomics we answer at once (max_dest_rd_atomic)
   uint8_t initiator_depth = 0;      // ones we issue at once (max_rd_atomic)
   uint8_t retry_count = 7;

@@ -59,8 +59,12 @@ def perftest_atomic_result(out):
 
 
 def qperf_result(out):
+    # qperf prints "0 bytes/sec" or "0 ns" when a test moved nothing (a stalled connection ends at -t):
+    # that is no result, and the cell fails.
     m = QPERF.findall(out)
-    return ", ".join(v for _, v in m) if m else None
+    if not m or any(float(re.match(r"[\d.]+", v).group(0)) == 0 for _, v in m):
+        return None
+    return ", ".join(v for _, v in m)
 
 
 def pyverbs_result(out):

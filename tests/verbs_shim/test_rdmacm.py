@@ -24,6 +24,9 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
 from daemon_harness import SETUPS, is_root  # noqa: E402
+import cm_psn_check  # noqa: E402
+
+RXE_RPING = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "captures", "10-rdma-cm-rping.pcap")
 
 TIMEOUT = 60
 _next_port = [30000 + os.getpid() % 20000]
@@ -127,7 +130,10 @@ def main():
             print("SKIP veth: needs root for network namespaces")
             continue
         with tempfile.TemporaryDirectory(prefix="uroce-rdmacm-") as work:
-            with SETUPS[name](a.uroced, work) as (daemons, server_socket, client_socket):
+            # On the loopback one capture holds both sides of every connection (see cm_psn_check).
+            capture = os.path.join(work, "lo.pcap") if name == "loopback" else None
+            extra = ["--capture", capture] if capture else []
+            with SETUPS[name](a.uroced, work, extra) as (daemons, server_socket, client_socket):
                 server_ip, client_ip = ("192.0.2.1", "192.0.2.1") if name == "loopback" else ("10.77.0.1", "10.77.0.2")
                 cases = [
                     ("rping -C 10 -S 64 -V", lambda: rping(a.uroce_run, server_socket, client_socket, server_ip,
@@ -151,6 +157,17 @@ def main():
                     if not d.alive():
                         failures += 1
                         print(f"FAIL {name}: a uroced died:\n{d.read_log()[-3000:]}")
+            if capture:  # the daemon has stopped: the capture is complete
+                uroce = os.path.join(os.path.dirname(a.uroced), "..", "pcap_tools", "uroce")
+                try:
+                    rxe = cm_psn_check.check(uroce, RXE_RPING)
+                    assert rxe == 2, f"the checker found {rxe} of rxe's 2 directions"
+                    n = cm_psn_check.check(uroce, capture)
+                    assert n >= 10, f"only {n} connection directions carried data"
+                    print(f"PASS {name}: starting PSNs as Linux's CM ({n} directions; rxe's rping capture: {rxe})")
+                except (AssertionError, subprocess.CalledProcessError) as e:
+                    failures += 1
+                    print(f"FAIL {name}: starting PSNs: {e}")
     print("rdmacm tests:", "all passed" if failures == 0 else f"{failures} failed")
     return 1 if failures else 0
 
