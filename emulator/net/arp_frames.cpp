@@ -1,18 +1,14 @@
 #include "emulator/net/arp_frames.hpp"
 
+#include "emulator/net/ethernet_out.hpp"
+
 namespace uroce::emulator::net {
 
 size_t write_arp_frame(std::span<uint8_t> out, const wire::MacAddress& eth_dst, const wire::MacAddress& eth_src,
                        std::optional<uint16_t> vlan_tci, const wire::ArpPacket& arp) {
   const size_t size = arp_frame_size(vlan_tci.has_value());
   if (out.size() < size) return 0;
-  wire::EthernetHeader eth;
-  eth.dst = eth_dst;
-  eth.src = eth_src;
-  eth.has_vlan = vlan_tci.has_value();
-  eth.vlan_tci = vlan_tci.value_or(0);
-  eth.ethertype = wire::ethertype_arp;
-  const unsigned l3 = wire::write_ethernet(out.data(), eth);
+  const unsigned l3 = write_ethernet_out(out.data(), eth_dst, eth_src, vlan_tci, wire::ethertype_arp);
   wire::write_arp(out.data() + l3, arp);
   return size;
 }

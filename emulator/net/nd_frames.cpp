@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "emulator/net/ethernet_out.hpp"
 #include "transport/wire/bytes.hpp"
 
 namespace uroce::emulator::net {
@@ -123,13 +124,7 @@ size_t write_nd_frame(std::span<uint8_t> out, const wire::MacAddress& eth_dst, c
   const size_t l3 = wire::ethernet_header_size + (vlan_tci ? wire::vlan_tag_size : 0);
   const size_t size = l3 + wire::ipv6_header_size + icmp_length;
   if (out.size() < size) return 0;
-  wire::EthernetHeader eth;
-  eth.dst = eth_dst;
-  eth.src = eth_src;
-  eth.has_vlan = vlan_tci.has_value();
-  eth.vlan_tci = vlan_tci.value_or(0);
-  eth.ethertype = wire::ethertype_ipv6;
-  wire::write_ethernet(out.data(), eth);
+  write_ethernet_out(out.data(), eth_dst, eth_src, vlan_tci, wire::ethertype_ipv6);
 
   wire::Ipv6Header ip;
   ip.payload_length = uint16_t(icmp_length);
