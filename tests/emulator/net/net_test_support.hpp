@@ -2,12 +2,16 @@
 // 8200, 4861) and never with the code under test, so that a test comparing the two is a real check.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
+#include "emulator/net/counters.hpp"
+#include "emulator/net/time.hpp"
 #include "emulator/net/port_addresses.hpp"
 #include "transport/wire/address.hpp"
 
@@ -288,6 +292,33 @@ inline Bytes peer_na(const uint8_t* target = peer_ip6, const MacAddress& lladdr 
   n.target = target;
   n.options = lladdr_option(2, lladdr);
   return nd_frame(n, target, our_ip6, our_mac);
+}
+
+// A neighbour cache under test (ArpCache or NdCache) with its port, counters and what the last poll()
+// produced.
+template <class CacheT, class Output, class Config>
+struct CacheFixture {
+  PortAddresses port;
+  NetCounters counters;
+  CacheT cache;
+  Output out;
+
+  explicit CacheFixture(Config config = {}, PortAddresses p = test_port())
+      : port(std::move(p)), cache(port, counters, config) {}
+
+  // poll() at `now`, returning what it produced (out is cleared first).
+  Output& poll(Nanos now) {
+    out.clear();
+    cache.poll(now, out);
+    return out;
+  }
+};
+
+// A frame the engine would park: destination MAC unknown (zeros), a recognisable body.
+inline Bytes parkable_frame(uint8_t tag, size_t size = 64) {
+  Bytes b = pattern(size, tag);
+  std::fill(b.begin(), b.begin() + 6, 0);
+  return b;
 }
 
 }  // namespace uroce::emulator::net::test

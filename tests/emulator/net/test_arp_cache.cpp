@@ -10,29 +10,7 @@ using namespace uroce::emulator::net::test;
 
 namespace {
 
-struct Cache {
-  PortAddresses port;
-  NetCounters counters;
-  ArpCache cache;
-  ArpOutput out;
-
-  explicit Cache(ArpCacheConfig config = {}, PortAddresses p = test_port())
-      : port(std::move(p)), cache(port, counters, config) {}
-
-  // poll() at `now`, returning what it produced (out is cleared first).
-  ArpOutput& poll(Nanos now) {
-    out.clear();
-    cache.poll(now, out);
-    return out;
-  }
-};
-
-// A frame the engine would park: destination MAC unknown (zeros), a recognisable body.
-Bytes packet(uint8_t tag, size_t size = 64) {
-  Bytes b = pattern(size, tag);
-  std::fill(b.begin(), b.begin() + 6, 0);
-  return b;
-}
+using Cache = CacheFixture<ArpCache, ArpOutput, ArpCacheConfig>;
 
 bool is_request_for(const Bytes& f, uint32_t target, const MacAddress& eth_dst, uint32_t sender = our_ip) {
   return f.size() == 42 && get_mac(&f[0]) == eth_dst && get_mac(&f[6]) == our_mac && get16(&f[12]) == 0x0806 &&
@@ -82,8 +60,8 @@ TEST_CASE("a learned entry is used for reachable_time, then expires", "[arp_cach
 TEST_CASE("resolution: max_requests broadcasts retry_interval apart, then failure", "[arp_cache]") {
   Cache c;
   const Nanos t0 = seconds(3);
-  REQUIRE(c.cache.park(peer_ip, packet(1), t0) == ParkResult::queued);
-  REQUIRE(c.cache.park(peer_ip, packet(2), t0 + 5) == ParkResult::queued);
+  REQUIRE(c.cache.park(peer_ip, parkable_frame(1), t0) == ParkResult::queued);
+  REQUIRE(c.cache.park(peer_ip, parkable_frame(2), t0 + 5) == ParkResult::queued);
   CHECK(c.cache.resolving(peer_ip));
   CHECK(c.cache.parked() == 2);
   CHECK(c.cache.next_deadline() == t0);
@@ -112,7 +90,7 @@ TEST_CASE("resolution: max_requests broadcasts retry_interval apart, then failur
   CHECK(c.cache.next_deadline() == never);
 
   SECTION("the next packet starts a new resolution") {
-    REQUIRE(c.cache.park(peer_ip, packet(3), seconds(20)) == ParkResult::queued);
+    REQUIRE(c.cache.park(peer_ip, parkable_frame(3), seconds(20)) == ParkResult::queued);
     REQUIRE(c.poll(seconds(20)).frames.size() == 1);
     CHECK(c.counters.arp_requests_sent == 4);
   }
@@ -120,7 +98,7 @@ TEST_CASE("resolution: max_requests broadcasts retry_interval apart, then failur
 
 TEST_CASE("retries are configurable", "[arp_cache]") {
   Cache c({.retry_interval = milliseconds(100), .max_requests = 2});
-  c.cache.park(peer_ip, packet(1), 0);
+  c.cache.park(peer_ip, parkable_frame(1), 0);
   CHECK(c.poll(0).frames.size() == 1);
   CHECK(c.poll(milliseconds(100)).frames.size() == 1);
   CHECK(c.poll(milliseconds(199)).failed.empty());
@@ -132,10 +110,10 @@ TEST_CASE("parked frames are released in order with the peer's MAC once it answe
   Cache c;
   std::vector<Bytes> sent;
   for (uint8_t i = 0; i < 5; ++i) {
-    sent.push_back(packet(i, 60 + i));
+    sent.push_back(parkable_frame(i, 60 + i));
     REQUIRE(c.cache.park(peer_ip, sent.back(), milliseconds(i)) == ParkResult::queued);
   }
-  c.cache.park(other_ip, packet(9), 0);  // another peer, still unresolved afterwards
+  c.cache.park(other_ip, parkable_frame(9), 0);  // another peer, still unresolved afterwards
   REQUIRE(c.poll(milliseconds(10)).frames.size() == 2);
 
   c.out.clear();
@@ -160,12 +138,12 @@ TEST_CASE("parked frames are released in order with the peer's MAC once it answe
 
 TEST_CASE("parking is bounded per destination and in total; drops are counted", "[arp_cache]") {
   Cache c({.max_parked_per_destination = 3, .max_parked_total = 5});
-  for (int i = 0; i < 3; ++i) CHECK(c.cache.park(peer_ip, packet(1), 0) == ParkResult::queued);
-  CHECK(c.cache.park(peer_ip, packet(1), 0) == ParkResult::dropped_destination_full);
-  CHECK(c.cache.park(other_ip, packet(2), 0) == ParkResult::queued);
-  CHECK(c.cache.park(other_ip, packet(2), 0) == ParkResult::queued);
-  CHECK(c.cache.park(other_ip, packet(2), 0) == ParkResult::dropped_total_full);
-  CHECK(c.cache.park(0x0a000077, packet(3), 0) == ParkResult::dropped_total_full);
+  for (int i = 0; i < 3; ++i) CHECK(c.cache.park(peer_ip, parkable_frame(1), 0) == ParkResult::queued);
+  CHECK(c.cache.park(peer_ip, parkable_frame(1), 0) == ParkResult::dropped_destination_full);
+  CHECK(c.cache.park(other_ip, parkable_frame(2), 0) == ParkResult::queued);
+  CHECK(c.cache.park(other_ip, parkable_frame(2), 0) == ParkResult::queued);
+  CHECK(c.cache.park(other_ip, parkable_frame(2), 0) == ParkResult::dropped_total_full);
+  CHECK(c.cache.park(0x0a000077, parkable_frame(3), 0) == ParkResult::dropped_total_full);
   CHECK(c.cache.park(0x0a000077, Bytes(5, 0), 0) == ParkResult::dropped_too_short);
   CHECK(c.cache.parked() == 5);
   CHECK(c.counters.arp_parked == 5);
@@ -174,7 +152,7 @@ TEST_CASE("parking is bounded per destination and in total; drops are counted", 
   // Releasing frees room.
   c.cache.learn(peer_ip, peer_mac, 1, c.out);
   CHECK(c.cache.parked() == 2);
-  CHECK(c.cache.park(other_ip, packet(2), 2) == ParkResult::queued);
+  CHECK(c.cache.park(other_ip, parkable_frame(2), 2) == ParkResult::queued);
 }
 
 TEST_CASE("a full cache evicts the resolved entry closest to expiry, never a resolution", "[arp_cache]") {
@@ -186,9 +164,9 @@ TEST_CASE("a full cache evicts the resolved entry closest to expiry, never a res
   CHECK_FALSE(c.cache.lookup(0x0a000010, seconds(3)).has_value());
   CHECK(c.cache.lookup(0x0a000011, seconds(3)) == other_mac);
 
-  CHECK(c.cache.park(0x0a000020, packet(1), seconds(3)) == ParkResult::queued);  // evicts .17
-  CHECK(c.cache.park(0x0a000021, packet(1), seconds(3)) == ParkResult::queued);  // evicts .18
-  CHECK(c.cache.park(0x0a000022, packet(1), seconds(3)) == ParkResult::dropped_cache_full);
+  CHECK(c.cache.park(0x0a000020, parkable_frame(1), seconds(3)) == ParkResult::queued);  // evicts .17
+  CHECK(c.cache.park(0x0a000021, parkable_frame(1), seconds(3)) == ParkResult::queued);  // evicts .18
+  CHECK(c.cache.park(0x0a000022, parkable_frame(1), seconds(3)) == ParkResult::dropped_cache_full);
   c.cache.learn(0x0a000030, peer_mac, seconds(3), c.out);  // no room either: not learned
   CHECK_FALSE(c.cache.lookup(0x0a000030, seconds(3)).has_value());
   CHECK(c.cache.resolving(0x0a000020));
@@ -226,7 +204,7 @@ TEST_CASE("an entry in use is probed by unicast before it expires", "[arp_cache]
     CHECK(c.counters.arp_entries_expired == 1);
     CHECK_FALSE(c.cache.lookup(peer_ip, seconds(60)).has_value());
     // The next packet resolves afresh, by broadcast.
-    CHECK(c.cache.park(peer_ip, packet(1), seconds(61)) == ParkResult::queued);
+    CHECK(c.cache.park(peer_ip, parkable_frame(1), seconds(61)) == ParkResult::queued);
     REQUIRE(c.poll(seconds(61)).frames.size() == 1);
     CHECK(is_request_for(c.out.frames[0], peer_ip, MacAddress::broadcast()));
   }
@@ -235,7 +213,7 @@ TEST_CASE("an entry in use is probed by unicast before it expires", "[arp_cache]
 TEST_CASE("an expired entry not yet swept is resolved again when a packet is parked for it", "[arp_cache]") {
   Cache c;
   c.cache.learn(peer_ip, peer_mac, 0, c.out);
-  CHECK(c.cache.park(peer_ip, packet(1), seconds(61)) == ParkResult::queued);
+  CHECK(c.cache.park(peer_ip, parkable_frame(1), seconds(61)) == ParkResult::queued);
   CHECK(c.counters.arp_entries_expired == 1);
   REQUIRE(c.poll(seconds(61)).frames.size() == 1);
   CHECK(is_request_for(c.out.frames[0], peer_ip, MacAddress::broadcast()));
@@ -248,7 +226,7 @@ TEST_CASE("an expired entry not yet swept is resolved again when a packet is par
 TEST_CASE("a frame parked for a peer already known leaves at the next poll", "[arp_cache]") {
   Cache c;
   c.cache.learn(peer_ip, peer_mac, 0, c.out);
-  const Bytes p = packet(4);
+  const Bytes p = parkable_frame(4);
   CHECK(c.cache.park(peer_ip, p, 1) == ParkResult::ready);
   CHECK(c.cache.next_deadline() == 1);
   const ArpOutput& o = c.poll(1);
@@ -261,7 +239,7 @@ TEST_CASE("a frame parked for a peer already known leaves at the next poll", "[a
 
 TEST_CASE("requests come from our address nearest the peer, with the port's VLAN tag", "[arp_cache]") {
   Cache c({}, test_port(0x0123));
-  c.cache.park(0xc0a80107, packet(1), 0);  // 192.168.1.7: our 192.168.1.1 speaks
+  c.cache.park(0xc0a80107, parkable_frame(1), 0);  // 192.168.1.7: our 192.168.1.1 speaks
   const ArpOutput& o = c.poll(0);
   REQUIRE(o.frames.size() == 1);
   const Bytes& f = o.frames[0];
@@ -275,7 +253,7 @@ TEST_CASE("requests come from our address nearest the peer, with the port's VLAN
   PortAddresses v6_only;
   v6_only.mac = our_mac;
   Cache none({}, v6_only);
-  none.cache.park(peer_ip, packet(1), 0);
+  none.cache.park(peer_ip, parkable_frame(1), 0);
   REQUIRE(none.poll(0).frames.size() == 1);
   CHECK(get32(&none.out.frames[0][28]) == 0);  // no IPv4 address: an RFC 5227 probe
 }

@@ -17,27 +17,7 @@ wire::IpAddress v6(const uint8_t* p) { return wire::IpAddress::from_v6_bytes(p);
 const wire::IpAddress peer = v6(peer_ip6);
 const wire::IpAddress peer2 = v6(peer2_ip6);
 
-struct Cache {
-  PortAddresses port;
-  NetCounters counters;
-  NdCache cache;
-  NdOutput out;
-
-  explicit Cache(NdCacheConfig config = {}, PortAddresses p = test_port())
-      : port(std::move(p)), cache(port, counters, config) {}
-
-  NdOutput& poll(Nanos now) {
-    out.clear();
-    cache.poll(now, out);
-    return out;
-  }
-};
-
-Bytes packet(uint8_t tag, size_t size = 64) {
-  Bytes b = pattern(size, tag);
-  std::fill(b.begin(), b.begin() + 6, 0);
-  return b;
-}
+using Cache = CacheFixture<NdCache, NdOutput, NdCacheConfig>;
 
 // An NS from `src` for `target`: to its solicited-node group (multicast) or unicast to `unicast`, as the
 // target sees it (classified by a port owning the target), carrying our MAC as its source option.
@@ -69,8 +49,8 @@ TEST_CASE("nd cache: resolution sends max_requests solicitations retry_interval 
           "[nd_cache]") {
   Cache c;
   const Nanos t0 = seconds(3);
-  REQUIRE(c.cache.park(peer, packet(1), t0) == ParkResult::queued);
-  REQUIRE(c.cache.park(peer, packet(2), t0 + 5) == ParkResult::queued);
+  REQUIRE(c.cache.park(peer, parkable_frame(1), t0) == ParkResult::queued);
+  REQUIRE(c.cache.park(peer, parkable_frame(2), t0 + 5) == ParkResult::queued);
   CHECK(c.cache.resolving(peer));
   CHECK(c.cache.parked() == 2);
   CHECK(c.cache.next_deadline() == t0);
@@ -105,8 +85,8 @@ TEST_CASE("nd cache: the same timing as the ARP cache for the same configuration
   NetCounters arp_counters;
   ArpCache arp(test_port(), arp_counters, config);
   ArpOutput arp_out;
-  c.cache.park(peer, packet(1), 0);
-  arp.park(peer_ip, packet(1), 0);
+  c.cache.park(peer, parkable_frame(1), 0);
+  arp.park(peer_ip, parkable_frame(1), 0);
   for (Nanos t = 0; t <= milliseconds(300); t += milliseconds(10)) {
     arp_out.clear();
     if (t >= arp.next_deadline()) arp.poll(t, arp_out);
@@ -124,10 +104,10 @@ TEST_CASE("nd cache: parked frames leave in order with the learned MAC", "[nd_ca
   Cache c;
   std::vector<Bytes> sent;
   for (uint8_t i = 0; i < 4; ++i) {
-    sent.push_back(packet(i, 60 + i));
+    sent.push_back(parkable_frame(i, 60 + i));
     REQUIRE(c.cache.park(peer, sent.back(), milliseconds(i)) == ParkResult::queued);
   }
-  c.cache.park(peer2, packet(9), 0);
+  c.cache.park(peer2, parkable_frame(9), 0);
   REQUIRE(c.poll(milliseconds(10)).frames.size() == 2);  // one NS each
   c.out.clear();
   c.cache.learn(peer, peer_mac, milliseconds(20), c.out);
@@ -142,7 +122,7 @@ TEST_CASE("nd cache: parked frames leave in order with the learned MAC", "[nd_ca
   CHECK(c.cache.resolving(peer2));
   CHECK(c.cache.lookup(peer, milliseconds(20)) == peer_mac);
   // Parked after the MAC is known: leaves at the next poll, MAC filled in.
-  REQUIRE(c.cache.park(peer, packet(7), milliseconds(30)) == ParkResult::ready);
+  REQUIRE(c.cache.park(peer, parkable_frame(7), milliseconds(30)) == ParkResult::ready);
   const NdOutput& o = c.poll(milliseconds(30));
   REQUIRE(o.frames.size() == 1);
   CHECK(get_mac(o.frames[0].data()) == peer_mac);
@@ -177,18 +157,18 @@ TEST_CASE("nd cache: update_if_known creates nothing", "[nd_cache]") {
   Cache c;
   CHECK_FALSE(c.cache.update_if_known(peer, peer_mac, 0, c.out));
   CHECK(c.cache.entries() == 0);
-  c.cache.park(peer, packet(1), 0);
+  c.cache.park(peer, parkable_frame(1), 0);
   CHECK(c.cache.update_if_known(peer, peer_mac, 1, c.out));
   CHECK(c.out.frames.size() == 1);
 }
 
 TEST_CASE("nd cache: limits drop the newest frame and count it", "[nd_cache]") {
   Cache c({.max_parked_per_destination = 2, .max_parked_total = 3});
-  CHECK(c.cache.park(peer, packet(1), 0) == ParkResult::queued);
-  CHECK(c.cache.park(peer, packet(2), 0) == ParkResult::queued);
-  CHECK(c.cache.park(peer, packet(3), 0) == ParkResult::dropped_destination_full);
-  CHECK(c.cache.park(peer2, packet(4), 0) == ParkResult::queued);
-  CHECK(c.cache.park(peer2, packet(5), 0) == ParkResult::dropped_total_full);
+  CHECK(c.cache.park(peer, parkable_frame(1), 0) == ParkResult::queued);
+  CHECK(c.cache.park(peer, parkable_frame(2), 0) == ParkResult::queued);
+  CHECK(c.cache.park(peer, parkable_frame(3), 0) == ParkResult::dropped_destination_full);
+  CHECK(c.cache.park(peer2, parkable_frame(4), 0) == ParkResult::queued);
+  CHECK(c.cache.park(peer2, parkable_frame(5), 0) == ParkResult::dropped_total_full);
   CHECK(c.cache.park(peer2, Bytes(3), 0) == ParkResult::dropped_too_short);
   CHECK(c.counters.nd_parked_dropped == 3);
   CHECK(c.counters.nd_parked == 3);
@@ -206,7 +186,7 @@ TEST_CASE("nd cache: solicitations come from the best-matching address of ours",
   CHECK(c.cache.source_for(v6(other_peer)) == v6(other_net));
   const wire::IpAddress peer_ll = link_local_from_mac(peer_mac);
   CHECK(c.cache.source_for(peer_ll) == ll);
-  c.cache.park(peer_ll, packet(1), 0);
+  c.cache.park(peer_ll, parkable_frame(1), 0);
   const NdOutput& o = c.poll(0);
   REQUIRE(o.frames.size() == 1);
   CHECK(is_solicitation_for(o.frames[0], peer_ll, std::nullopt, ll));
