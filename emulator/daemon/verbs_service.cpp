@@ -171,10 +171,7 @@ json VerbsService::open_device(Session& s, uint64_t id, const json& r, std::vect
   // A client that rings a session doorbell (protocol/doorbell.hpp) gets its page, and the engine then
   // looks at its rings only when it rings; a client that does not ask has its rings scanned every turn.
   if (doorbell) {
-    SharedRegion page = SharedRegion::create("uroce-doorbell", sizeof(protocol::SessionDoorbell));
-    auto* d = reinterpret_cast<protocol::SessionDoorbell*>(page.data());
-    d->magic = protocol::session_doorbell_magic;
-    d->version = protocol::session_doorbell_version;
+    SharedRegion page = protocol::make_session_doorbell();
     fds.push_back(page.dup_fd());
     engine_.run_on_engine([&](EngineContext& c) { c.queues.attach_doorbell(id, std::move(page)); });
     names.push_back("doorbell");

@@ -16,6 +16,8 @@
 #include <atomic>
 #include <cstdint>
 
+#include "emulator/protocol/shared_region.hpp"
+
 namespace uroce::emulator::protocol {
 
 struct alignas(64) SessionDoorbell {
@@ -27,5 +29,14 @@ inline constexpr uint32_t session_doorbell_magic = 0x55524442;  // "URDB"
 inline constexpr uint32_t session_doorbell_version = 1;
 
 inline std::atomic_ref<uint32_t> doorbell_word(SessionDoorbell& d) { return std::atomic_ref<uint32_t>(d.rung); }
+
+// A fresh doorbell page, formatted (the daemon makes one per session that asks for it).
+inline SharedRegion make_session_doorbell() {
+  SharedRegion page = SharedRegion::create("uroce-doorbell", sizeof(SessionDoorbell));
+  auto* d = reinterpret_cast<SessionDoorbell*>(page.data());
+  d->magic = session_doorbell_magic;
+  d->version = session_doorbell_version;
+  return page;
+}
 
 }  // namespace uroce::emulator::protocol

@@ -10,15 +10,6 @@ namespace {
 
 using protocol::CompletionEntry;
 
-protocol::SharedRegion doorbell_page() {
-  protocol::SharedRegion page =
-      protocol::SharedRegion::create("uroce-test-doorbell", sizeof(protocol::SessionDoorbell));
-  auto* d = reinterpret_cast<protocol::SessionDoorbell*>(page.data());
-  d->magic = protocol::session_doorbell_magic;
-  d->version = protocol::session_doorbell_version;
-  return page;
-}
-
 // The client's mapping of the daemon's page (a second mapping of the same memfd, as over the socket).
 struct ClientDoorbell {
   explicit ClientDoorbell(const protocol::SharedRegion& page)
@@ -27,6 +18,16 @@ struct ClientDoorbell {
   void ring() { protocol::doorbell_word(*reinterpret_cast<protocol::SessionDoorbell*>(mapping.data())).fetch_add(1); }
   protocol::SharedRegion mapping;
 };
+
+// Gives session A of `s` a doorbell page, as open_device does, and one turn (which looks at the rings
+// anyway); returns the client's side of it.
+ClientDoorbell attach_doorbell(ServedPair& s) {
+  protocol::SharedRegion page = protocol::make_session_doorbell();
+  ClientDoorbell bell(page);
+  s.qa.attach_doorbell(ServedPair::session_a, std::move(page));
+  s.pump();
+  return bell;
+}
 
 protocol::SendEntry write_to_b(const Pair& p, uint64_t wr_id) {
   protocol::SendEntry w = send_entry(wr_id, verbs::WrOpcode::rdma_write);
@@ -40,10 +41,7 @@ protocol::SendEntry write_to_b(const Pair& p, uint64_t wr_id) {
 TEST_CASE("with a doorbell, a posted request is taken once its client rings, not before", "[queues][doorbell]") {
   ServedPair s;
   Pair& p = s.pair;
-  protocol::SharedRegion page = doorbell_page();
-  ClientDoorbell bell(page);
-  s.qa.attach_doorbell(ServedPair::session_a, std::move(page));
-  s.pump();  // the first turn after attaching looks at the rings anyway
+  ClientDoorbell bell = attach_doorbell(s);
 
   protocol::SendEntry w = write_to_b(p, 7);
   w.num_sge = 1;
@@ -68,10 +66,7 @@ TEST_CASE("with a doorbell, a posted request is taken once its client rings, not
 TEST_CASE("the client library rings the doorbell on every publication", "[queues][doorbell]") {
   ServedPair s;
   Pair& p = s.pair;
-  protocol::SharedRegion page = doorbell_page();
-  ClientDoorbell bell(page);
-  s.qa.attach_doorbell(ServedPair::session_a, std::move(page));
-  s.pump();
+  ClientDoorbell bell = attach_doorbell(s);
   s.ca.send.use_doorbell(bell.word());
   s.ca.recv.use_doorbell(bell.word());
 
@@ -100,10 +95,7 @@ TEST_CASE("more than a turn's burst is taken over the next turns without another
   shape.cq_capacity = 128;
   ServedPair s({}, shape);
   Pair& p = s.pair;
-  protocol::SharedRegion page = doorbell_page();
-  ClientDoorbell bell(page);
-  s.qa.attach_doorbell(ServedPair::session_a, std::move(page));
-  s.pump();
+  ClientDoorbell bell = attach_doorbell(s);
   s.ca.send.use_doorbell(bell.word());
   const protocol::WireSge src = sge(Pair::a_base, 8, p.a_key);
   for (uint64_t i = 0; i < 50; ++i) REQUIRE(s.ca.send.stage(write_to_b(p, i), std::span(&src, 1), {}) == 0);
@@ -121,10 +113,7 @@ TEST_CASE("more than a turn's burst is taken over the next turns without another
 
 TEST_CASE("a scribbled doorbell only makes the engine look at that client's rings", "[queues][doorbell]") {
   ServedPair s;
-  protocol::SharedRegion page = doorbell_page();
-  ClientDoorbell bell(page);
-  s.qa.attach_doorbell(ServedPair::session_a, std::move(page));
-  s.pump();
+  ClientDoorbell bell = attach_doorbell(s);
   for (uint32_t v : {0u, 0xffffffffu, 12345u, 7u}) {
     *bell.word() = v;
     s.pump();
