@@ -345,7 +345,9 @@ void Explainer::add_mad(const Record& r, const Frame& f, Flow& flow) {
     case 0x16: say(r.number, &flow, "CM DREP: disconnection confirmed"); return;
     case 0x12: {
       const auto reason = read_cm_rej_reason(payload);
-      say(r.number, &flow, fmt::format("CM REJ: {} rejects the connection (reason {})", src, reason ? *reason : 0));
+      const std::string_view why = reason ? cm_reject_reason_name(*reason) : std::string_view{};
+      say(r.number, &flow, fmt::format("CM REJ: {} rejects the connection (reason {}{}{})", src, reason ? *reason : 0,
+                                       why.empty() ? "" : ": ", why));
       return;
     }
     case 0x11: say(r.number, &flow, "CM MRA: message received, the answer will take longer"); return;

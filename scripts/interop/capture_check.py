@@ -1,15 +1,16 @@
 """A cell's capture through `uroce dissect` (every frame parsed, every ICRC checked) and `uroce explain`
-(retransmissions, NAKs and RNR NAKs per flow). A capture fails the cell if any frame has a bad ICRC or
+(retransmissions, NAKs and RNR NAKs per flow, CM REJ reasons). A capture fails the cell if any frame has a bad ICRC or
 fails to parse, if the file is damaged, or if it holds no RoCE traffic at all."""
 import re
 import subprocess
 
 SUMMARY = re.compile(r"(\d+) frames: (\d+) RoCE \((\d+) with a bad ICRC\), (\d+) malformed")
+REJ = re.compile(r"CM REJ: .* rejects the connection \(reason (\d+)")
 
 
 def check(uroce, pcap):
     r = {"ok": False, "frames": 0, "roce": 0, "bad_icrc": 0, "malformed": 0, "retrans": 0, "naks": 0, "rnr": 0,
-         "error": None}
+         "rej_reasons": [], "error": None}
     d = subprocess.run([uroce, "dissect", pcap], capture_output=True, text=True, timeout=300)
     m = SUMMARY.search(d.stderr)
     if not m:
@@ -19,6 +20,9 @@ def check(uroce, pcap):
     e = subprocess.run([uroce, "explain", pcap], capture_output=True, text=True, timeout=300)
     in_flows = False
     for line in e.stdout.splitlines():
+        rej = REJ.search(line)
+        if rej:
+            r["rej_reasons"].append(int(rej.group(1)))
         if line.startswith("Flows"):
             in_flows = True
             continue

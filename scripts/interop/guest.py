@@ -97,3 +97,17 @@ class Guest:
 
     def run(self, argv, limit):
         return self.start(argv, limit).wait()
+
+    def delay_tcp_from(self, port, ms):
+        """Delays the TCP segments the guest sends from PORT by MS milliseconds (netem, which this guest's
+        kernel has and the host's lacks), leaving everything else, RoCE included, as it is."""
+        rc, out = self.run(["sh", "-c", "modprobe -a sch_prio sch_netem cls_u32 && "
+                            "tc qdisc replace dev eth0 root handle 1: prio && "
+                            f"tc qdisc replace dev eth0 parent 1:3 handle 30: netem delay {int(ms)}ms && "
+                            "tc filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip protocol 6 0xff "
+                            f"match ip sport {int(port)} 0xffff flowid 1:3"], 60)
+        if rc != 0:
+            raise RuntimeError(f"cannot delay TCP in {self.name} (rc {rc}): {out.strip()[-300:]}")
+
+    def clear_delay(self):
+        self.run(["sh", "-c", "tc qdisc del dev eth0 root 2>/dev/null; true"], 60)

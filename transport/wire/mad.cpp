@@ -106,4 +106,43 @@ std::string_view cm_attribute_name(uint16_t a) {
   }
 }
 
+std::string_view cm_reject_reason_name(uint16_t reason) {
+  switch (reason) {
+    case 1: return "no QP available";
+    case 2: return "no EEC available";
+    case 3: return "no resources available";
+    case 4: return "timeout";
+    case 5: return "unsupported request";
+    case 6: return "invalid communication ID";
+    case 7: return "invalid communication instance";
+    case 8: return "invalid service ID";  // nobody listens on that service (rdma_cm port) yet
+    case 9: return "invalid transport service type";
+    case 10: return "stale connection";
+    case 11: return "RDC does not exist";
+    case 12: return "invalid GID";
+    case 13: return "invalid LID";
+    case 14: return "invalid SL";
+    case 15: return "invalid traffic class";
+    case 16: return "invalid hop limit";
+    case 17: return "invalid packet rate";
+    case 18: return "invalid alternate GID";
+    case 19: return "invalid alternate LID";
+    case 20: return "invalid alternate SL";
+    case 21: return "invalid alternate traffic class";
+    case 22: return "invalid alternate hop limit";
+    case 23: return "invalid alternate packet rate";
+    case 24: return "port CM redirection";
+    case 25: return "port redirection";
+    case 26: return "invalid path MTU";
+    case 27: return "insufficient responder resources";
+    case 28: return "consumer reject";
+    case 29: return "invalid RNR NAK retry count";
+    case 30: return "duplicate local communication ID";
+    case 31: return "unsupported class version";
+    case 32: return "invalid primary flow label";
+    case 33: return "invalid alternate flow label";
+    default: return "";
+  }
+}
+
 }  // namespace uroce::wire

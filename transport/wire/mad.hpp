@@ -81,5 +81,7 @@ unsigned ib_mtu_bytes(uint8_t code);
 
 std::string_view mgmt_class_name(uint8_t mgmt_class);             // "CM", "SubnAdm", ...
 std::string_view cm_attribute_name(uint16_t attribute_id);        // "REQ", "REP", ... ("" if unknown)
+// A REJ's reason (IBTA table 112) in words, e.g. 8: "invalid service ID" ("" if unknown).
+std::string_view cm_reject_reason_name(uint16_t reason);
 
 }  // namespace uroce::wire

@@ -309,6 +309,12 @@ TEST_CASE("MAD names", "[wire][mad]") {
   CHECK(cm_attribute_name(0x0f).empty());
   CHECK(cm_attribute_name(0x1b).empty());
   CHECK(cm_attribute_name(0x1000).empty());
+  // REJ reasons: every one of IBTA table 112 has words; what it does not define has none.
+  for (uint16_t reason = 1; reason <= 33; ++reason) CHECK_FALSE(cm_reject_reason_name(reason).empty());
+  CHECK(cm_reject_reason_name(8) == "invalid service ID");
+  CHECK(cm_reject_reason_name(28) == "consumer reject");
+  CHECK(cm_reject_reason_name(0).empty());
+  CHECK(cm_reject_reason_name(34).empty());
   CHECK(mgmt_class_name(0x07) == "CM");
   CHECK(mgmt_class_name(0x01) == "SubnMgt");
   CHECK(mgmt_class_name(0x03) == "SubnAdm");
