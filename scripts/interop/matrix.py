@@ -84,6 +84,7 @@ class Runner:
         server_ip = server.ip  # uroce's address is the kernel's too (TCP), see netns.sh
         start = time.time()
         daemon = tcpdump = delayed = None
+        exit_race = False
         try:
             if "uroce" in (client_name, server_name):
                 cell.capture = os.path.join(cell_dir, "uroced.pcap")
@@ -118,11 +119,10 @@ class Runner:
             cell.result = program.result(c_out) or program.result(s_out)
             if c_rc != 0:
                 cell.notes.append(f"client rc {c_rc}{' (timeout)' if c_rc in (124, 137) else ''}: {tail(c_out)}")
-            if s_rc != 0 and cell.loss and program.last_ack_race and c_rc == 0 and cell.result and (
-                    s_rc in STOPPED or "retry counter exceeded" in s_out or "status 12" in s_out):
-                cell.info.append("server stopped after its client had left: the client's last ACK was lost "
-                                 "(the pingpongs' exit race)")
-            elif s_rc != 0 and not (program.server_persists and s_rc in STOPPED):
+            exit_race = (s_rc != 0 and cell.loss and program.last_ack_race and c_rc == 0 and cell.result and
+                         (s_rc in STOPPED or "retry counter exceeded" in s_out or "status 12" in s_out))
+            # (an exit race is judged below, with the capture)
+            if s_rc != 0 and not exit_race and not (program.server_persists and s_rc in STOPPED):
                 cell.notes.append(f"server rc {s_rc}{' (timeout)' if s_rc in (124, 137) else ''}: {tail(s_out)}")
             if c_rc == 0 and not cell.result:  # (a persistent server is stopped: its rc says nothing)
                 cell.notes.append("no result (or a zero one) in the output: " + tail(c_out, 4))
@@ -140,6 +140,15 @@ class Runner:
             cell.seconds = time.time() - start
         cap = check(self.uroce, cell.capture)
         cell.traffic = cap
+        if exit_race:
+            # When uroce was the client, its capture shows whether it had ACKed what the server kept resending
+            # (the ACK then was lost on the bridge); rxe's side of that is not in any capture.
+            if server is not self.host and client is self.host and not cap["last_retransmission_acked"]:
+                cell.notes.append(f"server rc {s_rc} after its client had left, and the capture does not show the "
+                                  f"client's ACK of what the server resent: {tail(s_out)}")
+            else:
+                cell.info.append("server stopped after its client had left: the client's last ACK was lost (the "
+                                 "exit race of the pingpongs and perftest's latency tests)")
         if not cap["ok"]:
             cell.notes.append("capture: " + cap["error"])
         cell.ok = not cell.notes and bool(cell.result)

@@ -60,6 +60,30 @@ def main():
     argv = bw.client(Side, 1, "10.99.0.254", Side)
     assert bw.argv(argv, 5)[argv.index("-n") + 1] == "20" and bw.argv(argv, 0) == argv
     assert not programs.PROGRAMS["ibv_ud_pingpong"].lossy
+    # Lossy qperf cells send 4 KiB messages for 10 s, options before the host; its server is left alone.
+    qp = programs.PROGRAMS["qperf rc_bw rc_lat"]
+    argv = qp.client(Side, 1, "10.99.0.254", Side)
+    lossy = qp.argv(argv, 5)
+    assert lossy[lossy.index("-t") + 1] == "10" and lossy[lossy.index("-m") + 1] == "4096", lossy
+    assert lossy.index("-m") < lossy.index("10.99.0.254") and qp.argv(argv, 0) == argv
+    assert qp.argv(qp.server(Side, 1), 5) == qp.server(Side, 1)
+    # qperf's listen race is recognised (and its server's TCP delayed); the exit race covers the
+    # pingpongs and perftest's latency tests, not the bandwidth tests.
+    assert qp.listen_race and qp.server_tcp_delay_ms > 0 and not bw.listen_race
+    assert programs.PROGRAMS["ib_write_lat"].last_ack_race and programs.PROGRAMS["ibv_rc_pingpong"].last_ack_race
+    assert not bw.last_ack_race
+
+    # The exit race, from an interop cell (ib_write_lat, uroce client, 5% loss): rxe's server resends its last
+    # WRITE to a client that has left, and the capture shows that uroce had ACKed it (the ACK was lost).
+    # Without that ACK in the capture the race is not proven.
+    here = os.path.dirname(os.path.abspath(__file__))
+    r = capture_check.check(uroce, os.path.join(here, "..", "data", "interop", "exit-race-write-lat.pcap"))
+    assert r["ok"] and r["retrans"] > 0 and r["last_retransmission_acked"], r
+    r = capture_check.check(uroce, os.path.join(here, "..", "data", "interop", "exit-race-write-lat-ack-missing.pcap"))
+    assert r["ok"] and r["retrans"] > 0 and not r["last_retransmission_acked"], r
+    # rxe's rping capture: a connection without a REJ.
+    r = capture_check.check(uroce, os.path.join(captures, "10-rdma-cm-rping.pcap"))
+    assert r["ok"] and r["rej_reasons"] == [], r
 
     # A real lossy rxe capture: clean, with its retransmissions and NAKs counted.
     r = capture_check.check(uroce, os.path.join(captures, "11-rc-write-loss5.pcap"))
