@@ -60,6 +60,7 @@ int serve(const DaemonOptions& o) {
   config.loss_seed = o.loss_seed;
   config.back_off.doze_ns = uint64_t(o.spin_us) * 1000;
   config.back_off.nap_ns = uint64_t(o.nap_us) * 1000;
+  config.back_off.yield_naps = o.nap == "yield";
   config.back_off.max_sleep_ns = uint64_t(o.max_sleep_us) * 1000;
   // The ring under the loopback carries frames of any size: it runs with jumbo frames, so its RoCE path
   // MTU is 4096 as on a real NIC's loopback. A real port's MTU is what its driver (or kernel) says.

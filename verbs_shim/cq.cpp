@@ -3,6 +3,7 @@
 // completes something, and ibv_get_cq_event reads it.
 #include <unistd.h>
 
+#include "idle_poll.hpp"
 #include "shim.hpp"
 
 namespace uroce::shim {
@@ -12,7 +13,7 @@ int poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
   if (num_entries <= 0) return 0;
   emulator::protocol::CompletionEntry e[32];
   int total = 0;
-  std::lock_guard g(q->lock);
+  std::unique_lock g(q->lock);
   while (total < num_entries) {
     const int want = std::min(num_entries - total, int(std::size(e)));
     const int n = q->impl->ring.poll({e, size_t(want)});
@@ -36,6 +37,8 @@ int poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
     total += n;
     if (n < want) break;
   }
+  g.unlock();  // not held across a yield
+  note_poll(total != 0);
   return total;
 }
 

@@ -2,6 +2,7 @@
 // wrapper looks) and start_poll / next_poll / end_poll with the ibv_wc_read_* callbacks. Each poll step
 // takes one completion off the shared ring into the CQ's `current`, which the callbacks read; the CQ's
 // lock is held from a successful start_poll to end_poll, as rdma-core's providers do.
+#include "idle_poll.hpp"
 #include "shim.hpp"
 
 namespace uroce::shim {
@@ -27,8 +28,12 @@ int start_poll(ibv_cq_ex* c, ibv_poll_cq_attr* attr) {
   if (attr && attr->comp_mask) return EINVAL;  // no poll attribute is defined
   Cq& q = cq_of(c);
   q.lock.lock();
-  if (take(q)) return 0;
+  if (take(q)) {
+    note_poll(true);
+    return 0;
+  }
   q.lock.unlock();  // ENOENT ends the poll: the application does not call end_poll
+  note_poll(false);
   return ENOENT;
 }
 

@@ -40,8 +40,14 @@ void describe_options(CLI::App& app, DaemonOptions& o) {
                  "stay awake this long after the last work (polling, then short naps), then sleep: clients "
                  "must wake a sleeping engine with a system call")
       ->capture_default_str();
+  app.add_option("--nap", o.nap,
+                 "what an idle nap is: yield (give the CPU to a thread that waits for it, back at once if none "
+                 "does) or sleep (a timed sleep of --nap-us)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"yield", "sleep"}));
   app.add_option("--nap-us", o.nap_us,
-                 "one idle nap: lets an application that shares the engine's CPU run (0: poll without napping)")
+                 "one timed nap (--nap sleep): lets an application that shares the engine's CPU run (0: poll "
+                 "without napping, either kind)")
       ->capture_default_str()
       ->check(CLI::Range(0u, 10000u));
   app.add_option("--max-sleep-us", o.max_sleep_us, "longest idle sleep (bounds idle rx latency)")

@@ -30,7 +30,8 @@ struct DaemonOptions {
   double rx_loss = 0;
   uint64_t loss_seed = 1;
   unsigned spin_us = 1000;  // idle time before the engine sleeps (and clients must wake it)
-  unsigned nap_us = 20;     // one idle nap before that (engine/back_off.hpp); 0: poll without napping
+  unsigned nap_us = 20;     // one timed idle nap before that (engine/back_off.hpp); 0: poll without napping
+  std::string nap = "yield";  // what a nap is: "yield" (sched_yield) or "sleep" (nap_us)
   unsigned max_sleep_us = 500;
   std::string log_level_text = "info";
   spdlog::level::level_enum log_level = spdlog::level::info;

@@ -7,7 +7,12 @@
 // engine naps: short timed sleeps (nap_ns) during which the client on its core runs, and from which the
 // timer brings it back ahead of that client (a thread that sleeps often is owed CPU time, so the scheduler
 // lets it preempt). A nap is still "awake" to clients: they do not ring the wake eventfd for it (no system
-// call), it just polls less often. Only after doze_ns without work does the engine really sleep, with a
+// call), it just polls less often. By default a nap is a sched_yield() instead: the core goes to whoever
+// waits for it, for as long as that thread has work, and comes straight back if nobody does. With the
+// verbs shim's polls yielding in turn when they find nothing (verbs_shim/idle_poll.hpp), the threads that
+// share a core hand it to each other when they run out of work instead of at the end of a slice; measured
+// on the 2-core VM, that cut ib_send_lat from 20 to 5 us on the loopback port and from 54-70 to 11-26 us
+// between two daemons (docs/daemon.md). A timed nap stays available (--nap sleep). Only after doze_ns without work does the engine really sleep, with a
 // timeout that doubles up to max_sleep_ns, telling clients to wake it (docs/daemon.md).
 //
 // A busy engine can starve its neighbour too: fed by a client on the other core, it may never be idle, and
@@ -31,6 +36,7 @@ namespace uroce::emulator::engine {
 struct BackOffConfig {
   uint64_t spin_ns = 5'000;              // idle time spent polling before the first nap
   uint64_t nap_ns = 20'000;              // one nap; 0: no naps, poll until doze_ns
+  bool yield_naps = true;                // a nap is a sched_yield(); false: a timed sleep of nap_ns
   uint64_t doze_ns = 1'000'000;          // idle time (spin and naps) before the first real sleep
   uint64_t max_sleep_ns = 500'000;       // the longest sleep; a received frame waits at most this long
   uint64_t in_flight_sleep_ns = 20'000;  // the longest sleep while transport timers run (traffic in flight)

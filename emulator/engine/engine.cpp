@@ -1,6 +1,7 @@
 #include "emulator/engine/engine.hpp"
 
 #include <poll.h>
+#include <sched.h>
 #include <rte_mbuf.h>
 #include <sys/prctl.h>
 #include <sys/eventfd.h>
@@ -397,7 +398,11 @@ void Engine::rest(const BackOff::Step& step, transport::Nanos now) {
   back_off_.rested();
   if (step.kind == BackOff::Kind::nap) {
     ++counters_.naps;
-    wait_for_wake(step.timeout_ns);
+    if (back_off_.config().yield_naps) {
+      sched_yield();
+    } else {
+      wait_for_wake(step.timeout_ns);
+    }
     counters_.napped_ns += clock_.now() - now;
     return;
   }
