@@ -119,7 +119,8 @@ class Runner:
             cell.result = program.result(c_out) or program.result(s_out)
             if c_rc != 0:
                 cell.notes.append(f"client rc {c_rc}{' (timeout)' if c_rc in (124, 137) else ''}: {tail(c_out)}")
-            exit_race = (s_rc != 0 and cell.loss and program.last_ack_race and c_rc == 0 and cell.result and
+            exit_race = (s_rc != 0 and cell.loss and program.last_ack_race and not program.server_persists and
+                         c_rc == 0 and cell.result and
                          (s_rc in STOPPED or "retry counter exceeded" in s_out or "status 12" in s_out))
             # (an exit race is judged below, with the capture)
             if s_rc != 0 and not exit_race and not (program.server_persists and s_rc in STOPPED):

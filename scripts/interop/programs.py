@@ -21,7 +21,8 @@ class Program:
         # completion, so if its ACK of the server's last message is lost, the server retransmits to a QP
         # that is gone and never completes (rxe retries for ever; uroce gives up with retry-exceeded).
         # perftest's latency tests have the same race: the client ends once it has its peer's last message.
-        self.last_ack_race = (name.startswith("ibv_") and "pingpong" in name) or name.endswith("_lat")
+        self.last_ack_race = (name.startswith("ibv_") and "pingpong" in name) or (
+            name.startswith("ib_") and name.endswith("_lat"))
         # UD has no retransmission: one lost datagram stalls a pingpong for good, so no lossy cell.
         self.lossy = "ud_pingpong" not in name
         # A qperf server serves clients until it is stopped: its end says nothing.
