@@ -19,21 +19,22 @@ BackOff::Step BackOff::busy(transport::Nanos now) {
   sleep_ns_ = 0;
   if (busy_since_ == 0) busy_since_ = now;
   if (config_.nap_ns == 0 || !sharing(now) || now - busy_since_ < config_.busy_slice_ns) return {};
-  return {Kind::nap, config_.nap_ns};
+  return {Kind::nap, config_.nap_ns, config_.yield_naps};
 }
 
 BackOff::Step BackOff::idle(transport::Nanos now, transport::Nanos deadline, bool in_flight) {
   note_turn(now);
   if (idle_since_ == 0) idle_since_ = now;
   const uint64_t idle_for = now - idle_since_;
-  if (idle_for < config_.spin_ns) return {};
+  const bool yield = config_.yield_naps;
+  if (!yield && idle_for < config_.spin_ns) return {};  // a yield needs no spin before it
   // Never past the next timer: a timer that is due makes the next turn useful at once.
   uint64_t until_deadline = ~uint64_t(0);
   if (deadline != transport::never) until_deadline = deadline <= now ? 0 : deadline - now;
   if (until_deadline == 0) return {};
   if (idle_for < config_.doze_ns) {
     const uint64_t nap = std::min(config_.nap_ns, until_deadline);
-    return nap == 0 ? Step{} : Step{Kind::nap, nap};  // nap_ns 0: keep polling
+    return nap == 0 ? Step{} : Step{Kind::nap, nap, yield};  // nap_ns 0: keep polling
   }
   // A transport timer runs while requests are in flight: the peer's answer is due within microseconds,
   // so the sleep stays short instead of doubling towards max_sleep_ns (which would add up to that much

@@ -134,6 +134,7 @@ unsigned Engine::run_commands(transport::Nanos now) {
     out["engine"] = {{"loops", counters_.loops},           {"sleeps", counters_.sleeps},
                      {"slept_us", counters_.slept_ns / 1000},
                      {"naps", counters_.naps},             {"napped_us", counters_.napped_ns / 1000},
+                     {"yields", counters_.yields},         {"slow_yields", counters_.slow_yields},
                      {"tx_frames", counters_.tx_frames},   {"tx_no_mbuf", counters_.tx_no_mbuf},
                      {"tx_no_route", counters_.tx_no_route}, {"rx_injected_loss", counters_.rx_injected_loss}};
     nlohmann::json net;
@@ -225,7 +226,6 @@ bool Engine::turn(transport::Nanos now) {
   bool pending = device_.has_pending_work();
   device_.run(now);
   work += queues_.deliver_completions();
-  queues_.deliver_events();
   if (now >= arp_.next_deadline()) {
     arp_.poll(now, arp_out_);
     send_arp_output();
@@ -235,6 +235,9 @@ bool Engine::turn(transport::Nanos now) {
     send_nd_output();
   }
   work += flush_tx();
+  // Completion events last: writing a sleeping application's channel wakes it, and the scheduler may give
+  // it this core at once; the frames of this turn (the ACK its peer waits for) are on the wire by then.
+  queues_.deliver_events();
   // Work the transport scheduled while it ran (a requester it could not finish in one go) is not idle.
   pending = pending || device_.has_pending_work() || !local_.empty();
   drop_log_.maybe_report(now, net_counters_, device_.counters());
@@ -398,11 +401,16 @@ void Engine::rest(const BackOff::Step& step, transport::Nanos now) {
   back_off_.rested();
   if (step.kind == BackOff::Kind::nap) {
     ++counters_.naps;
-    if (back_off_.config().yield_naps) {
+    if (step.yield) {
+      const transport::Nanos before = clock_.now();
       sched_yield();
-    } else {
-      wait_for_wake(step.timeout_ns);
+      const transport::Nanos after = clock_.now();
+      ++counters_.yields;
+      if (back_off_.yielded(before, after)) ++counters_.slow_yields;
+      counters_.napped_ns += after - now;
+      return;
     }
+    wait_for_wake(step.timeout_ns);
     counters_.napped_ns += clock_.now() - now;
     return;
   }

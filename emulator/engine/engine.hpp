@@ -60,6 +60,8 @@ struct EngineCounters {
   uint64_t loops = 0;
   uint64_t naps = 0;
   uint64_t napped_ns = 0;          // time spent in naps (awake for clients, see back_off.hpp)
+  uint64_t yields = 0;             // naps that were sched_yield() calls
+  uint64_t slow_yields = 0;        // yields that kept the engine away (BackOffConfig::slow_yield_ns)
   uint64_t sleeps = 0;
   uint64_t slept_ns = 0;           // time spent asleep in the idle back-off
   uint64_t rx_bursts = 0;

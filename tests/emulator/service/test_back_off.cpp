@@ -23,6 +23,7 @@ BackOffConfig config() {
   c.max_sleep_ns = 500 * us;
   c.in_flight_sleep_ns = 20 * us;
   c.share_ns = 500'000 * us;  // shorter than the default, so that a test can outlast it
+  c.yield_naps = false;       // timed naps; the yields have their own test
   return c;
 }
 
@@ -115,6 +116,37 @@ TEST_CASE("a busy engine naps only once it was seen to share its core", "[back_o
   }
   CHECK_FALSE(b.sharing(t));
   for (int i = 0; i < 10; ++i) CHECK(b.busy(t += 50 * us).kind == Kind::poll);
+}
+
+TEST_CASE("naps are yields, without a spin first; slow yields are told apart", "[back_off]") {
+  BackOffConfig c = config();
+  c.yield_naps = true;
+  c.slow_yield_ns = 500 * us;
+  BackOff b(c);
+  // Idle: a yield at once, again and again until the doze (a yield needs no spin before it).
+  BackOff::Step s = b.idle(start, transport::never, false);
+  CHECK(s.kind == Kind::nap);
+  CHECK(s.yield);
+  CHECK_FALSE(b.yielded(start, start + 2 * us));  // nobody waited, or someone who gave the core back at once
+  CHECK(b.idle(start + 3 * us, transport::never, false).yield);
+  CHECK(b.idle(start + 999 * us, transport::never, false).kind == Kind::nap);
+  CHECK(b.idle(start + 1000 * us, transport::never, false).kind == Kind::sleep);  // the doze is the same
+  // A busy engine that shares its core yields after each busy slice too; a yield's time is no preemption.
+  b.rested();
+  transport::Nanos t = start + 10'000 * us;
+  b.busy(t);
+  CHECK(b.busy(t += 2000 * us).kind == Kind::poll);  // preempted: sharing from now on
+  while ((s = b.busy(t += 10 * us)).kind == Kind::poll) REQUIRE(t < start + 13'000 * us);
+  CHECK(s.yield);
+  CHECK(b.yielded(t, t + 2000 * us));  // a neighbour that kept the core until its slice ended
+  CHECK(b.busy(t + 2001 * us).kind == Kind::poll);
+  // Switched off, naps are timed ones after a spin.
+  c.yield_naps = false;
+  BackOff timed(c);
+  CHECK(timed.idle(start, transport::never, false).kind == Kind::poll);
+  s = timed.idle(start + 5 * us, transport::never, false);
+  CHECK(s.kind == Kind::nap);
+  CHECK_FALSE(s.yield);
 }
 
 TEST_CASE("the engine clock follows CLOCK_MONOTONIC and never goes back", "[back_off][clock]") {
