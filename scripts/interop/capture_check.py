@@ -6,29 +6,24 @@ import subprocess
 
 SUMMARY = re.compile(r"(\d+) frames: (\d+) RoCE \((\d+) with a bad ICRC\), (\d+) malformed")
 REJ = re.compile(r"CM REJ: .* rejects the connection \(reason (\d+)")
-RETRANSMITTED = re.compile(r"^\s*#\d+\s+(\S+)\s+retransmitted .*\(psn (\d+)\)")
-ACK = re.compile(r"^\s*#\d+\s+(\S+)\s+ACK up to psn (\d+)")
+# A retransmitted message is one line, "#first-last  B  retransmitted ... (psn 10..53)"; its last PSN counts.
+RETRANSMITTED = re.compile(r"^\s*#[\d-]+\s+(\S+)\s+retransmitted .*\(psn (\d+)(?:\.\.(\d+))?\)")
+ACK = re.compile(r"^\s*#[\d-]+\s+(\S+)\s+ACK up to psn (\d+)")
 
 
-def check(uroce, pcap):
-    r = {"ok": False, "frames": 0, "roce": 0, "bad_icrc": 0, "malformed": 0, "retrans": 0, "naks": 0, "rnr": 0,
-         "rej_reasons": [], "last_retransmission_acked": False, "error": None}
-    d = subprocess.run([uroce, "dissect", pcap], capture_output=True, text=True, timeout=300)
-    m = SUMMARY.search(d.stderr)
-    if not m:
-        r["error"] = f"uroce dissect failed (rc {d.returncode}): {d.stderr.strip()[-300:]}"
-        return r
-    r["frames"], r["roce"], r["bad_icrc"], r["malformed"] = map(int, m.groups())
-    e = subprocess.run([uroce, "explain", pcap], capture_output=True, text=True, timeout=300)
+def read_explain(text):
+    """What `uroce explain` says: retransmissions, NAKs and RNR NAKs (its flow table), the reasons of CM
+    REJs, and whether the last retransmission had been ACKed."""
+    r = {"retrans": 0, "naks": 0, "rnr": 0, "rej_reasons": [], "last_retransmission_acked": False}
     in_flows = False
     last_retransmission, acked = None, set()  # (flow, psn); ACKed PSNs per flow letter
-    for line in e.stdout.splitlines():
+    for line in text.splitlines():
         rej = REJ.search(line)
         if rej:
             r["rej_reasons"].append(int(rej.group(1)))
         m = RETRANSMITTED.match(line)
         if m:
-            last_retransmission = (m.group(1), int(m.group(2)))
+            last_retransmission = (m.group(1), int(m.group(3) or m.group(2)))
         m = ACK.match(line)
         if m:
             acked.add((m.group(1), int(m.group(2))))
@@ -41,11 +36,25 @@ def check(uroce, pcap):
             r["retrans"] += retrans
             r["naks"] += naks
             r["rnr"] += rnr
-    # The capture's last retransmission repeats a request whose ACK is in the capture (some other flow ACKed
-    # that PSN): the request arrived and was answered, the answer was lost on the way back.
+    # The capture's last retransmission repeats a request whose ACK is in the capture (the other flow ACKed
+    # that PSN or a later one): the request arrived and was answered, the answer was lost on the way back.
     if last_retransmission:
         flow, psn = last_retransmission
         r["last_retransmission_acked"] = any(f != flow and (p - psn) % (1 << 24) < (1 << 23) for f, p in acked)
+    return r
+
+
+def check(uroce, pcap):
+    r = {"ok": False, "frames": 0, "roce": 0, "bad_icrc": 0, "malformed": 0, "retrans": 0, "naks": 0, "rnr": 0,
+         "rej_reasons": [], "last_retransmission_acked": False, "error": None}
+    d = subprocess.run([uroce, "dissect", pcap], capture_output=True, text=True, timeout=300)
+    m = SUMMARY.search(d.stderr)
+    if not m:
+        r["error"] = f"uroce dissect failed (rc {d.returncode}): {d.stderr.strip()[-300:]}"
+        return r
+    r["frames"], r["roce"], r["bad_icrc"], r["malformed"] = map(int, m.groups())
+    e = subprocess.run([uroce, "explain", pcap], capture_output=True, text=True, timeout=300)
+    r.update(read_explain(e.stdout))
     if d.returncode != 0:
         r["error"] = f"uroce dissect exit status {d.returncode} (damaged capture?)"
     elif r["bad_icrc"] or r["malformed"]:

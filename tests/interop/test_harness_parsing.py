@@ -81,6 +81,16 @@ def main():
     assert r["ok"] and r["retrans"] > 0 and r["last_retransmission_acked"], r
     r = capture_check.check(uroce, os.path.join(here, "..", "data", "interop", "exit-race-write-lat-ack-missing.pcap"))
     assert r["ok"] and r["retrans"] > 0 and not r["last_retransmission_acked"], r
+    # A multi-packet message is one line of explain's, its PSNs a range (ibv_rc_pingpong -s 65536's exit race).
+    explained = (
+        "#16390-16433  B  retransmitted RC SEND of 45056 bytes in 44 packets (psn 1377056..1377099); resumes\n"
+        "     #16434  A  ACK up to psn 1377099 (MSN 50): the responder has received everything through psn\n"
+        "#16435-16474  B  retransmitted RC SEND of 40960 bytes in 40 packets (psn 1377056..1377099); resumes\n")
+    assert capture_check.read_explain(explained)["last_retransmission_acked"]
+    assert not capture_check.read_explain(explained.replace("psn 1377099 (MSN", "psn 1377098 (MSN"))[
+        "last_retransmission_acked"]
+    assert capture_check.read_explain("  #7  B  CM REJ: 10.99.0.2 rejects the connection (reason 8: invalid service "
+                                      "ID)\n")["rej_reasons"] == [8]
     # rxe's rping capture: a connection without a REJ.
     r = capture_check.check(uroce, os.path.join(captures, "10-rdma-cm-rping.pcap"))
     assert r["ok"] and r["rej_reasons"] == [], r
