@@ -21,12 +21,13 @@ unsigned read_threshold() {
   return ec == std::errc{} && p == end ? n : default_threshold;  // not a number: the default
 }
 
-}  // namespace
-
+// How many empty polls in a row make a yield (0: never), read once.
 unsigned poll_yield_threshold() {
   static const unsigned threshold = read_threshold();
   return threshold;
 }
+
+}  // namespace
 
 void note_poll(bool found) {
   // Per thread: a thread polling two CQs (a send and a receive CQ) is idle only if both are empty.

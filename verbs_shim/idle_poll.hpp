@@ -16,7 +16,4 @@ namespace uroce::shim {
 // Called after each poll of a CQ (ibv_poll_cq, ibv_start_poll): `found` says whether it returned work.
 void note_poll(bool found);
 
-// How many empty polls in a row make a yield, from UROCE_POLL_YIELD (0: never). Read once.
-unsigned poll_yield_threshold();
-
 }  // namespace uroce::shim
