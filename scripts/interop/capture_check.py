@@ -45,8 +45,7 @@ def read_explain(text):
 
 
 def check(uroce, pcap):
-    r = {"ok": False, "frames": 0, "roce": 0, "bad_icrc": 0, "malformed": 0, "retrans": 0, "naks": 0, "rnr": 0,
-         "rej_reasons": [], "last_retransmission_acked": False, "error": None}
+    r = {"ok": False, "frames": 0, "roce": 0, "bad_icrc": 0, "malformed": 0, "error": None, **read_explain("")}
     d = subprocess.run([uroce, "dissect", pcap], capture_output=True, text=True, timeout=300)
     m = SUMMARY.search(d.stderr)
     if not m:
