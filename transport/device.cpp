@@ -158,6 +158,7 @@ void DeviceImpl::flush(QueuePair& qp) {
       post_completion(qp.recv_cq, wc);
     }
     qp.rq.wrs.clear();
+    qp.rq.peak = 0;
   }
   if (qp.resp.recv) {
     WorkCompletion wc;
@@ -428,6 +429,7 @@ int Device::modify_qp(uint32_t qpn, const QpAttr& attr, uint32_t mask, Nanos now
         // Back to RESET: everything outstanding is dropped without completions (verbs semantics).
         qp->sq.clear();
         qp->rq.wrs.clear();
+        qp->rq.peak = 0;
         qp->req = {};
         qp->comp = {};
         qp->resp = {};
@@ -544,6 +546,7 @@ int Device::post_recv(uint32_t qpn, const RecvWr& wr) {
   if (wr.sg_list.size() > qp->rq.max_sge) return EINVAL;
   if (qp->rq.wrs.size() >= qp->rq.max_wr) return ENOMEM;
   qp->rq.wrs.push_back(wr);
+  qp->rq.peak = std::max(qp->rq.peak, uint32_t(qp->rq.wrs.size()));
   if (qp->attr.qp_state == QpState::err) d.flush(*qp);
   return 0;
 }
@@ -556,6 +559,7 @@ int Device::post_srq_recv(uint32_t srqn, const RecvWr& wr) {
   if (wr.sg_list.size() > q.max_sge) return EINVAL;
   if (q.wrs.size() >= q.max_wr) return ENOMEM;
   q.wrs.push_back(wr);
+  q.peak = std::max(q.peak, uint32_t(q.wrs.size()));
   return 0;
 }
 
@@ -683,6 +687,18 @@ void Device::take_active_cqs(std::vector<uint32_t>& out) {
   for (const uint32_t cqn : out) {
     if (CompletionQueue* cq = impl_->cqs_.find(cqn)) cq->active_listed = false;
   }
+}
+
+void DeviceImpl::note_low_receive_queue(uint32_t qpn) {
+  ++counters_.receive_queues_low;
+  if (std::find(low_receive_queues_.begin(), low_receive_queues_.end(), qpn) == low_receive_queues_.end()) {
+    low_receive_queues_.push_back(qpn);
+  }
+}
+
+void Device::take_low_receive_queues(std::vector<uint32_t>& out) {
+  out.clear();
+  std::swap(out, impl_->low_receive_queues_);
 }
 
 std::vector<AsyncEvent> Device::take_events() {

@@ -69,6 +69,7 @@ struct DeviceCounters {
   uint64_t naks_received = 0;
   uint64_t rnr_naks_sent = 0;
   uint64_t rnr_naks_received = 0;
+  uint64_t receive_queues_low = 0;  // falls to half of a queue's peak (take_low_receive_queues)
   uint64_t timeouts = 0;
   uint64_t cq_overflows = 0;
   uint64_t rx_gsi = 0;          // MADs delivered to the GSI handler
@@ -161,6 +162,11 @@ class Device {
   // into `out`). A NIC writes completion events in completion order; programs that wait for two CQs on one
   // channel rely on it (perftest's ib_send_lat -e: a send and a receive CQ), so uroced delivers in this order.
   void take_active_cqs(std::vector<uint32_t>& out);
+  // The QPs whose receive queue (their own or their SRQ) fell to half of the most it held, since the last
+  // call (swapped into `out`). Not a protocol event: a hint for whoever schedules the application that
+  // posts those receives. A receiver that stops reposting because it is not running is about to be sent
+  // RNR NAKs, and each costs its sender the RNR timer (uroced tells the other applications to yield).
+  void take_low_receive_queues(std::vector<uint32_t>& out);
   std::vector<AsyncEvent> take_events();
   const DeviceCounters& counters() const;
   // Every QP's counters, by QP number.

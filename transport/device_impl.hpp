@@ -32,6 +32,7 @@ class DeviceImpl {
   uint32_t next_pd_ = 1;
   NumberedTable<CompletionQueue> cqs_;
   std::vector<uint32_t> active_cqs_;  // CQs with new completions, in order (Device::take_active_cqs)
+  std::vector<uint32_t> low_receive_queues_;  // QPs whose receives ran low (Device::take_low_receive_queues)
   uint32_t next_cqn_ = 1;
   std::unordered_map<uint32_t, ReceiveQueue> srqs_;
   uint32_t next_srqn_ = 1;
@@ -58,6 +59,7 @@ class DeviceImpl {
   QueuePair* find_qp(uint32_t qpn) { return qps_.find(qpn); }
   void schedule(QueuePair& qp);
   void post_completion(uint32_t cqn, const verbs::WorkCompletion& wc);
+  void note_low_receive_queue(uint32_t qpn);
   // The completion to fill in place at the tail of CQ `cqn` (see CompletionQueue::append); nullptr if the
   // CQ is gone or full (an overflow is counted and raised as post_completion does).
   verbs::WorkCompletion* new_completion(uint32_t cqn);

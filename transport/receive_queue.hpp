@@ -17,6 +17,13 @@ struct ReceiveQueue {
   // SRQ limit: when armed and the queue drops below it, IBV_EVENT_SRQ_LIMIT_REACHED fires once.
   uint32_t limit = 0;
   bool limit_armed = false;
+  // The most receives the queue held since it last ran low (Device::take_low_receive_queues): a queue
+  // that falls to half of it means its application stopped reposting, usually because it is not running.
+  uint32_t peak = 0;
 };
+
+// A queue counts as running low when it falls to half of a peak of at least this many receives: an
+// application that keeps one or a few receives posted (a ping-pong) is never reported.
+inline constexpr uint32_t low_receive_queue_min_peak = 16;
 
 }  // namespace uroce::transport

@@ -124,6 +124,7 @@ void to_json(nlohmann::json& j, const DeviceCounters& c) {
        {"naks_received", c.naks_received},
        {"rnr_naks_sent", c.rnr_naks_sent},
        {"rnr_naks_received", c.rnr_naks_received},
+       {"receive_queues_low", c.receive_queues_low},
        {"timeouts", c.timeouts},
        {"cq_overflows", c.cq_overflows}};
 }

@@ -22,7 +22,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
-from daemon_harness import SETUPS, is_root, tempdir  # noqa: E402
+from daemon_harness import SETUPS, is_root, stats, tempdir  # noqa: E402
 from server_client import run_server_client  # noqa: E402
 
 GB = 1e9
@@ -94,6 +94,12 @@ def iperf3_tcp(seconds):
     return json.loads(out.stdout)["end"]["sum_received"]["bits_per_second"] / 8 / GB
 
 
+def rnr_naks_sent(uroce, socket):
+    """RNR NAKs the server's daemon has sent: a receiver that fell behind (each costs its sender the RNR
+    timer, 0.64 ms for perftest), shown beside the message rates."""
+    return stats(uroce, socket)["device"]["rnr_naks_sent"]
+
+
 def memcpy_gbps(tool, size):
     out = subprocess.run([tool, "--memcpy", "--size", str(size), "--count", "200000"], capture_output=True,
                          text=True, check=True)
@@ -109,6 +115,7 @@ def main():
     uroced = os.path.join(args.build, "emulator", "uroced")
     uroce_run = os.path.join(args.build, "verbs_shim", "uroce-run")
     tool = os.path.join(args.build, "emulator", "tools", "uroce-rdma-test")
+    uroce = os.path.join(args.build, "pcap_tools", "uroce")
     missing = [p for p in ("ib_write_bw", "qperf", "iperf3") if not shutil.which(p)]
     if missing:
         print("missing programs (scripts/deps.sh installs them):", " ".join(missing))
@@ -129,8 +136,10 @@ def main():
                 for program, size, extra, kind in PERFTEST:
                     name = " ".join([program, *extra])
                     try:
+                        before = rnr_naks_sent(uroce, server_socket)
                         results[(setup, name, size)] = r = perftest(uroce_run, server_socket, client_socket,
                                                                     program, size, extra, kind, args.scale)
+                        r["rnr_naks"] = rnr_naks_sent(uroce, server_socket) - before
                     except (AssertionError, subprocess.TimeoutExpired) as e:
                         failed += 1
                         rows.append((setup, name, size, "FAILED", "", str(e).splitlines()[0][:120]))
@@ -160,6 +169,8 @@ def row(setup, name, size, kind, r, tcp_bw, tcp_lat):
         target = "≥ 1.5 M msg/s" if on_loopback else ""
         met = r["msgs_per_s"] >= 1.5e6 if on_loopback else None
         text = f"{r['msgs_per_s'] / 1e6:.2f} M msg/s"
+        if name == "ib_send_bw":
+            text += f" ({r['rnr_naks']} RNR NAKs)"
     else:
         target = f"< TCP ({tcp_lat:.1f} us)"
         met = r["median_us"] < tcp_lat

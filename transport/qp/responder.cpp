@@ -24,12 +24,16 @@ uint32_t sge_total(const RecvWr& r) {
 }
 
 // Moves the next receive WQE from the QP's queue or its SRQ into `into` (firing the SRQ limit event
-// when the SRQ drops below its limit); false if there is none.
+// when the SRQ drops below its limit, and noting a queue that runs low); false if there is none.
 bool take_receive(DeviceImpl& d, QueuePair& qp, std::optional<RecvWr>& into) {
   ReceiveQueue* q = d.receive_queue(qp);
   if (q == nullptr || q->wrs.empty()) return false;
   into.emplace(std::move(q->wrs.front()));
   q->wrs.pop_front();
+  if (q->peak >= low_receive_queue_min_peak && q->wrs.size() * 2 <= q->peak) {
+    q->peak = uint32_t(q->wrs.size());  // one report per fall: the next needs a new peak
+    d.note_low_receive_queue(qp.qpn);
+  }
   if (qp.srq != 0 && q->limit_armed && q->wrs.size() < q->limit) {
     q->limit_armed = false;  // one event per arming (ibv_modify_srq re-arms)
     d.raise(EventType::srq_limit_reached, qp.srq);
