@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Debian's unmodified ibverbs-utils that list and describe devices against a uroced, through the verbs shim
-(uroce-run): ibv_devices, ibv_devinfo and ibv_devinfo -v, on one uroced's loopback port. (The server/client
-programs - pingpongs, perftest, qperf - are in test_setups.py, in all three setups.) Exits 0 only if every
-case passed; the daemon is stopped by its PID at the end.
+(uroce-run): ibv_devices, ibv_devinfo and ibv_devinfo -v, on one uroced's loopback port, and uroce-run's
+refusal of a bad command line or setting. (The server/client programs - pingpongs, perftest, qperf - are in
+test_setups.py, in all three setups.) Exits 0 only if every case passed; the daemon is stopped by its PID at
+the end.
 
   test_programs.py --uroced build/.../emulator/uroced --uroce-run build/.../verbs_shim/uroce-run
 """
@@ -40,6 +41,25 @@ def check_devinfo(uroce_run, socket, verbose):
         assert re.search(r"GID\[\s*0\]:\s+::ffff:\d+\.\d+\.\d+\.\d+, RoCE v2", out.stdout), out.stdout
 
 
+def check_bad_invocations(uroce_run, socket):
+    """Each is refused with exit status 2 and a message that names the problem; the program never runs."""
+    def invoke(args, env=None):
+        return subprocess.run([uroce_run, *args], capture_output=True, text=True, timeout=TIMEOUT,
+                              env={**os.environ, **(env or {})})
+    for args, env, says in [
+        ([], None, "usage: uroce-run"),
+        (["--socket"], None, "--socket needs a path"),
+        (["--socket", socket], None, "usage: uroce-run"),
+        (["--socket", socket, "ibv_devices"], {"UROCE_POLL_YIELD": "sixty"}, "UROCE_POLL_YIELD must be a number"),
+        (["--socket", socket, "ibv_devices"], {"UROCE_POLL_YIELD": "-1"}, "UROCE_POLL_YIELD must be a number"),
+    ]:
+        out = invoke(args, env)
+        assert out.returncode == 2 and says in out.stderr and out.stdout == "", (args, env, out)
+    for value in ("0", "1000", ""):  # never, rarely, the default
+        out = invoke(["--socket", socket, "ibv_devices"], {"UROCE_POLL_YIELD": value})
+        assert out.returncode == 0 and "uroce0" in out.stdout, (value, out)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--uroced", required=True)
@@ -55,6 +75,7 @@ def main():
         ("ibv_devices", lambda: check_devices(args.uroce_run, daemon.socket)),
         ("ibv_devinfo", lambda: check_devinfo(args.uroce_run, daemon.socket, False)),
         ("ibv_devinfo -v", lambda: check_devinfo(args.uroce_run, daemon.socket, True)),
+        ("uroce-run refuses bad invocations", lambda: check_bad_invocations(args.uroce_run, daemon.socket)),
     ]
     failed = 0
     try:
