@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "transport/cm/cm_messages.hpp"
 #include "transport/wire/mad.hpp"
 
 namespace uroce::pcap_tools {
@@ -306,6 +307,48 @@ void Explainer::close_message(Flow& flow, const char* why) {
   flow.open.reset();
 }
 
+namespace {
+
+std::string describe_service(uint64_t service_id) {
+  if (!is_rdma_cm_service(service_id)) return fmt::format("service 0x{:x}", service_id);
+  const uint16_t space = rdma_cm_port_space(service_id);
+  return fmt::format("rdma_cm port {} ({})", rdma_cm_port(service_id),
+                     space == rdma_cm_ps_tcp   ? "TCP port space"
+                     : space == rdma_cm_ps_udp ? "UDP port space"
+                                               : "IB port space");
+}
+
+// One line for one decoded CM message; `src` sent it.
+std::string describe_cm(const cm::CmMessage& message, const std::string& src) {
+  struct Describe {
+    const std::string& src;
+    std::string operator()(const cm::Req& req) const {
+      return fmt::format("CM REQ: {} asks to connect its QP 0x{:06x} (starting PSN {}, path MTU {}, retry count {}, "
+                         "RNR retry {}) to {}",
+                         src, req.local_qpn, req.starting_psn, ib_mtu_bytes(req.path_mtu), req.retry_count,
+                         req.rnr_retry_count, describe_service(req.service_id));
+    }
+    std::string operator()(const cm::Rep& rep) const {
+      return fmt::format("CM REP: {} accepts with its QP 0x{:06x} (starting PSN {})", src, rep.local_qpn,
+                         rep.starting_psn);
+    }
+    std::string operator()(const cm::Rtu&) const {
+      return "CM RTU: ready to use; both QPs are now connected (RTS) and data may flow";
+    }
+    std::string operator()(const cm::Dreq&) const { return fmt::format("CM DREQ: {} asks to disconnect", src); }
+    std::string operator()(const cm::Drep&) const { return "CM DREP: disconnection confirmed"; }
+    std::string operator()(const cm::Rej& rej) const {
+      const std::string_view why = cm_reject_reason_name(rej.reason);
+      return fmt::format("CM REJ: {} rejects the connection (reason {}{}{})", src, rej.reason, why.empty() ? "" : ": ",
+                         why);
+    }
+    std::string operator()(const cm::Mra&) const { return "CM MRA: message received, the answer will take longer"; }
+  };
+  return std::visit(Describe{src}, message);
+}
+
+}  // namespace
+
 void Explainer::add_mad(const Record& r, const Frame& f, Flow& flow) {
   const auto payload = f.roce.payload;
   const auto mad = read_mad_header(payload);
@@ -313,49 +356,16 @@ void Explainer::add_mad(const Record& r, const Frame& f, Flow& flow) {
     say(r.number, &flow, fmt::format("MAD to QP1, management class 0x{:02x}", mad ? mad->mgmt_class : 0));
     return;
   }
-  const std::string src = to_string(f.src_ip());
-  switch (mad->attribute_id) {
-    case 0x10:
-      if (auto req = read_cm_req(payload)) {
-        std::string service = fmt::format("service 0x{:x}", req->service_id);
-        if (is_rdma_cm_service(req->service_id)) {
-          service = fmt::format("rdma_cm port {} ({})", rdma_cm_port(req->service_id),
-                                rdma_cm_port_space(req->service_id) == rdma_cm_ps_tcp   ? "TCP port space"
-                                : rdma_cm_port_space(req->service_id) == rdma_cm_ps_udp ? "UDP port space"
-                                                                                       : "IB port space");
-        }
-        say(r.number, &flow, fmt::format("CM REQ: {} asks to connect its QP 0x{:06x} (starting PSN {}, path MTU {}, "
-                                         "retry count {}, RNR retry {}) to {}",
-                                         src, req->local_qpn, req->starting_psn, ib_mtu_bytes(req->path_mtu),
-                                         req->retry_count, req->rnr_retry_count, service));
-        return;
-      }
-      break;
-    case 0x13:
-      if (auto rep = read_cm_rep(payload)) {
-        say(r.number, &flow, fmt::format("CM REP: {} accepts with its QP 0x{:06x} (starting PSN {})", src,
-                                         rep->local_qpn, rep->starting_psn));
-        return;
-      }
-      break;
-    case 0x14:
-      say(r.number, &flow, "CM RTU: ready to use; both QPs are now connected (RTS) and data may flow");
-      return;
-    case 0x15: say(r.number, &flow, fmt::format("CM DREQ: {} asks to disconnect", src)); return;
-    case 0x16: say(r.number, &flow, "CM DREP: disconnection confirmed"); return;
-    case 0x12: {
-      const auto reason = read_cm_rej_reason(payload);
-      const std::string_view why = reason ? cm_reject_reason_name(*reason) : std::string_view{};
-      say(r.number, &flow, fmt::format("CM REJ: {} rejects the connection (reason {}{}{})", src, reason ? *reason : 0,
-                                       why.empty() ? "" : ": ", why));
-      return;
-    }
-    case 0x11: say(r.number, &flow, "CM MRA: message received, the answer will take longer"); return;
-    default: break;
+  const auto decoded = cm::decode(payload);
+  if (const auto* d = std::get_if<cm::Decoded>(&decoded)) {
+    say(r.number, &flow, describe_cm(d->message, to_string(f.src_ip())));
+    return;
   }
   const std::string_view name = cm_attribute_name(mad->attribute_id);
-  say(r.number, &flow, fmt::format("CM {}", name.empty() ? fmt::format("attribute 0x{:04x}", mad->attribute_id)
-                                                          : std::string(name)));
+  say(r.number, &flow,
+      fmt::format("CM {} (not decoded: {})",
+                  name.empty() ? fmt::format("attribute 0x{:04x}", mad->attribute_id) : std::string(name),
+                  cm::to_string(std::get<cm::DecodeError>(decoded))));
 }
 
 void Explainer::finish() {

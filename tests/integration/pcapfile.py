@@ -1,6 +1,7 @@
 """Minimal classic-pcap reading and writing for tests (so tests can craft damaged or unusual captures)."""
 import pathlib
 import struct
+import zlib
 
 LINKTYPE_ETHERNET = 1
 LINKTYPE_LINUX_SLL = 113
@@ -37,3 +38,20 @@ def roce_offset(frame):
     if struct.unpack(">H", frame[udp + 2:udp + 4])[0] != 4791:
         return None
     return udp + 8
+
+
+def fix_icrc(frame):
+    """Recomputes the ICRC of an untagged IPv4 RoCEv2 frame in place, after a test changed its bytes: CRC-32
+    over 8 bytes of 0xFF, the IP header with TOS, TTL and checksum masked, the UDP header with its checksum
+    masked, the BTH with its reserved byte masked, and everything after the BTH up to the ICRC."""
+    bth = roce_offset(frame)
+    assert bth is not None, "not an IPv4 RoCEv2 frame"
+    ip = bytearray(frame[14:bth - 8])
+    ip[1] = 0xFF
+    ip[8] = 0xFF
+    ip[10:12] = b"\xff\xff"
+    udp = bytearray(frame[bth - 8:bth])
+    udp[6:8] = b"\xff\xff"
+    rest = bytearray(frame[bth:len(frame) - 4])
+    rest[4] = 0xFF
+    frame[-4:] = struct.pack("<I", zlib.crc32(b"\xff" * 8 + bytes(ip) + bytes(udp) + bytes(rest)))

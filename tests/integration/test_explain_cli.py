@@ -60,6 +60,24 @@ class ExplainCli(unittest.TestCase):
         self.assertLess(out.index("CM REQ"), out.index("CM REP"))
         self.assertLess(out.index("CM RTU"), out.index("RC SEND"))
 
+    def test_cm_message_that_does_not_decode(self):
+        # rping's REQ with its MAD class version changed from 2 to 1 (the ICRC recomputed): named, with why
+        # it was not decoded, and the rest of the capture is explained as before.
+        with tempfile.TemporaryDirectory() as tmp:
+            linktype, records = pcapfile.read(self.capture("10-rdma-cm-rping.pcap"))
+            frame = records[2][3]
+            mad = pcapfile.roce_offset(frame) + 12 + 8  # after the BTH and the DETH
+            self.assertEqual(frame[mad + 1:mad + 4], b"\x07\x02\x03")  # class CM, version 2, method Send
+            frame[mad + 2] = 1
+            pcapfile.fix_icrc(frame)
+            changed = os.path.join(tmp, "cm-v1.pcap")
+            pcapfile.write(changed, linktype, records)
+            res = explain(changed)
+            self.assertEqual(res.returncode, 0, res.stderr)
+            self.assertIn("#3  A  CM REQ (not decoded: bad class version)", res.stdout)
+            self.assertNotIn("BAD ICRC", res.stdout)
+            self.assertIn("CM REP: 10.77.0.11 accepts with its QP 0x000011", res.stdout)
+
     def test_operations_are_told(self):
         out = explain(self.capture("08-rc-imm-zerolen-read-atomic.pcap")).stdout
         self.assertIn("RC SEND of 3000 bytes in 3 packets", out)

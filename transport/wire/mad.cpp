@@ -34,44 +34,6 @@ void write_mad_header(uint8_t* out, const MadHeader& h) {
   store_be32(out + 20, h.attribute_modifier);
 }
 
-std::optional<CmReq> read_cm_req(std::span<const uint8_t> mad) {
-  if (mad.size() < cm_req_min_size) return std::nullopt;
-  const uint8_t* p = mad.data();
-  CmReq r;
-  r.local_comm_id = load_be32(p + 24);
-  r.service_id = load_be64(p + 32);
-  r.local_qpn = load_be24(p + 56);
-  r.transport_service_type = uint8_t((p[67] >> 1) & 3);
-  r.starting_psn = load_be24(p + 68);
-  r.retry_count = p[71] & 7;
-  r.path_mtu = p[74] >> 4;
-  r.rnr_retry_count = p[74] & 7;
-  r.primary_local_gid = IpAddress::from_v6_bytes(p + 80);
-  r.primary_remote_gid = IpAddress::from_v6_bytes(p + 96);
-  return r;
-}
-
-std::optional<CmRep> read_cm_rep(std::span<const uint8_t> mad) {
-  if (mad.size() < 48) return std::nullopt;
-  const uint8_t* p = mad.data();
-  CmRep r;
-  r.local_comm_id = load_be32(p + 24);
-  r.remote_comm_id = load_be32(p + 28);
-  r.local_qpn = load_be24(p + 36);
-  r.starting_psn = load_be24(p + 44);
-  return r;
-}
-
-std::optional<CmCommIds> read_cm_comm_ids(std::span<const uint8_t> mad) {
-  if (mad.size() < 32) return std::nullopt;
-  return CmCommIds{load_be32(mad.data() + 24), load_be32(mad.data() + 28)};
-}
-
-std::optional<uint16_t> read_cm_rej_reason(std::span<const uint8_t> mad) {
-  if (mad.size() < 36) return std::nullopt;
-  return load_be16(mad.data() + 34);
-}
-
 unsigned ib_mtu_bytes(uint8_t code) { return code >= 1 && code <= 5 ? 128u << code : 0; }
 
 std::string_view mgmt_class_name(uint8_t c) {

@@ -1,5 +1,6 @@
 // Management datagrams (MADs) as they appear on QP1 over RoCEv2: the 24-byte common header, and the names
-// of the communication-management attributes that rdma_cm exchanges.
+// of the communication-management attributes that rdma_cm exchanges. The CM messages themselves are
+// transport/cm/cm_messages.hpp's.
 #pragma once
 
 #include <cstdint>
@@ -33,38 +34,6 @@ struct MadHeader {
 // Decodes the common header; nullopt if fewer than 24 bytes.
 std::optional<MadHeader> read_mad_header(std::span<const uint8_t> payload);
 void write_mad_header(uint8_t* out, const MadHeader& h);
-
-// The fields of the CM messages that say which QPs a connection joins and where their PSNs start
-// (IBTA vol. 1 section 12.6). Offsets are from the start of the MAD.
-struct CmReq {
-  uint32_t local_comm_id = 0;
-  uint64_t service_id = 0;
-  uint32_t local_qpn = 0;
-  uint32_t starting_psn = 0;
-  uint8_t transport_service_type = 0;  // 0 RC, 1 UC, 3 UD (RD 2)
-  uint8_t path_mtu = 0;                // IB MTU code: 1 = 256 ... 5 = 4096
-  uint8_t retry_count = 0;
-  uint8_t rnr_retry_count = 0;
-  IpAddress primary_local_gid;
-  IpAddress primary_remote_gid;
-};
-struct CmRep {
-  uint32_t local_comm_id = 0;
-  uint32_t remote_comm_id = 0;
-  uint32_t local_qpn = 0;
-  uint32_t starting_psn = 0;
-};
-// REJ, RTU, DREQ and DREP begin with the two communication IDs; REJ adds its reason.
-struct CmCommIds {
-  uint32_t local_comm_id = 0;
-  uint32_t remote_comm_id = 0;
-};
-
-inline constexpr unsigned cm_req_min_size = 112;  // through the primary remote GID
-std::optional<CmReq> read_cm_req(std::span<const uint8_t> mad);
-std::optional<CmRep> read_cm_rep(std::span<const uint8_t> mad);
-std::optional<CmCommIds> read_cm_comm_ids(std::span<const uint8_t> mad);
-std::optional<uint16_t> read_cm_rej_reason(std::span<const uint8_t> mad);
 
 // RDMA CM service IDs: port space << 16 | port, where the port spaces (TCP 0x0106, UDP 0x0111, IB 0x013f,
 // IPoIB 0x0002) put 0x01 in bits 31:24 for all but IPoIB — e.g. 0x0000000001061c06 is rping's TCP port 7174.
