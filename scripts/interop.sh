@@ -2,10 +2,15 @@
 # Interop with a real RoCE stack: boots Linux Soft-RoCE (rdma_rxe) in a QEMU VM and runs real programs
 # between it and uroce, both directions, clean and with 5% loss, and prints a Markdown matrix.
 #
-#   scripts/interop.sh                 the short subset (CI): ibv_rc_pingpong both ways, one lossy ib_write_bw
+#   scripts/interop.sh                 the short subset (CI): ibv_rc_pingpong both ways, one lossy ib_write_bw,
+#                                      and ibv_rc_pingpong and ib_write_bw from uroce on a PCI NIC (below)
 #   scripts/interop.sh --full          everything: pingpongs, perftest, qperf, pyverbs; uroce as client and as
-#                                      server, plus rxe <-> rxe (a second VM) as the control; clean and lossy
-#   options: --cells A,B   only programs whose name contains A or B (with --full)
+#                                      server, plus rxe <-> rxe (a second VM) as the control; clean and lossy;
+#                                      and every program from uroce on a PCI NIC: uroced in the VM on its
+#                                      second NIC, a virtio-net PCI device run by DPDK's net_virtio through
+#                                      uio_pci_generic, as uroced runs a physical NIC, against the host's uroced
+#   options: --cells A,B   only programs whose name contains A or B, or only the cells of direction A
+#                          (uroce-client, uroce-server, control, pci), with --full
 #            --out FILE    where the matrix goes (default build/interop/matrix[-full].md)
 #            --build DIR   the build to test (default build/release; configured and built here)
 #            --no-build    use DIR as it is (ctest: the test suite built it)
@@ -82,7 +87,8 @@ export INTEROP_KERNEL
 
 ns=uroce-interop-$$
 netns_create "$ns"
-vm_boot vm0 "$ns" tap0 52:54:00:99:00:02 10.99.0.2/24
+# vm0's second NIC (tap2) is a PCI device that uroced in the VM drives with DPDK (the "pci" cells).
+vm_boot vm0 "$ns" tap0 52:54:00:99:00:02 10.99.0.2/24 tap2 52:54:00:99:00:04
 if ((full)); then  # the rxe <-> rxe control needs a second VM; it boots while the first one does
   INTEROP_ACCEL=$(cat "$INTEROP_WORK/vm0/accel") vm_boot vm1 "$ns" tap1 52:54:00:99:00:03 10.99.0.3/24
 fi

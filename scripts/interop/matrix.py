@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Runs the interop matrix between uroce and Linux Soft-RoCE (rxe) in the VM(s) that interop.sh booted,
-and writes it as Markdown. Each cell: a server and a client of one program, on fresh daemons, with or
+and writes it as Markdown; its "pci" column runs uroce in the VM on a PCI NIC driven by DPDK's own driver
+(guest_uroce.py) against the host's uroce. Each cell: a server and a client of one program, on fresh daemons, with or
 without loss; its traffic captured (uroced --capture, or tcpdump on the bridge for rxe<->rxe) and checked
 by capture_check. A cell passes when both programs exit 0, the output holds a result and the capture is
 clean.
@@ -19,6 +20,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from capture_check import check  # noqa: E402
 from guest import Guest  # noqa: E402
+from guest_uroce import GuestUroce  # noqa: E402
 from host import HostSide, Uroced  # noqa: E402
 from programs import PROGRAMS  # noqa: E402
 from registry import record_pid  # noqa: E402
@@ -30,10 +32,12 @@ DIRECTIONS = {
     "uroce-client": ("uroce client → rxe server", "uroce", "vm0"),
     "uroce-server": ("rxe client → uroce server", "vm0", "uroce"),
     "control": ("rxe ↔ rxe (control)", "vm0", "vm1"),
+    "pci": ("uroce on a PCI NIC (DPDK net_virtio, in the VM) → uroce server", "vm0-pci", "uroce"),
 }
+PCI_DAEMON_LIMIT = 7200  # the VM's uroced lives for the whole matrix; stopped at its end
 STOPPED = (124, 137, 143, -15, -9)  # exit statuses of a program the harness (or its timeout) stopped
 CI_CELLS = [("ibv_rc_pingpong", "uroce-client", 0), ("ibv_rc_pingpong", "uroce-server", 0),
-            ("ib_write_bw", "uroce-client", LOSS)]
+            ("ib_write_bw", "uroce-client", LOSS), ("ibv_rc_pingpong", "pci", 0), ("ib_write_bw", "pci", 0)]
 
 
 def full_cells():
@@ -43,6 +47,8 @@ def full_cells():
             if loss and not PROGRAMS[name].lossy:
                 continue
             for direction in DIRECTIONS:
+                if direction == "pci" and loss and name != "ib_write_bw":
+                    continue  # the PCI column shows the port works; loss recovery is the other columns'
                 cells.append((name, direction, loss))
     return cells
 
@@ -64,10 +70,22 @@ class Runner:
         self.uroce = os.path.join(args.build, "pcap_tools", "uroce")
         self.host = HostSide(args.build, args.netns, args.run)
         self.vms = {name: Guest(args.run, name, ip) for name, ip in (("vm0", "10.99.0.2"), ("vm1", "10.99.0.3"))}
+        self.pci = GuestUroce(self.vms["vm0"], args.build)
         self.port = 18600
 
     def side(self, name):
+        if name == "vm0-pci":
+            if self.pci.job is None:
+                self.pci.start_daemon(PCI_DAEMON_LIMIT)
+            return self.pci
         return self.host if name == "uroce" else self.vms[name]
+
+    def close(self):
+        """Stops the VM's uroced (if a cell started it); an error if it did not stop cleanly."""
+        if self.pci.job is None:
+            return None
+        rc, out = self.pci.stop_daemon()
+        return None if "uroced stopped" in out else f"uroced on the PCI NIC did not stop cleanly (rc {rc}): {tail(out, 4)}"
 
     def loss(self, *args):
         subprocess.run([os.path.join(HERE, "loss.sh"), self.args.netns, *map(str, args)], check=True)
@@ -91,7 +109,7 @@ class Runner:
                 daemon = Uroced(self.args.build, self.args.netns, self.args.run, cell_dir, cell.capture,
                                 os.path.join(cell_dir, "uroced.log"))
                 self.host.daemon, self.host.work = daemon, cell_dir
-                ports = ["vb", "tap0"]
+                ports = ["vb", "tap2" if cell.direction == "pci" else "tap0"]
             else:
                 cell.capture = os.path.join(cell_dir, "bridge.pcap")
                 tcpdump = self.tcpdump(cell.capture, cell_dir)
@@ -229,7 +247,7 @@ def main():
     ap.add_argument("--build", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--full", action="store_true")
-    ap.add_argument("--cells", default="", help="comma-separated substrings of program names to run (with --full)")
+    ap.add_argument("--cells", default="", help="comma-separated substrings of program names, or directions (pci, control, ...), to run (with --full)")
     ap.add_argument("--retries", type=int, default=0,
                     help="run a failed cell again up to N times (a pass is then marked, with the failures)")
     ap.add_argument("--accel", default="?")
@@ -239,7 +257,7 @@ def main():
     plan = full_cells() if args.full else CI_CELLS
     if args.cells:
         wanted = args.cells.split(",")
-        plan = [c for c in plan if any(w in c[0] for w in wanted)]
+        plan = [c for c in plan if any(w in c[0] or w == c[1] for w in wanted)]
     if not os.path.exists(os.path.join(args.run, "vm1", "share", "ready")):
         plan = [c for c in plan if c[1] != "control"]
     runner = Runner(args)
@@ -270,11 +288,14 @@ def main():
         print(f"[interop] {i}/{len(plan)} {name} | {DIRECTIONS[direction][0]} | loss {loss}%: "
               f"{'PASS' if cell.ok else 'FAIL'} {cell.result or ''} ({cell.seconds:.0f} s) {'; '.join(cell.notes)}",
               file=sys.stderr, flush=True)
+    closing = runner.close()
     text = markdown(cells, args.accel, args.kernel, started)
+    if closing:
+        text += f"\n**{closing}**\n"
     with open(args.out, "w") as f:
         f.write(text + "\n")
     print(text)
-    return 0 if all(c.ok for c in cells) else 1
+    return 0 if all(c.ok for c in cells) and not closing else 1
 
 
 if __name__ == "__main__":

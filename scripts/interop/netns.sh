@@ -9,6 +9,7 @@
 #
 #   10.99.0.1   uroce: uroced for RoCE, the kernel for TCP (veth "vu")
 #   10.99.0.2   VM vm0 (tap0)          10.99.0.3   VM vm1 (tap1, rxe<->rxe cells)
+#   10.99.0.4   uroced in VM vm0 on its second NIC, a PCI device driven by DPDK (tap2, scripts/pci_port.sh)
 
 INTEROP_NET=10.99.0
 INTEROP_UROCE_IP=$INTEROP_NET.1
@@ -23,12 +24,13 @@ netns_create() {
   "${n[@]}" link add vu type veth peer name vb
   "${n[@]}" tuntap add tap0 mode tap
   "${n[@]}" tuntap add tap1 mode tap
-  for dev in br0 vu vb tap0 tap1; do
+  "${n[@]}" tuntap add tap2 mode tap
+  for dev in br0 vu vb tap0 tap1 tap2; do
     ip netns exec "$ns" sysctl -qw "net.ipv6.conf.$dev.disable_ipv6=1"
   done
-  for dev in vb tap0 tap1; do "${n[@]}" link set "$dev" master br0; done
+  for dev in vb tap0 tap1 tap2; do "${n[@]}" link set "$dev" master br0; done
   "${n[@]}" addr add "$INTEROP_UROCE_IP/24" dev vu
-  for dev in br0 vu vb tap0 tap1; do "${n[@]}" link set "$dev" up; done
+  for dev in br0 vu vb tap0 tap1 tap2; do "${n[@]}" link set "$dev" up; done
   ip netns exec "$ns" nft add table inet interop_host
   ip netns exec "$ns" nft add chain inet interop_host input '{ type filter hook input priority 0; }'
   ip netns exec "$ns" nft add rule inet interop_host input udp dport 4791 drop
