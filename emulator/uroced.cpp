@@ -109,8 +109,8 @@ int serve(const DaemonOptions& o) {
   });
   control.join();
   // A memif peer that is still polling can crash in DPDK 22.11's memif driver when our end disappears
-  // under it (emulator/port tests, "[memif-race]"). When both ends shut down together, as in tests and
-  // orderly stops, a short pause lets the peer's engine stop polling first.
+  // under it, unless it guards its bursts as uroced does (emulator/port/unmap_guard.hpp): another DPDK
+  // program may not. When both ends shut down together, a short pause lets the peer stop polling first.
   if (o.port.rfind("net_memif", 0) == 0) std::this_thread::sleep_for(std::chrono::milliseconds(200));
   spdlog::info("uroced stopped");
   return 0;

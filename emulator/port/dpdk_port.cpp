@@ -3,6 +3,7 @@
 #include "emulator/port/devargs.hpp"
 #include "emulator/port/kernel_interface.hpp"
 #include "emulator/port/mbuf_pool.hpp"
+#include "emulator/port/unmap_guard.hpp"
 
 #include <rte_dev.h>
 #include <rte_errno.h>
@@ -96,6 +97,7 @@ std::unique_ptr<DpdkPort> DpdkPort::open(const std::string& devargs, const PortO
   if (device.starts_with("net_af_packet") || device.starts_with("net_tap"))
     port->kernel_interface_ = value_of(args, "iface").value_or("");
   port->rx_wait_fds_ = std::move(rx_wait_fds);
+  port->unmap_guarded_ = device.starts_with("net_memif");
   port->start(options);  // on failure the destructor closes and detaches the device
   return port;
 }
@@ -154,9 +156,17 @@ DpdkPort::~DpdkPort() {
   spdlog::debug("port {} closed", name_);
 }
 
-uint16_t DpdkPort::rx_burst(rte_mbuf** out, uint16_t n) { return rte_eth_rx_burst(port_id_, 0, out, n); }
+uint16_t DpdkPort::rx_burst(rte_mbuf** out, uint16_t n) {
+  if (!unmap_guarded_) return rte_eth_rx_burst(port_id_, 0, out, n);
+  const UnmapGuard guard;
+  return guard.admitted() ? rte_eth_rx_burst(port_id_, 0, out, n) : 0;
+}
 
-uint16_t DpdkPort::tx_burst(rte_mbuf** pkts, uint16_t n) { return rte_eth_tx_burst(port_id_, 0, pkts, n); }
+uint16_t DpdkPort::tx_burst(rte_mbuf** pkts, uint16_t n) {
+  if (!unmap_guarded_) return rte_eth_tx_burst(port_id_, 0, pkts, n);
+  const UnmapGuard guard;
+  return guard.admitted() ? rte_eth_tx_burst(port_id_, 0, pkts, n) : 0;
+}
 
 uint16_t DpdkPort::send_or_drop(rte_mbuf** pkts, uint16_t n) {
   uint16_t sent = 0;

@@ -57,9 +57,8 @@ struct PortStats {
 // - memif: a receiver hands its buffers to the sender inside rx_burst, so a peer can send only after
 //   this port has polled once (the engine polls all the time). A peer that goes away is noticed on EAL's
 //   interrupt thread, which unmaps the shared memory with no synchronisation with a burst running on
-//   the engine thread: a burst caught in that window crashes inside the PMD (SIGSEGV; seen in about 1 of
-//   10 runs while polling, 1 of 2 while sending). Link down, reconnect and a quiet peer loss are fine.
-//   Only a fixed PMD closes that window.
+//   the engine thread: a burst caught in that window crashed inside the PMD (SIGSEGV). memif bursts are
+//   therefore guarded against munmap (unmap_guard.hpp).
 // - tap: like af_packet, the MTU is the kernel interface's (kernel_interface.hpp).
 class DpdkPort {
  public:
@@ -122,6 +121,7 @@ class DpdkPort {
   std::string kernel_interface_;
   std::vector<int> rx_wait_fds_;
   uint64_t tx_dropped_ = 0;
+  bool unmap_guarded_ = false;  // a memif port: bursts must not overlap a munmap (unmap_guard.hpp)
 };
 
 }  // namespace uroce::emulator::port
