@@ -10,6 +10,7 @@ namespace uroce::emulator::net {
 namespace {
 
 constexpr uint8_t icmp_type_echo_request = 8;
+constexpr uint8_t icmpv6_type_echo_request = 128;
 constexpr unsigned icmp_header_size = 8;
 
 Classification& drop(Classification& c, DropReason r) {
@@ -95,6 +96,20 @@ bool is_our_multicast_mac(const wire::MacAddress& m, const PortAddresses& port) 
   return false;
 }
 
+// An ICMPv6 echo request (RFC 4443 §4.1) in the IPv6 packet `ip`. Answered only when sent to one of our
+// addresses: a ping of all-nodes (ff02::1) would have every host answer, and nothing needs the NIC in that
+// chorus. The checksum covers the pseudo-header, so a request damaged anywhere is dropped, not echoed.
+Classification& classify_icmpv6_echo(Classification& c, const uint8_t* ip, const uint8_t* icmp, size_t length,
+                                     bool unicast) {
+  if (!unicast) return drop(c, DropReason::not_for_our_ip);
+  if (icmp[1] != 0) return drop(c, DropReason::other_icmpv6_type);
+  if (icmpv6_checksum(wire::IpAddress::from_v6_bytes(ip + 8), wire::IpAddress::from_v6_bytes(ip + 24), icmp,
+                      length) != 0) {
+    return drop(c, DropReason::bad_icmp_checksum);
+  }
+  return accept(c, FrameClass::icmp_echo_request);
+}
+
 Classification& classify_ipv6(Classification& c, std::span<const uint8_t> f, size_t l3,
                               const PortAddresses& port) {
   const uint8_t* b = f.data();
@@ -112,6 +127,9 @@ Classification& classify_ipv6(Classification& c, std::span<const uint8_t> f, siz
   // RoCEv2 never uses IPv6 extension headers, nor does neighbour discovery as we send and answer it.
   if (p[6] == ip_proto_icmpv6) {
     c.l4_offset = uint32_t(l4);
+    if (payload_length >= icmp_header_size && b[l4] == icmpv6_type_echo_request) {
+      return classify_icmpv6_echo(c, p, b + l4, payload_length, unicast);
+    }
     const auto reason = parse_nd(wire::IpAddress::from_v6_bytes(p + 8), wire::IpAddress::from_v6_bytes(p + 24),
                                  p[7], b + l4, payload_length, c.nd);
     if (reason) return drop(c, *reason);

@@ -2,7 +2,8 @@
 // responder, the ICMP echo responder) or why it is dropped.
 //
 // Only the headers needed to route the frame are checked (Ethernet, one optional 802.1Q tag, IPv4/IPv6,
-// UDP, ARP, ICMP, ICMPv6 neighbour discovery, which is parsed and validated whole here). A RoCEv2 frame is not parsed past its UDP header here: transport::Device::receive parses
+// UDP, ARP, ICMP and ICMPv6 echo requests, ICMPv6 neighbour discovery, which is parsed and validated whole
+// here). A RoCEv2 frame is not parsed past its UDP header here: transport::Device::receive parses
 // the BTH onwards and verifies the ICRC itself, so doing it here too would parse every data packet twice.
 //
 // classify() is total: any bytes, any length; it never reads outside `frame` (a fuzz target holds it to
@@ -24,7 +25,7 @@ namespace uroce::emulator::net {
 enum class FrameClass : uint8_t {
   roce,               // IPv4 or IPv6, UDP to 4791, to one of our addresses: for Device::receive
   arp,                // IPv4-over-Ethernet ARP, broadcast or to our MAC: the ARP responder decides
-  icmp_echo_request,  // ICMPv4 echo request to one of our addresses, checksums valid: icmp.hpp answers
+  icmp_echo_request,  // ICMPv4 or ICMPv6 echo request to one of our addresses, checksums valid: icmp.hpp answers
   nd,                 // valid IPv6 Neighbor Solicitation/Advertisement (RFC 4861 §7.1): nd_responder.hpp
   drop,               // see Classification::reason
 };

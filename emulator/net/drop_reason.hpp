@@ -18,7 +18,7 @@ enum class DropReason : uint8_t {
   other_udp_port,         // UDP to a port other than 4791
   other_icmp_type,        // ICMPv4 that is not an echo request
   ipv4_fragment,          // nothing the NIC answers is ever fragmented, and it reassembles nothing
-  other_icmpv6_type,      // ICMPv6 that is not a Neighbor Solicitation or Advertisement (nd_frames.hpp)
+  other_icmpv6_type,      // ICMPv6 that is not an echo request, Neighbor Solicitation or Advertisement
   // Malformed: the frame contradicts itself (is_malformed()).
   truncated_ethernet,
   truncated_arp,

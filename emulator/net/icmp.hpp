@@ -1,5 +1,5 @@
-// ICMPv4 echo: the NIC answers ping for its addresses, as an interface with those addresses would, so that
-// `ping` tells an operator the port is up and addressed before any RDMA is tried.
+// ICMP echo, v4 and v6: the NIC answers ping for its addresses, as an interface with those addresses would,
+// so that `ping` (and `ping -6`) tells an operator the port is up and addressed before any RDMA is tried.
 #pragma once
 
 #include <cstddef>
@@ -18,9 +18,10 @@ inline constexpr size_t default_max_icmp_reply_size = 1518;
 
 // Writes the echo reply to `request` (classified FrameClass::icmp_echo_request) into `out`: MACs and IP
 // addresses swapped (our MAC as the source, even if the request was broadcast), the request's VLAN tag and
-// TOS, type 0, identifier, sequence and payload kept, both checksums recomputed, a fresh 20-byte IP header
-// (request options are not echoed, as Linux does not echo most). Returns the size, or 0 if it exceeds
-// out.size().
+// TOS / traffic class kept, identifier, sequence and payload kept. IPv4: type 0, a fresh 20-byte header
+// (request options are not echoed, as Linux does not echo most), both checksums recomputed. IPv6: type
+// 129, hop limit 64, flow label 0, the checksum over the new pseudo-header. Returns the size, or 0 if it
+// exceeds out.size().
 size_t write_icmp_echo_reply(std::span<const uint8_t> request, const Classification& c,
                              const wire::MacAddress& our_mac, uint16_t ip_identification, std::span<uint8_t> out);
 

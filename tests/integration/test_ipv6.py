@@ -6,7 +6,7 @@ and over GID 2; neither daemon knows the other's MAC beforehand, so the traffic 
 discovery works both ways (the kernel side of each veth has IPv6 off and cannot help). Also: the same
 over one daemon's loopback port, where no neighbour discovery is needed. The capture of one
 daemon must show Neighbor Solicitations and Advertisements that tshark finds well-formed, and RoCE frames
-that are all IPv6 with valid ICRCs (uroce dissect).
+that are all IPv6 with valid ICRCs (uroce dissect). And the kernel's own `ping -6` gets its answers.
 
 Usage: test_ipv6.py UROCED UROCE_RUN UROCE
 """
@@ -149,6 +149,33 @@ class Ipv6OverVeth(Ipv6Base):
         _, roce, bad, malformed = map(int, m.groups())
         self.assertEqual(roce, len(roce6))
         self.assertEqual((bad, malformed), (0, 0))
+
+
+    def test_kernel_pings_the_daemon_over_ipv6(self):
+        """Linux's own `ping -6`, from the other end of the veth: the kernel resolves the daemon's address
+        by neighbour discovery (the daemon answers its Neighbor Solicitation) and the daemon answers the
+        echo requests, to its configured and to its link-local address."""
+        with two_namespaces_with_veth() as (ns, veth):
+            v4, v6 = ADDRESSES[0]
+            a = Daemon(UROCED, self.dir.name, "a", ["--port", f"net_af_packet0,iface={veth[0]}", "--ip", v4,
+                                                     "--ip", v6], netns=ns[0])
+            self.daemons.append(a)
+            link_local = self.gids(a.socket)[2][1]
+            # The pinging side: a kernel interface with IPv6 on, neighbour discovery on, its own address.
+            sh = lambda *cmd: subprocess.run(["ip", "netns", "exec", ns[1], *cmd], check=True, capture_output=True)
+            sh("sysctl", "-qw", f"net.ipv6.conf.{veth[1]}.disable_ipv6=0")
+            sh("ip", "link", "set", veth[1], "arp", "on")
+            sh("ip", "-6", "addr", "add", "fd00:75::9/64", "dev", veth[1], "nodad")
+            for target in (v6, f"{link_local}%{veth[1]}"):
+                out = subprocess.run(["ip", "netns", "exec", ns[1], "ping", "-6", "-c", "3", "-i", "0.2", "-W", "3",
+                                      target], capture_output=True, text=True, timeout=60)
+                self.assertEqual(out.returncode, 0, f"ping -6 {target}:\n{out.stdout}{out.stderr}")
+                self.assertIn("3 received", out.stdout, out.stdout)
+            net = stats(UROCE, a.socket)["net"]
+            self.assertEqual(net["icmp_echo_replied"], 6, net)
+            self.assertEqual(net["rx_icmp_echo_requests"], 6, net)
+            self.assertGreaterEqual(net["nd_advertisements_sent"], 1, net)
+            self.assertEqual(a.stop(), 0, a.read_log())
 
 
 if __name__ == "__main__":

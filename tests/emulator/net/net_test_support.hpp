@@ -258,6 +258,35 @@ inline Bytes nd_message(const Nd& n, const uint8_t* src, const uint8_t* dst) {
   return b;
 }
 
+// An ICMPv6 echo request or reply (RFC 4443 §4), its checksum right for (src, dst).
+inline Bytes icmpv6_echo(uint8_t type, uint16_t id, uint16_t seq, const Bytes& data, const uint8_t* src,
+                         const uint8_t* dst) {
+  Bytes b;
+  put8(b, type);
+  put8(b, 0);
+  put16(b, 0);
+  put16(b, id);
+  put16(b, seq);
+  b.insert(b.end(), data.begin(), data.end());
+  const uint16_t sum = ref_icmpv6_checksum(src, dst, b);
+  b[2] = uint8_t(sum >> 8);
+  b[3] = uint8_t(sum);
+  return b;
+}
+
+// `ping -6` to `dst`: Ethernet + IPv6 (traffic class `tc`, flow label 0x12345) + an echo request.
+inline Bytes echo6_request_frame(size_t data_len = 56, std::optional<uint16_t> vlan = std::nullopt,
+                                 const uint8_t* dst = our_ip6, uint8_t tc = 0) {
+  const Bytes icmp = icmpv6_echo(128, 0x6666, 3, pattern(data_len), peer_ip6, dst);
+  Bytes b = ipv6_frame(peer_ip6, dst, 58, icmp, vlan);
+  const size_t l3 = vlan ? 18 : 14;
+  b[l3] = uint8_t(0x60 | tc >> 4);
+  b[l3 + 1] = uint8_t((tc & 0x0f) << 4 | 0x01);
+  b[l3 + 2] = 0x23;
+  b[l3 + 3] = 0x45;
+  return b;
+}
+
 // Ethernet + IPv6 (next header 58, the given hop limit) + the message.
 inline Bytes nd_frame(const Nd& n, const uint8_t* src, const uint8_t* dst, const MacAddress& eth_dst,
                       uint8_t hop_limit = 255, const MacAddress& eth_src = peer_mac,

@@ -1,5 +1,5 @@
-// ICMP echo replies: every field checked against the request, both checksums verified independently, the
-// size bound, and the reply read back by the classifier from the requester's side.
+// ICMP echo replies, v4 and v6: every field checked against the request, the checksums verified
+// independently, the size bound, and the reply read back by the classifier from the requester's side.
 #include <catch2/catch.hpp>
 
 #include "emulator/net/icmp.hpp"
@@ -106,4 +106,79 @@ TEST_CASE("echo replies are bounded in size", "[icmp]") {
   std::array<uint8_t, 100> tiny{};
   CHECK(jumbo.on_frame(big, c, tiny) == 0);  // the buffer bounds it too
   CHECK(write_icmp_echo_reply(big, c, our_mac, 0, tiny) == 0);
+}
+
+TEST_CASE("an IPv6 echo request gets the reply ping -6 expects", "[icmp][ipv6]") {
+  Echo e;
+  for (const std::optional<uint16_t> vlan : {std::optional<uint16_t>{}, std::optional<uint16_t>{0x4007}}) {
+    const Bytes request = echo6_request_frame(57, vlan, our_ip6, 0xb8);
+    const size_t l3 = vlan ? 18 : 14;
+    const Bytes request_icmp(request.begin() + std::ptrdiff_t(l3 + 40), request.end());
+    const Bytes r = e.reply_to(request);
+    REQUIRE(r.size() == request.size());
+    CHECK(get_mac(&r[0]) == peer_mac);
+    CHECK(get_mac(&r[6]) == our_mac);
+    if (vlan) CHECK(get16(&r[14]) == *vlan);
+    CHECK(get16(&r[l3 - 2]) == 0x86dd);
+    const uint8_t* ip = &r[l3];
+    CHECK(ip[0] >> 4 == 6);
+    CHECK(uint8_t(ip[0] << 4 | ip[1] >> 4) == 0xb8);       // traffic class kept
+    CHECK(((ip[1] & 0x0f) | ip[2] | ip[3]) == 0);          // a flow label of our own: none
+    CHECK(get16(ip + 4) == request_icmp.size());
+    CHECK(ip[6] == 58);
+    CHECK(ip[7] == 64);
+    CHECK(std::equal(our_ip6, our_ip6 + 16, ip + 8));
+    CHECK(std::equal(peer_ip6, peer_ip6 + 16, ip + 24));
+    const Bytes icmp(ip + 40, ip + 40 + request_icmp.size());
+    CHECK(icmp[0] == 129);  // echo reply
+    CHECK(icmp[1] == 0);
+    CHECK(ref_icmpv6_checksum(our_ip6, peer_ip6, icmp) == 0);
+    CHECK(std::equal(request_icmp.begin() + 4, request_icmp.end(), icmp.begin() + 4));  // id, seq, data
+  }
+  CHECK(e.counters.icmp_echo_replied == 2);
+  CHECK(e.counters.rx_icmp_echo_requests == 0);  // counted by count(), which the engine calls, not here
+
+  SECTION("the reply is an echo reply to its receiver, checksum right") {
+    PortAddresses requester;
+    requester.mac = peer_mac;
+    requester.ips = {uroce::wire::IpAddress::from_v6_bytes(peer_ip6)};
+    const Classification c = classify(e.reply_to(echo6_request_frame()), requester);
+    CHECK(c.kind == FrameClass::drop);
+    CHECK(c.reason == DropReason::other_icmpv6_type);  // reached only past every header check
+  }
+  SECTION("too large for the bound: not answered") {
+    CHECK(e.reply_to(echo6_request_frame(1452)).size() == 1514);  // a full 1500-byte IPv6 packet
+    CHECK(e.reply_to(echo6_request_frame(1453, 0x4007)).empty());
+    CHECK(e.counters.icmp_echo_too_large == 1);
+  }
+}
+
+TEST_CASE("IPv6 echo requests that are not answered", "[icmp][ipv6]") {
+  const PortAddresses port = test_port();
+  const auto reason = [&](const Bytes& f) {
+    const Classification c = classify(f, port);
+    REQUIRE(c.kind == FrameClass::drop);
+    return c.reason;
+  };
+  // To all-nodes: every host would answer; the NIC stays out of it.
+  Bytes to_all = echo6_request_frame(8, std::nullopt, all_nodes_ip6);
+  std::copy_n(mcast_mac(all_nodes_ip6).bytes.begin(), 6, to_all.begin());
+  CHECK(reason(to_all) == DropReason::not_for_our_ip);
+  // To someone else's address.
+  CHECK(reason(echo6_request_frame(8, std::nullopt, peer2_ip6)) == DropReason::not_for_our_ip);
+  // A damaged request (one data bit) and one whose checksum is right for another destination.
+  Bytes damaged = echo6_request_frame(8);
+  damaged.back() ^= 0x10;
+  CHECK(reason(damaged) == DropReason::bad_icmp_checksum);
+  Bytes wrong_pseudo = ipv6_frame(peer_ip6, our_ip6, 58, icmpv6_echo(128, 1, 1, pattern(8), peer_ip6, peer2_ip6));
+  CHECK(reason(wrong_pseudo) == DropReason::bad_icmp_checksum);
+  // Code other than 0.
+  Bytes coded = icmpv6_echo(128, 1, 1, pattern(8), peer_ip6, our_ip6);
+  coded[1] = 1;
+  const uint16_t fix = ref_icmpv6_checksum(peer_ip6, our_ip6, [&] { Bytes z = coded; z[2] = z[3] = 0; return z; }());
+  coded[2] = uint8_t(fix >> 8);
+  coded[3] = uint8_t(fix);
+  CHECK(reason(ipv6_frame(peer_ip6, our_ip6, 58, coded)) == DropReason::other_icmpv6_type);
+  // Shorter than an echo header: the ND parser's verdict.
+  CHECK(reason(ipv6_frame(peer_ip6, our_ip6, 58, Bytes{128, 0, 0, 0})) != DropReason::bad_icmp_checksum);
 }

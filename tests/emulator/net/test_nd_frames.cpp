@@ -138,12 +138,15 @@ TEST_CASE("classify: which multicast frames and groups are taken", "[nd][classif
   na.target = peer_ip6;
   na.options = lladdr_option(2, peer_mac);
   CHECK(classify_bytes(nd_frame(na, peer_ip6, all_nodes_ip6, mcast_mac(all_nodes_ip6))).kind == FrameClass::nd);
-  // RoCE to a multicast group is not ours; other ICMPv6 (an echo request) is a counted drop.
+  // RoCE to a multicast group is not ours; an echo request goes to the echo responder (test_icmp.cpp);
+  // other ICMPv6 (an echo reply) is a counted drop.
   Bytes roce = ipv6_frame(peer_ip6, our_group.data(), 17, udp(4791, roce_body()));
   std::copy_n(mcast_mac(our_group.data()).bytes.begin(), 6, roce.begin());
   CHECK(reason_of(roce) == DropReason::not_for_our_ip);
   Nd echo;
   echo.type = 128;
+  CHECK(classify_bytes(nd_frame(echo, peer_ip6, our_ip6, our_mac, 64)).kind == FrameClass::icmp_echo_request);
+  echo.type = 129;
   CHECK(reason_of(nd_frame(echo, peer_ip6, our_ip6, our_mac, 64)) == DropReason::other_icmpv6_type);
   // Without a v6 address, no group and no multicast MAC is ours.
   PortAddresses v4_only = test_port();

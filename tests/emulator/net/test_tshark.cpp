@@ -148,3 +148,30 @@ TEST_CASE("tshark decodes our Neighbor Solicitation and Advertisements as intend
   CHECK(lines[2] == "02:00:00:00:00:02|fd00::1|fd00::2|255|136|0|1||fd00::1|1|1|02:00:00:00:00:01||");
   CHECK(lines[3] == "33:33:00:00:00:01|fd00::1|ff02::1|255|136|0|1||fd00::1|0|1|02:00:00:00:00:01||");
 }
+
+TEST_CASE("tshark decodes our ICMPv6 echo reply as ping -6 expects, checksum good", "[tshark][ipv6]") {
+  if (!have_tshark()) {
+    WARN("tshark not installed: comparison skipped");
+    return;
+  }
+  PortAddresses port = test_port();
+  NetCounters counters;
+  IcmpEchoResponder icmp(our_mac, counters);
+  const Bytes ping = echo6_request_frame(57, 0x0007);
+  Bytes buf(2000);
+  std::vector<Bytes> frames{ping};
+  frames.emplace_back(buf.begin(), buf.begin() + std::ptrdiff_t(icmp.on_frame(ping, classify(ping, port), buf)));
+  REQUIRE_FALSE(frames[1].empty());
+
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("uroce_ping6_tshark_" + std::to_string(getpid()) + ".pcap")).string();
+  write_pcap(path, frames);
+  const auto lines = tshark_fields(
+      path, "-e eth.dst -e vlan.id -e ipv6.src -e ipv6.dst -e ipv6.hlim -e icmpv6.type -e icmpv6.code "
+            "-e icmpv6.checksum.status -e icmpv6.echo.identifier -e icmpv6.echo.sequence_number -e data.len "
+            "-e icmpv6.resp_to -e _ws.malformed -e _ws.expert.severity");
+  std::filesystem::remove(path);
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[0] == "02:00:00:00:00:01|7|fd00::2|fd00::1|64|128|0|1|0x6666|3|57|||");
+  CHECK(lines[1] == "02:00:00:00:00:02|7|fd00::1|fd00::2|64|129|0|1|0x6666|3|57|1||");
+}
