@@ -174,7 +174,8 @@ inline Bytes roce_v6_frame(std::optional<uint16_t> vlan = std::nullopt) {
   return ipv6_frame(peer_ip6, our_ip6, 17, udp(4791, roce_body()), vlan);
 }
 
-inline Bytes icmp_echo(uint8_t type, uint16_t id, uint16_t seq, const Bytes& data) {
+// An ICMP(v6) echo message with its checksum field zero.
+inline Bytes echo_message(uint8_t type, uint16_t id, uint16_t seq, const Bytes& data) {
   Bytes b;
   put8(b, type);
   put8(b, 0);
@@ -182,9 +183,17 @@ inline Bytes icmp_echo(uint8_t type, uint16_t id, uint16_t seq, const Bytes& dat
   put16(b, id);
   put16(b, seq);
   b.insert(b.end(), data.begin(), data.end());
-  const uint16_t sum = ref_checksum(b.data(), b.size());
-  b[2] = uint8_t(sum >> 8);
-  b[3] = uint8_t(sum);
+  return b;
+}
+
+inline void set_checksum(Bytes& icmp, uint16_t sum) {
+  icmp[2] = uint8_t(sum >> 8);
+  icmp[3] = uint8_t(sum);
+}
+
+inline Bytes icmp_echo(uint8_t type, uint16_t id, uint16_t seq, const Bytes& data) {
+  Bytes b = echo_message(type, id, seq, data);
+  set_checksum(b, ref_checksum(b.data(), b.size()));
   return b;
 }
 
@@ -261,16 +270,8 @@ inline Bytes nd_message(const Nd& n, const uint8_t* src, const uint8_t* dst) {
 // An ICMPv6 echo request or reply (RFC 4443 §4), its checksum right for (src, dst).
 inline Bytes icmpv6_echo(uint8_t type, uint16_t id, uint16_t seq, const Bytes& data, const uint8_t* src,
                          const uint8_t* dst) {
-  Bytes b;
-  put8(b, type);
-  put8(b, 0);
-  put16(b, 0);
-  put16(b, id);
-  put16(b, seq);
-  b.insert(b.end(), data.begin(), data.end());
-  const uint16_t sum = ref_icmpv6_checksum(src, dst, b);
-  b[2] = uint8_t(sum >> 8);
-  b[3] = uint8_t(sum);
+  Bytes b = echo_message(type, id, seq, data);
+  set_checksum(b, ref_icmpv6_checksum(src, dst, b));
   return b;
 }
 

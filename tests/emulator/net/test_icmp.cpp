@@ -173,11 +173,9 @@ TEST_CASE("IPv6 echo requests that are not answered", "[icmp][ipv6]") {
   Bytes wrong_pseudo = ipv6_frame(peer_ip6, our_ip6, 58, icmpv6_echo(128, 1, 1, pattern(8), peer_ip6, peer2_ip6));
   CHECK(reason(wrong_pseudo) == DropReason::bad_icmp_checksum);
   // Code other than 0.
-  Bytes coded = icmpv6_echo(128, 1, 1, pattern(8), peer_ip6, our_ip6);
+  Bytes coded = echo_message(128, 1, 1, pattern(8));
   coded[1] = 1;
-  const uint16_t fix = ref_icmpv6_checksum(peer_ip6, our_ip6, [&] { Bytes z = coded; z[2] = z[3] = 0; return z; }());
-  coded[2] = uint8_t(fix >> 8);
-  coded[3] = uint8_t(fix);
+  set_checksum(coded, ref_icmpv6_checksum(peer_ip6, our_ip6, coded));
   CHECK(reason(ipv6_frame(peer_ip6, our_ip6, 58, coded)) == DropReason::other_icmpv6_type);
   // Shorter than an echo header: the ND parser's verdict.
   CHECK(reason(ipv6_frame(peer_ip6, our_ip6, 58, Bytes{128, 0, 0, 0})) != DropReason::bad_icmp_checksum);

@@ -63,6 +63,18 @@ std::vector<std::string> tshark_fields(const std::string& pcap, const std::strin
   return lines;
 }
 
+// The same for `frames`, written to a temporary capture that is removed afterwards.
+std::vector<std::string> tshark_fields_of(const std::vector<Bytes>& frames, const std::string& fields) {
+  static int n = 0;
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("uroce_net_tshark_" + std::to_string(getpid()) + "_" + std::to_string(n++) + ".pcap"))
+                               .string();
+  write_pcap(path, frames);
+  auto lines = tshark_fields(path, fields);
+  std::filesystem::remove(path);
+  return lines;
+}
+
 bool have_tshark() { return std::system("command -v tshark >/dev/null 2>&1") == 0; }
 
 }  // namespace
@@ -89,15 +101,11 @@ TEST_CASE("tshark decodes our ARP reply, gratuitous ARP and ICMP echo reply as i
   frames.emplace_back(buf.begin(), buf.begin() + std::ptrdiff_t(icmp.on_frame(ping, classify(ping, port), buf)));
   for (const Bytes& f : frames) REQUIRE_FALSE(f.empty());
 
-  const std::string path =
-      (std::filesystem::temp_directory_path() / ("uroce_net_tshark_" + std::to_string(getpid()) + ".pcap")).string();
-  write_pcap(path, frames);
-  const auto lines = tshark_fields(
-      path, "-e eth.dst -e eth.src -e vlan.id -e arp.opcode -e arp.src.hw_mac -e arp.src.proto_ipv4 "
+  const auto lines = tshark_fields_of(
+      frames, "-e eth.dst -e eth.src -e vlan.id -e arp.opcode -e arp.src.hw_mac -e arp.src.proto_ipv4 "
             "-e arp.dst.hw_mac -e arp.dst.proto_ipv4 -e arp.isgratuitous -e ip.src -e ip.dst "
             "-e ip.checksum.status -e icmp.type -e icmp.code -e icmp.checksum.status -e icmp.ident "
             "-e icmp.seq -e data.len -e _ws.malformed -e _ws.expert.severity");
-  std::filesystem::remove(path);
   REQUIRE(lines.size() == 3);
   CHECK(lines[0] ==
         "02:00:00:00:00:02|02:00:00:00:00:01|10|2|02:00:00:00:00:01|10.0.0.1|02:00:00:00:00:02|10.0.0.2||||||||||||");
@@ -133,15 +141,11 @@ TEST_CASE("tshark decodes our Neighbor Solicitation and Advertisements as intend
                       buf.begin() + std::ptrdiff_t(nd.on_frame(classify(dad_ns, port), 0, buf, released)));
   for (const Bytes& f : frames) REQUIRE_FALSE(f.empty());
 
-  const std::string path =
-      (std::filesystem::temp_directory_path() / ("uroce_nd_tshark_" + std::to_string(getpid()) + ".pcap")).string();
-  write_pcap(path, frames);
-  const auto lines = tshark_fields(
-      path, "-e eth.dst -e ipv6.src -e ipv6.dst -e ipv6.hlim -e icmpv6.type -e icmpv6.code "
+  const auto lines = tshark_fields_of(
+      frames, "-e eth.dst -e ipv6.src -e ipv6.dst -e ipv6.hlim -e icmpv6.type -e icmpv6.code "
             "-e icmpv6.checksum.status -e icmpv6.nd.ns.target_address -e icmpv6.nd.na.target_address "
             "-e icmpv6.nd.na.flag.s -e icmpv6.nd.na.flag.o -e icmpv6.opt.linkaddr -e _ws.malformed "
             "-e _ws.expert.severity");
-  std::filesystem::remove(path);
   REQUIRE(lines.size() == 4);
   CHECK(lines[0] == "33:33:ff:00:00:02|fd00::1|ff02::1:ff00:2|255|135|0|1|fd00::2||||02:00:00:00:00:01||");
   CHECK(lines[1] == "33:33:ff:00:00:01|fd00::2|ff02::1:ff00:1|255|135|0|1|fd00::1||||02:00:00:00:00:02||");
@@ -163,14 +167,10 @@ TEST_CASE("tshark decodes our ICMPv6 echo reply as ping -6 expects, checksum goo
   frames.emplace_back(buf.begin(), buf.begin() + std::ptrdiff_t(icmp.on_frame(ping, classify(ping, port), buf)));
   REQUIRE_FALSE(frames[1].empty());
 
-  const std::string path =
-      (std::filesystem::temp_directory_path() / ("uroce_ping6_tshark_" + std::to_string(getpid()) + ".pcap")).string();
-  write_pcap(path, frames);
-  const auto lines = tshark_fields(
-      path, "-e eth.dst -e vlan.id -e ipv6.src -e ipv6.dst -e ipv6.hlim -e icmpv6.type -e icmpv6.code "
+  const auto lines = tshark_fields_of(
+      frames, "-e eth.dst -e vlan.id -e ipv6.src -e ipv6.dst -e ipv6.hlim -e icmpv6.type -e icmpv6.code "
             "-e icmpv6.checksum.status -e icmpv6.echo.identifier -e icmpv6.echo.sequence_number -e data.len "
             "-e icmpv6.resp_to -e _ws.malformed -e _ws.expert.severity");
-  std::filesystem::remove(path);
   REQUIRE(lines.size() == 2);
   CHECK(lines[0] == "02:00:00:00:00:01|7|fd00::2|fd00::1|64|128|0|1|0x6666|3|57|||");
   CHECK(lines[1] == "02:00:00:00:00:02|7|fd00::1|fd00::2|64|129|0|1|0x6666|3|57|1||");
