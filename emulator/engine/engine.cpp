@@ -397,10 +397,6 @@ unsigned Engine::flush_tx() {
   return n;
 }
 
-// The back-off (back_off.hpp) decides; a nap leaves clients believing the engine awake (they never ring
-// for it), a sleep is announced first. The sleeping flag is set before the last look at the rings; a
-// client posting at that moment either is seen here or sees the flag and writes the eventfd
-// (Doorbell::ring).
 // A receive queue ran low: its application has stopped reposting, most often because it waits for a core,
 // and its senders are about to be sent RNR NAKs (each stalls them for the RNR timer: 0.64 ms for
 // perftest, against some 3 us of work per message). The engine, busy while a sender floods it, may hold
@@ -412,6 +408,10 @@ void Engine::yield_to_starving_receiver() {
   sched_yield();
 }
 
+// The back-off (back_off.hpp) decides; a nap leaves clients believing the engine awake (they never ring
+// for it), a sleep is announced first. The sleeping flag is set before the last look at the rings; a
+// client posting at that moment either is seen here or sees the flag and writes the eventfd
+// (Doorbell::ring).
 void Engine::rest(const BackOff::Step& step, transport::Nanos now) {
   back_off_.rested();
   if (step.kind == BackOff::Kind::nap) {
