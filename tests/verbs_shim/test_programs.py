@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Debian's unmodified ibverbs-utils that list and describe devices against a uroced, through the verbs shim
-(uroce-run): ibv_devices, ibv_devinfo and ibv_devinfo -v, on one uroced's loopback port, and uroce-run's
-refusal of a bad command line or setting. (The server/client programs - pingpongs, perftest, qperf - are in
+(uroce-run): ibv_devices, ibv_devinfo and ibv_devinfo -v, on one uroced's loopback port, uroce-run's
+refusal of a bad command line or setting, and the engine's yield when ibv_rc_pingpong drains its receive
+queue. (The server/client programs - pingpongs, perftest, qperf - are in
 test_setups.py, in all three setups.) Exits 0 only if every case passed; the daemon is stopped by its PID at
 the end.
 
-  test_programs.py --uroced build/.../emulator/uroced --uroce-run build/.../verbs_shim/uroce-run
+  test_programs.py --uroced build/.../emulator/uroced --uroce-run build/.../verbs_shim/uroce-run \
+                   --uroce build/.../pcap_tools/uroce
 """
 import argparse
 import os
@@ -16,7 +18,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
-from daemon_harness import Daemon  # noqa: E402
+from daemon_harness import Daemon, stats  # noqa: E402
+from server_client import run_server_client  # noqa: E402
 
 TIMEOUT = 60
 
@@ -60,10 +63,27 @@ def check_bad_invocations(uroce_run, socket):
         assert out.returncode == 0 and "uroce0" in out.stdout, (value, out)
 
 
+def check_receive_queue_low(uroce_run, uroce, socket):
+    """ibv_rc_pingpong posts 500 receives and reposts only when one is left: each side's queue falls past
+    half of its peak, the transport reports it and the engine yields its core once (the remedy for RNR
+    storms when a receiver waits for the engine's core, docs/daemon.md). No RNR NAK on the way."""
+    before = stats(uroce, socket)
+    command = ["ibv_rc_pingpong", "-g", "0", "-p", str(20000 + os.getpid() % 10000), "-n", "600"]
+    r = run_server_client(uroce_run, socket, socket, command, "ibv_rc_pingpong -n 600", TIMEOUT)
+    r.assert_both_exited_0()
+    after = stats(uroce, socket)
+    low = after["device"]["receive_queues_low"] - before["device"]["receive_queues_low"]
+    yields = after["engine"]["starving_receiver_yields"] - before["engine"]["starving_receiver_yields"]
+    assert low >= 2, (low, after["device"])  # one fall per side at least
+    assert 1 <= yields <= low, (yields, low)
+    assert after["device"]["rnr_naks_sent"] == before["device"]["rnr_naks_sent"], after["device"]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--uroced", required=True)
     ap.add_argument("--uroce-run", required=True)
+    ap.add_argument("--uroce", required=True, help="the uroce tool (uroce stats)")
     args = ap.parse_args()
     missing = [p for p in ("ibv_devices", "ibv_devinfo") if not shutil.which(p)]
     if missing:
@@ -76,6 +96,8 @@ def main():
         ("ibv_devinfo", lambda: check_devinfo(args.uroce_run, daemon.socket, False)),
         ("ibv_devinfo -v", lambda: check_devinfo(args.uroce_run, daemon.socket, True)),
         ("uroce-run refuses bad invocations", lambda: check_bad_invocations(args.uroce_run, daemon.socket)),
+        ("a draining receive queue makes the engine yield",
+         lambda: check_receive_queue_low(args.uroce_run, args.uroce, daemon.socket)),
     ]
     failed = 0
     try:
