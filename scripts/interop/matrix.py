@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 """Runs the interop matrix between uroce and Linux Soft-RoCE (rxe) in the VM(s) that interop.sh booted,
 and writes it as Markdown; its "pci" column runs uroce in the VM on a PCI NIC driven by DPDK's own driver
-(guest_uroce.py) against the host's uroce. Each cell: a server and a client of one program, on fresh daemons, with or
-without loss; its traffic captured (uroced --capture, or tcpdump on the bridge for rxe<->rxe) and checked
-by capture_check. A cell passes when both programs exit 0, the output holds a result and the capture is
+(guest_uroce.py) against the host's uroce. Each cell: a server and a client of one program, on fresh
+daemons, with or without loss; its traffic captured (uroced --capture, or tcpdump on the bridge for
+rxe<->rxe) and checked by capture_check. A cell passes when both programs exit 0, the output holds a result and the capture is
 clean.
 
   matrix.py --run DIR --netns NS --build BUILD --out FILE [--full] [--cells SUBSTRING,...]
@@ -85,7 +85,9 @@ class Runner:
         if self.pci.job is None:
             return None
         rc, out = self.pci.stop_daemon()
-        return None if "uroced stopped" in out else f"uroced on the PCI NIC did not stop cleanly (rc {rc}): {tail(out, 4)}"
+        if "uroced stopped" in out:
+            return None
+        return f"uroced on the PCI NIC did not stop cleanly (rc {rc}): {tail(out, 4)}"
 
     def loss(self, *args):
         subprocess.run([os.path.join(HERE, "loss.sh"), self.args.netns, *map(str, args)], check=True)
