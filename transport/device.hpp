@@ -165,7 +165,7 @@ class Device {
   // The QPs whose receive queue (their own or their SRQ) fell to half of the most it held, since the last
   // call (swapped into `out`). Not a protocol event: a hint for whoever schedules the application that
   // posts those receives. A receiver that stops reposting because it is not running is about to be sent
-  // RNR NAKs, and each costs its sender the RNR timer (uroced's engine then yields its core once).
+  // RNR NAKs, and each costs its sender the RNR timer (uroced's engine then naps: emulator/engine/back_off.hpp).
   void take_low_receive_queues(std::vector<uint32_t>& out);
   std::vector<AsyncEvent> take_events();
   const DeviceCounters& counters() const;

@@ -13,12 +13,14 @@ void BackOff::note_turn(transport::Nanos now) {
   last_turn_ = now;
 }
 
-BackOff::Step BackOff::busy(transport::Nanos now) {
+BackOff::Step BackOff::busy(transport::Nanos now, bool receiver_starving) {
   note_turn(now);
   idle_since_ = 0;
   sleep_ns_ = 0;
   if (busy_since_ == 0) busy_since_ = now;
-  if (config_.nap_ns == 0 || !sharing(now) || now - busy_since_ < config_.busy_slice_ns) return {};
+  if (config_.nap_ns == 0) return {};
+  const bool slice_over = sharing(now) && now - busy_since_ >= config_.busy_slice_ns;
+  if (!receiver_starving && !slice_over) return {};
   return {Kind::nap, config_.nap_ns, config_.yield_naps};
 }
 

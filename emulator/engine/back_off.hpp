@@ -27,9 +27,14 @@
 //
 // A busy engine can starve its neighbour too: fed by a client on the other core, it may never be idle, and
 // the server next to it stops reposting receives (perftest's ib_send_bw then ran into RNR NAKs, 0.64 ms
-// each). The engine cannot see who waits for its core, but it sees that it was preempted: a turn that
-// starts long after the previous one, with no nap or sleep between. For a while after that (share_ns) it
-// naps after every busy_slice_ns of work as well.
+// each). Two signs make a busy engine nap:
+// - A receiver ran low: the transport saw a QP's receive queue fall to half of what its application keeps
+//   posted (transport::Device::take_low_receive_queues). Its application is most likely waiting for a
+//   core, maybe this one, and its senders are about to be sent RNR NAKs: the engine naps at once. This is
+//   what stopped the RNR storms (ib_send_bw 64 B with the server on the engine's core: 1.0-1.1 M/s and
+//   160-200 RNR NAKs a run before, 2.2-3.3 M/s and none after).
+// - It was preempted: a turn that starts long after the previous one, with no nap or sleep between. For a
+//   while after that (share_ns) it naps after every busy_slice_ns of work as well.
 //
 // Pure logic with the time passed in, unit-tested.
 #pragma once
@@ -67,8 +72,8 @@ class BackOff {
 
   explicit BackOff(BackOffConfig config = {}) : config_(config) {}
 
-  // A turn that started at `now` did something.
-  Step busy(transport::Nanos now);
+  // A turn that started at `now` did something; `receiver_starving`: a receive queue ran low in it.
+  Step busy(transport::Nanos now, bool receiver_starving = false);
   // A turn that started at `now` found nothing. `deadline`: the next timer (transport or ARP),
   // transport::never if none; `in_flight`: a transport timer runs, an answer is due within microseconds.
   Step idle(transport::Nanos now, transport::Nanos deadline, bool in_flight);

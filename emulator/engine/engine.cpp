@@ -195,7 +195,8 @@ void Engine::run() {
     const transport::Nanos now = clock_.now();
     BackOff::Step step;
     if (turn(now)) {
-      step = back_off_.busy(now);
+      step = back_off_.busy(now, receiver_starving_);
+      if (receiver_starving_ && step.kind == BackOff::Kind::nap) ++counters_.starving_receiver_yields;
     } else {
       // Timers only matter once idle: finding the next one walks every QP.
       const transport::Nanos transport_deadline = device_.next_deadline();
@@ -239,9 +240,9 @@ bool Engine::turn(transport::Nanos now) {
   // Completion events last: writing a sleeping application's channel wakes it, and the scheduler may give
   // it this core at once; the frames of this turn (the ACK its peer waits for) are on the wire by then.
   queues_.deliver_events();
-  // Last, as it may give the core away: this turn's frames and events are out.
+  // For the back-off, which then gives the core away (back_off.hpp).
   device_.take_low_receive_queues(low_receive_queues_);
-  if (!low_receive_queues_.empty()) yield_to_starving_receiver();
+  receiver_starving_ = !low_receive_queues_.empty();
   // Work the transport scheduled while it ran (a requester it could not finish in one go) is not idle.
   pending = pending || device_.has_pending_work() || !local_.empty();
   drop_log_.maybe_report(now, net_counters_, device_.counters());
@@ -395,17 +396,6 @@ unsigned Engine::flush_tx() {
   counters_.tx_frames += port_.send_or_drop(tx_.data(), uint16_t(n));
   tx_.clear();
   return n;
-}
-
-// A receive queue ran low: its application has stopped reposting, most often because it waits for a core,
-// and its senders are about to be sent RNR NAKs (each stalls them for the RNR timer: 0.64 ms for
-// perftest, against some 3 us of work per message). The engine, busy while a sender floods it, may hold
-// the very core the receiver waits for, and never idles long enough to yield it (ib_send_bw 64 B with the
-// server on the engine's core: 1.1 M/s and 180 RNR NAKs a run, 3 M/s and none with this yield). A yield
-// that finds nobody waiting costs one system call, once per fall of a queue.
-void Engine::yield_to_starving_receiver() {
-  ++counters_.starving_receiver_yields;
-  sched_yield();
 }
 
 // The back-off (back_off.hpp) decides; a nap leaves clients believing the engine awake (they never ring

@@ -62,7 +62,7 @@ struct EngineCounters {
   uint64_t napped_ns = 0;          // time spent in naps (awake for clients, see back_off.hpp)
   uint64_t yields = 0;             // naps that were sched_yield() calls
   uint64_t slow_yields = 0;        // yields that kept the engine away (BackOffConfig::slow_yield_ns)
-  uint64_t starving_receiver_yields = 0;  // a client's receive queue ran low (yield_to_starving_receiver)
+  uint64_t starving_receiver_yields = 0;  // naps because a receive queue ran low (a timed nap with --nap sleep)
   uint64_t sleeps = 0;
   uint64_t slept_ns = 0;           // time spent asleep in the idle back-off
   uint64_t rx_bursts = 0;
@@ -108,7 +108,6 @@ class Engine final : public transport::PacketSink, public EngineAccess {
   void send_arp_output();
   void send_nd_output();
   void rest(const BackOff::Step& step, transport::Nanos now);  // a nap or a sleep
-  void yield_to_starving_receiver();
   void wait_for_wake(uint64_t timeout_ns);
   bool commands_waiting();
 
@@ -139,6 +138,7 @@ class Engine final : public transport::PacketSink, public EngineAccess {
   std::vector<rte_mbuf*> local_turn_;
   std::vector<uint8_t> scratch_;
   std::vector<uint32_t> low_receive_queues_;  // Device::take_low_receive_queues' scratch
+  bool receiver_starving_ = false;            // the last turn saw a receive queue run low (back_off.hpp)
   std::mt19937_64 loss_rng_;
 
   int wake_fd_ = -1;

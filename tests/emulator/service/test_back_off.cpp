@@ -118,6 +118,32 @@ TEST_CASE("a busy engine naps only once it was seen to share its core", "[back_o
   for (int i = 0; i < 10; ++i) CHECK(b.busy(t += 50 * us).kind == Kind::poll);
 }
 
+TEST_CASE("a busy engine naps at once when a receiver runs low", "[back_off]") {
+  BackOffConfig c = config();
+  c.yield_naps = true;
+  BackOff b(c);
+  // Alone on its core and busy: no nap, unless the turn saw a receive queue run low.
+  transport::Nanos t = start;
+  CHECK(b.busy(t).kind == Kind::poll);
+  CHECK_FALSE(b.sharing(t));
+  const BackOff::Step s = b.busy(t += 10 * us, true);
+  CHECK(s.kind == Kind::nap);
+  CHECK(s.yield);
+  CHECK_FALSE(b.yielded(t, t + 3 * us));
+  CHECK(b.busy(t += 10 * us).kind == Kind::poll);  // one nap per report, and its time is no preemption
+  CHECK_FALSE(b.sharing(t));
+  // With timed naps, a timed one; with naps off (nap_ns 0), none.
+  c.yield_naps = false;
+  BackOff timed(c);
+  const BackOff::Step n = timed.busy(start, true);
+  CHECK(n.kind == Kind::nap);
+  CHECK_FALSE(n.yield);
+  CHECK(n.timeout_ns == 20 * us);
+  c.nap_ns = 0;
+  BackOff never(c);
+  CHECK(never.busy(start, true).kind == Kind::poll);
+}
+
 TEST_CASE("naps are yields, without a spin first; slow yields are told apart", "[back_off]") {
   BackOffConfig c = config();
   c.yield_naps = true;
