@@ -22,6 +22,10 @@ void ControlAdapter::handle(control::Session& session, const nlohmann::json& req
       reply.body = cm_->handle(session.id(), request, fds);
     } else {
       reply.body = service_.handle(session.id(), request, fds, received);
+      // `uroce stats` shows the connection manager's counters beside the device's.
+      if (cm_ != nullptr && request.value("op", std::string()) == "stats") {
+        reply.body["cm"] = cm_->handle(session.id(), {{"op", "cm_stats"}}, fds);
+      }
     }
     for (int fd : fds) reply.attach(control::UniqueFd(fd));
   } catch (const ServiceError& e) {
