@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "emulator/daemon/cm_service.hpp"
+#include "emulator/daemon/source_gid.hpp"
 #include "emulator/protocol/cm_json.hpp"
 #include "transport/cm/rdma_cm_header.hpp"
 
@@ -284,7 +285,9 @@ void CmService::on_connect_request(const cm::CmEvent& e) {
         listener = n;
         break;
       }
-      if (id.src == wire::IpAddress::from_v4(0) && listener == 0) listener = n;
+      // A wildcard takes the other family too unless it is afonly, as Linux's cma_match_private_data has it.
+      const bool family_ok = !id.afonly.value_or(id.src.is_v4()) || id.src.is_v4() == ip->destination.is_v4();
+      if (is_wildcard(id.src) && family_ok && listener == 0) listener = n;
     }
   }
   if (listener == 0 || !is_local(ip->destination)) {

@@ -50,6 +50,9 @@ struct CmId {
   uint32_t comm_id = 0;      // the IB CM connection, 0 before connect / after it is gone
   uint32_t listener = 0;     // passive IDs: the listening ID that made them
   bool reuseaddr = false;
+  // Whether a wildcard listener takes connections of its own family only (RDMA_OPTION_ID_AFONLY). As in
+  // Linux, binding sets it: 0.0.0.0 is IPv4 only, :: takes both (net.ipv6.bindv6only's default).
+  std::optional<bool> afonly;
   uint8_t tos = 0;
   std::optional<uint8_t> ack_timeout;  // rdma_set_option(RDMA_OPTION_ID_ACK_TIMEOUT)
 

@@ -8,6 +8,7 @@
 #include <boost/asio/post.hpp>
 #include <spdlog/spdlog.h>
 
+#include "emulator/daemon/source_gid.hpp"
 #include "transport/cm/rdma_cm_header.hpp"
 
 namespace uroce::emulator {
@@ -37,8 +38,6 @@ wire::IpAddress need_ip(const json& r, const char* key) {
   if (!a) throw ServiceError(EINVAL, "not an IP address: " + it->get<std::string>());
   return *a;
 }
-
-bool is_wildcard(const wire::IpAddress& a) { return a == wire::IpAddress{} || a == wire::IpAddress::from_v4(0); }
 
 }  // namespace
 
@@ -288,36 +287,41 @@ json CmService::bind(uint64_t s, const json& r, std::vector<int>&) {
   if (id.bound) throw ServiceError(EINVAL, "already bound");
   const wire::IpAddress a = need_ip(r, "addr");
   if (!is_wildcard(a) && !is_local(a)) throw ServiceError(EADDRNOTAVAIL, wire::to_string(a) + " is not this port's");
-  id.src = is_wildcard(a) ? wire::IpAddress::from_v4(0) : a;
+  id.src = a;  // a wildcard keeps its family (see CmId::afonly)
+  if (!id.afonly) id.afonly = a.is_v4();
   take_port(need_field(r, "cm_id"), uint16_t(r.value("port", 0u)));
   return {{"addr", wire::to_string(id.src)}, {"port", id.src_port}};
 }
 
-// Address resolution: the destination must be reachable through this port (IPv4: the port answers no
-// IPv6 neighbour discovery yet). A loopback destination means this port itself, as rdma_cm resolves
-// 127.0.0.1 to the local device. The peer's MAC is learnt by the engine's ARP when the REQ goes out; a
-// peer that never answers makes the connection unreachable (the CM's REQ retries run out).
+// Address resolution: the source is the port's GID for the destination (source_gid.hpp: same family, and
+// for IPv6 the same scope), so the port needs an address of the destination's family. A loopback
+// destination (127.0.0.0/8, ::1) means this port itself, as rdma_cm resolves it to the local device. The
+// peer's MAC is learnt by the engine's ARP or neighbour discovery when the REQ goes out; a peer that never
+// answers makes the connection unreachable (the CM's REQ retries run out).
 json CmService::resolve_addr(uint64_t s, const json& r, std::vector<int>&) {
   CmId& id = id_of(s, r);
   if (id.state != CmIdState::idle && id.state != CmIdState::addr_resolved) throw ServiceError(EINVAL, "wrong state");
   wire::IpAddress dst = need_ip(r, "dst");
-  if (!dst.is_v4()) throw ServiceError(EAFNOSUPPORT, "IPv6 destinations are not supported yet");
-  wire::IpAddress first_v4;
-  for (const auto& g : port_.gids) {
-    if (g.is_v4()) {
-      first_v4 = g;
-      break;
-    }
+  const auto source = source_gid_index(port_.gids, dst);
+  if (!source) {
+    throw ServiceError(EADDRNOTAVAIL, std::string("the port has no ") + (dst.is_v4() ? "IPv4" : "IPv6") + " address");
   }
-  if (!first_v4.is_v4()) throw ServiceError(EADDRNOTAVAIL, "the port has no IPv4 address");
-  if ((dst.v4() >> 24) == 127) dst = first_v4;
+  if (is_loopback(dst)) dst = port_.gids[*source];
+  const auto check_family = [&](const wire::IpAddress& src) {
+    if (!is_wildcard(src) && src.is_v4() != dst.is_v4()) {
+      throw ServiceError(EINVAL, wire::to_string(src) + " and " + wire::to_string(dst) + " are of different families");
+    }
+  };
   if (!id.bound) {
-    wire::IpAddress src = r.contains("src") ? need_ip(r, "src") : wire::IpAddress::from_v4(0);
+    const wire::IpAddress src = r.contains("src") ? need_ip(r, "src") : wire::IpAddress{};
     if (!is_wildcard(src) && !is_local(src)) throw ServiceError(EADDRNOTAVAIL, wire::to_string(src) + " is not this port's");
-    id.src = is_wildcard(src) ? first_v4 : src;
+    check_family(src);
+    id.src = is_wildcard(src) ? port_.gids[*source] : src;
     take_port(need_field(r, "cm_id"), 0);
   } else if (is_wildcard(id.src)) {
-    id.src = first_v4;
+    id.src = port_.gids[*source];
+  } else {
+    check_family(id.src);
   }
   id.dst = dst;
   id.dst_port = uint16_t(r.value("dst_port", 0u));
@@ -359,6 +363,8 @@ json CmService::set_option(uint64_t s, const json& r, std::vector<int>&) {
     id.tos = uint8_t(value);
   } else if (name == "reuseaddr") {
     id.reuseaddr = value != 0;
+  } else if (name == "afonly") {
+    id.afonly = value != 0;
   } else if (name == "ack_timeout") {
     id.ack_timeout = uint8_t(std::min<uint32_t>(value, 31));
   } else {

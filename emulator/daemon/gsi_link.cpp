@@ -1,5 +1,7 @@
 #include "emulator/daemon/gsi_link.hpp"
 
+#include "emulator/daemon/source_gid.hpp"
+
 #include <array>
 
 #include <boost/asio/post.hpp>
@@ -26,12 +28,7 @@ void GsiLink::start(Receiver receiver) {
 void GsiLink::send(const cm::MadAddress& to, const cm::Mad& mad) {
   verbs::AddressVector av;
   av.dgid = to.gid;
-  for (size_t i = 0; i < gids_.size(); ++i) {
-    if (gids_[i].is_v4() == to.gid.is_v4()) {
-      av.sgid_index = uint8_t(i);
-      break;
-    }
-  }
+  av.sgid_index = uint8_t(source_gid_index(gids_, to.gid).value_or(0));
   int rc = 0;
   try {
     engine_.run_on_engine([&](EngineContext& c) { rc = c.device.send_gsi(av, to.qpn, mad); });

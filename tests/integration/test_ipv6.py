@@ -7,6 +7,8 @@ discovery works both ways (the kernel side of each veth has IPv6 off and cannot 
 over one daemon's loopback port, where no neighbour discovery is needed. The capture of one
 daemon must show Neighbor Solicitations and Advertisements that tshark finds well-formed, and RoCE frames
 that are all IPv6 with valid ICRCs (uroce dissect). And the kernel's own `ping -6` gets its answers.
+rdma_cm over IPv6: unmodified rping and ucmatose connect by IPv6 address (configured, link-local, ::1), and
+the CM's MADs travel over IPv6.
 
 Usage: test_ipv6.py UROCED UROCE_RUN UROCE
 """
@@ -20,6 +22,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from daemon_harness import Daemon, is_root, stats, tempdir, two_namespaces_with_veth  # noqa: E402
 from server_client import run_server_client  # noqa: E402
+import test_rdmacm  # noqa: E402
 
 UROCED = UROCE_RUN = UROCE = None
 PINGPONG_RESULT = re.compile(r"\d+ bytes in [\d.]+ seconds")
@@ -81,19 +84,49 @@ class Ipv6Loopback(Ipv6Base):
         self.assertGreater(s["net"]["rx_roce"], 400, s)
         self.assertEqual(a.stop(), 0, a.read_log())
 
+    def test_rdma_cm_over_ipv6_on_the_loopback(self):
+        """rdma_cm by IPv6 address on one port: rping (RDMA READ and WRITE of every ping, checked by -V) to
+        its configured address; ucmatose, whose server listens on the wildcard, which is :: (it takes IPv4
+        connections too, as on Linux), reached at ::1 and at the IPv4 address; a REQ nobody listens for is
+        rejected."""
+        a = Daemon(UROCED, self.dir.name, "lo", ["--ip", "192.0.2.1", "--ip", "fd00:75::9"])
+        self.daemons.append(a)
+        test_rdmacm.rping(UROCE_RUN, a.socket, a.socket, "fd00:75::9", None, 20, 4096)
+        test_rdmacm.ucmatose(UROCE_RUN, a.socket, a.socket, "::1")
+        test_rdmacm.ucmatose(UROCE_RUN, a.socket, a.socket, "192.0.2.1")
+        test_rdmacm.rping_nobody_listens(UROCE_RUN, a.socket, "fd00:75::9")
+        cm = stats(UROCE, a.socket)["cm"]
+        self.assertGreaterEqual(cm["rej_sent"], 1, cm)  # the REQ nobody listened for
+        self.assertEqual(cm["rx_malformed"] + cm["timeouts"], 0, cm)
+
+    def test_rdma_cm_refuses_a_family_the_port_lacks(self):
+        """A port with no IPv6 address cannot resolve an IPv6 destination: rping fails with an address error,
+        and the daemon stays up."""
+        a = Daemon(UROCED, self.dir.name, "lo", ["--ip", "192.0.2.1"])
+        self.daemons.append(a)
+        out = subprocess.run([UROCE_RUN, "--socket", a.socket, "rping", "-c", "-a", "fd00:75::9", "-C", "1"],
+                             capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(out.returncode, 0, out.stdout + out.stderr)
+        self.assertIn("rdma_resolve_addr", out.stdout + out.stderr)
+        test_rdmacm.rping(UROCE_RUN, a.socket, a.socket, "192.0.2.1", None, 3, 64)
+
 
 @unittest.skipUnless(is_root(), "needs root for network namespaces")
 class Ipv6OverVeth(Ipv6Base):
+    def two_daemons(self, ns, veth, capture):
+        """A daemon at each end of the veth, with ADDRESSES; the first one writes `capture`."""
+        for i, name in enumerate(("a", "b")):
+            v4, v6 = ADDRESSES[i]
+            args = ["--port", f"net_af_packet0,iface={veth[i]}", "--ip", v4, "--ip", v6]
+            if i == 0:
+                args += ["--capture", capture]
+            self.daemons.append(Daemon(UROCED, self.dir.name, name, args, netns=ns[i]))
+        return self.daemons
+
     def test_pingpongs_over_ipv6_with_neighbour_discovery(self):
         capture = os.path.join(self.dir.name, "a.pcap")
         with two_namespaces_with_veth() as (ns, veth):
-            for i, name in enumerate(("a", "b")):
-                v4, v6 = ADDRESSES[i]
-                args = ["--port", f"net_af_packet0,iface={veth[i]}", "--ip", v4, "--ip", v6]
-                if i == 0:
-                    args += ["--capture", capture]
-                self.daemons.append(Daemon(UROCED, self.dir.name, name, args, netns=ns[i]))
-            a, b = self.daemons
+            a, b = self.two_daemons(ns, veth, capture)
 
             gids = self.gids(a.socket)
             self.assertEqual(len(gids), 3, gids)
@@ -150,6 +183,32 @@ class Ipv6OverVeth(Ipv6Base):
         self.assertEqual(roce, len(roce6))
         self.assertEqual((bad, malformed), (0, 0))
 
+
+    def test_rdma_cm_over_ipv6_between_two_daemons(self):
+        """rping between two daemons by IPv6 address, configured and link-local; neither knows the other's
+        MAC, so the REQ goes out only after neighbour discovery. The capture shows the CM's REQ, REP and RTU
+        over IPv6 and no IPv4 at all."""
+        capture = os.path.join(self.dir.name, "cm.pcap")
+        with two_namespaces_with_veth() as (ns, veth):
+            a, b = self.two_daemons(ns, veth, capture)
+            link_local_a = self.gids(a.socket)[2][1]
+            test_rdmacm.rping(UROCE_RUN, a.socket, b.socket, ADDRESSES[0][1], None, 20, 4096)
+            test_rdmacm.rping(UROCE_RUN, a.socket, b.socket, link_local_a, None, 5, 64)
+            for d in self.daemons:
+                cm = stats(UROCE, d.socket)["cm"]
+                self.assertGreaterEqual(cm["rx_mads"], 2, cm)
+                self.assertEqual(cm["rx_malformed"] + cm["timeouts"], 0, cm)
+                self.assertEqual(d.stop(), 0, d.read_log())
+
+        # REQ 0x0010, REP 0x0013, RTU 0x0014: each connection's handshake, all over IPv6.
+        mads = tshark("-r", capture, "-Y", "infiniband.mad.attributeid", "-T", "fields", "-e", "ipv6.src",
+                      "-e", "infiniband.mad.attributeid")
+        kinds = [line.split("\t")[1] for line in mads]
+        for kind in ("0x0010", "0x0013", "0x0014"):
+            self.assertGreaterEqual(kinds.count(kind), 2, mads)
+        self.assertTrue(all(line.split("\t")[0] for line in mads), mads)
+        self.assertTrue(any(line.startswith("fe80::") for line in mads), mads)
+        self.assertEqual(tshark("-r", capture, "-Y", "ip"), [])
 
     def test_kernel_pings_the_daemon_over_ipv6(self):
         """Linux's own `ping -6`, from the other end of the veth: the kernel resolves the daemon's address

@@ -1,5 +1,5 @@
-// rdma_getaddrinfo for IPv4: the addresses come from getaddrinfo(3); what makes them RDMA addresses is
-// the port space and QP type. Routes are resolved later by rdma_resolve_route (ai_route stays empty).
+// rdma_getaddrinfo for IPv4 and IPv6: the addresses come from getaddrinfo(3); what makes them RDMA
+// addresses is the port space and QP type. Routes are resolved later by rdma_resolve_route (ai_route stays empty).
 #include <netdb.h>
 
 #include <cstring>
@@ -8,10 +8,21 @@
 
 namespace {
 
-sockaddr* copy_address(const addrinfo* ai) {
-  auto* a = static_cast<sockaddr*>(calloc(1, sizeof(sockaddr_in)));
-  if (a != nullptr) std::memcpy(a, ai->ai_addr, sizeof(sockaddr_in));
+sockaddr* copy_address(const sockaddr* from, socklen_t len) {
+  auto* a = static_cast<sockaddr*>(calloc(1, len));
+  if (a != nullptr) std::memcpy(a, from, len);
   return a;
+}
+
+// With no family asked for: a passive wildcard is ::, which takes IPv4 connections too (as on Linux, where
+// glibc lists it first); a name with both kinds of address is taken as IPv4 ("localhost" is then
+// 127.0.0.1, which every uroced port reaches, while ::1 needs an IPv6 address on the port).
+const addrinfo* pick(const addrinfo* found, bool passive_wildcard) {
+  const int preferred = passive_wildcard ? AF_INET6 : AF_INET;
+  for (const addrinfo* ai = found; ai != nullptr; ai = ai->ai_next) {
+    if (ai->ai_family == preferred) return ai;
+  }
+  return found;
 }
 
 }  // namespace
@@ -22,13 +33,14 @@ CMA_EXPORT int rdma_getaddrinfo(const char* node, const char* service, const rdm
     errno = EINVAL;
     return -1;
   }
-  if (hints != nullptr && hints->ai_family != AF_UNSPEC && hints->ai_family != AF_INET) {
+  const int family = hints != nullptr ? hints->ai_family : AF_UNSPEC;
+  if (family != AF_UNSPEC && family != AF_INET && family != AF_INET6) {
     errno = EAFNOSUPPORT;
     return -1;
   }
   const bool passive = hints != nullptr && (hints->ai_flags & RAI_PASSIVE);
   addrinfo want{};
-  want.ai_family = AF_INET;
+  want.ai_family = family;
   want.ai_socktype = SOCK_STREAM;
   want.ai_flags = (passive ? AI_PASSIVE : 0) | ((hints != nullptr && (hints->ai_flags & RAI_NUMERICHOST)) ? AI_NUMERICHOST : 0);
   addrinfo* found = nullptr;
@@ -44,12 +56,14 @@ CMA_EXPORT int rdma_getaddrinfo(const char* node, const char* service, const rdm
     return -1;
   }
   r->ai_flags = hints != nullptr ? hints->ai_flags : 0;
-  r->ai_family = AF_INET;
+  const addrinfo* chosen = pick(found, passive && node == nullptr);
+  r->ai_family = chosen->ai_family;
   r->ai_port_space = hints != nullptr && hints->ai_port_space != 0 ? hints->ai_port_space : RDMA_PS_TCP;
   r->ai_qp_type = hints != nullptr && hints->ai_qp_type != 0 ? hints->ai_qp_type
                   : r->ai_port_space == RDMA_PS_UDP        ? IBV_QPT_UD
                                                            : IBV_QPT_RC;
-  sockaddr* a = copy_address(found);
+  const socklen_t len = chosen->ai_addrlen;
+  sockaddr* a = copy_address(chosen->ai_addr, len);
   freeaddrinfo(found);
   if (a == nullptr) {
     free(r);
@@ -58,16 +72,15 @@ CMA_EXPORT int rdma_getaddrinfo(const char* node, const char* service, const rdm
   }
   if (passive) {
     r->ai_src_addr = a;
-    r->ai_src_len = sizeof(sockaddr_in);
+    r->ai_src_len = len;
   } else {
     r->ai_dst_addr = a;
-    r->ai_dst_len = sizeof(sockaddr_in);
-    if (hints != nullptr && hints->ai_src_addr != nullptr && hints->ai_src_len >= sizeof(sockaddr_in)) {
-      auto* s = static_cast<sockaddr*>(calloc(1, sizeof(sockaddr_in)));
+    r->ai_dst_len = len;
+    if (hints != nullptr && hints->ai_src_addr != nullptr && hints->ai_src_len > 0) {
+      sockaddr* s = copy_address(hints->ai_src_addr, hints->ai_src_len);
       if (s != nullptr) {
-        std::memcpy(s, hints->ai_src_addr, sizeof(sockaddr_in));
         r->ai_src_addr = s;
-        r->ai_src_len = sizeof(sockaddr_in);
+        r->ai_src_len = hints->ai_src_len;
       }
     }
   }

@@ -76,11 +76,14 @@ int guarded(F&& f) {
   return -1;
 }
 
-// Text form of a sockaddr's IPv4 address; throws ControlError(EAFNOSUPPORT) for any other family.
-std::string ipv4_text(const sockaddr* a);
-// Fills a sockaddr_in from dotted text and a host-order port.
-void set_ipv4(sockaddr* out, const std::string& text, uint16_t port);
-// The GID of an IPv4 address: ::ffff:a.b.c.d.
+// Text form of a sockaddr's IPv4 or IPv6 address; throws ControlError(EAFNOSUPPORT) for any other family.
+std::string ip_text(const sockaddr* a);
+// A sockaddr_in's or sockaddr_in6's port, host order.
+uint16_t port_of(const sockaddr* a);
+// Fills a sockaddr_in (dotted text) or sockaddr_in6 (text with colons) and its host-order port. `out` must
+// have room for a sockaddr_in6 (rdma_addr's members do).
+void set_ip(sockaddr* out, const std::string& text, uint16_t port);
+// The GID of an address: ::ffff:a.b.c.d for IPv4, the address itself for IPv6.
 void set_gid(ibv_gid& gid, const std::string& text);
 
 // A synchronous ID's operation waits for its event (ucma_complete): 0, or -1 with errno from its status.

@@ -80,8 +80,8 @@ Id* new_connection_id(Id* listener, const json& m) {
   id->id.port_num = 1;
   id->sync = listener->sync;
   rdma_addr& a = id->id.route.addr;
-  set_ipv4(&a.src_addr, m.value("src", std::string()), m.value("src_port", uint16_t(0)));
-  set_ipv4(&a.dst_addr, m.value("dst", std::string()), m.value("dst_port", uint16_t(0)));
+  set_ip(&a.src_addr, m.value("src", std::string()), m.value("src_port", uint16_t(0)));
+  set_ip(&a.dst_addr, m.value("dst", std::string()), m.value("dst_port", uint16_t(0)));
   set_gid(a.addr.ibaddr.sgid, m.value("src", std::string()));
   set_gid(a.addr.ibaddr.dgid, m.value("dst", std::string()));
   a.addr.ibaddr.pkey = htobe16(0xffff);

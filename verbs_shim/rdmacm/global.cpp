@@ -64,14 +64,34 @@ void forget(uint32_t handle) {
   ids.erase(handle);
 }
 
-std::string ipv4_text(const sockaddr* a) {
-  if (a == nullptr || a->sa_family != AF_INET) throw client::ControlError(EAFNOSUPPORT, "only IPv4 addresses");
-  char text[INET_ADDRSTRLEN] = {};
-  inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(a)->sin_addr, text, sizeof text);
+std::string ip_text(const sockaddr* a) {
+  char text[INET6_ADDRSTRLEN] = {};
+  if (a != nullptr && a->sa_family == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(a)->sin_addr, text, sizeof text);
+  } else if (a != nullptr && a->sa_family == AF_INET6) {
+    // The scope (fe80::1%veth0) is not needed: uroced has one port, and its link-local GID is on it.
+    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr, text, sizeof text);
+  } else {
+    throw client::ControlError(EAFNOSUPPORT, "only IPv4 and IPv6 addresses");
+  }
   return text;
 }
 
-void set_ipv4(sockaddr* out, const std::string& text, uint16_t port) {
+uint16_t port_of(const sockaddr* a) {
+  if (a == nullptr) return 0;
+  if (a->sa_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6*>(a)->sin6_port);
+  return ntohs(reinterpret_cast<const sockaddr_in*>(a)->sin_port);
+}
+
+void set_ip(sockaddr* out, const std::string& text, uint16_t port) {
+  if (text.find(':') != std::string::npos) {
+    auto* sin6 = reinterpret_cast<sockaddr_in6*>(out);
+    *sin6 = {};
+    sin6->sin6_family = AF_INET6;
+    sin6->sin6_port = htons(port);
+    inet_pton(AF_INET6, text.c_str(), &sin6->sin6_addr);
+    return;
+  }
   auto* sin = reinterpret_cast<sockaddr_in*>(out);
   *sin = {};
   sin->sin_family = AF_INET;
@@ -81,6 +101,10 @@ void set_ipv4(sockaddr* out, const std::string& text, uint16_t port) {
 
 void set_gid(ibv_gid& gid, const std::string& text) {
   gid = {};
+  if (text.find(':') != std::string::npos) {
+    inet_pton(AF_INET6, text.c_str(), gid.raw);
+    return;
+  }
   gid.raw[10] = 0xff;
   gid.raw[11] = 0xff;
   inet_pton(AF_INET, text.c_str(), &gid.raw[12]);

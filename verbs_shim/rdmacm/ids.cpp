@@ -33,8 +33,8 @@ namespace {
 
 void fill_src(Id* id, const json& r) {
   rdma_addr& a = id->id.route.addr;
-  set_ipv4(&a.src_addr, r.value("addr", r.value("src", std::string("0.0.0.0"))),
-           r.value("port", r.value("src_port", uint16_t(0))));
+  set_ip(&a.src_addr, r.value("addr", r.value("src", std::string("0.0.0.0"))),
+         r.value("port", r.value("src_port", uint16_t(0))));
   set_gid(a.addr.ibaddr.sgid, r.value("addr", r.value("src", std::string("0.0.0.0"))));
   a.addr.ibaddr.pkey = htobe16(0xffff);
 }
@@ -93,12 +93,12 @@ CMA_EXPORT int rdma_destroy_id(rdma_cm_id* cm_id) {
 CMA_EXPORT int rdma_bind_addr(rdma_cm_id* cm_id, sockaddr* addr) {
   Id* id = to_impl(cm_id);
   return guarded([&] {
-    const std::string ip = ipv4_text(addr);
-    const uint16_t port = ntohs(reinterpret_cast<sockaddr_in*>(addr)->sin_port);
+    const std::string ip = ip_text(addr);
+    const uint16_t port = port_of(addr);
     const json r = call({{"op", "cm_bind"}, {"cm_id", id->handle}, {"addr", ip}, {"port", port}});
     fill_src(id, r);
     // Bound to one of the port's own addresses, the ID belongs to its device (a wildcard does not).
-    if (r.value("addr", std::string()) != "0.0.0.0") {
+    if (r.value("addr", std::string()) != "0.0.0.0" && r.value("addr", std::string()) != "::") {
       id->id.verbs = device_context();
       id->id.port_num = 1;
     }
@@ -109,13 +109,12 @@ CMA_EXPORT int rdma_bind_addr(rdma_cm_id* cm_id, sockaddr* addr) {
 CMA_EXPORT int rdma_resolve_addr(rdma_cm_id* cm_id, sockaddr* src, sockaddr* dst, int /*timeout_ms*/) {
   Id* id = to_impl(cm_id);
   const int rc = guarded([&] {
-    json req = {{"op", "cm_resolve_addr"}, {"cm_id", id->handle}, {"dst", ipv4_text(dst)},
-                {"dst_port", ntohs(reinterpret_cast<sockaddr_in*>(dst)->sin_port)}};
-    if (src != nullptr && src->sa_family != AF_UNSPEC) req["src"] = ipv4_text(src);
+    json req = {{"op", "cm_resolve_addr"}, {"cm_id", id->handle}, {"dst", ip_text(dst)}, {"dst_port", port_of(dst)}};
+    if (src != nullptr && src->sa_family != AF_UNSPEC) req["src"] = ip_text(src);
     const json r = call(req);
     fill_src(id, r);
     rdma_addr& a = id->id.route.addr;
-    set_ipv4(&a.dst_addr, r.value("dst", std::string()), ntohs(reinterpret_cast<sockaddr_in*>(dst)->sin_port));
+    set_ip(&a.dst_addr, r.value("dst", std::string()), port_of(dst));
     set_gid(a.addr.ibaddr.dgid, r.value("dst", std::string()));
     id->id.verbs = device_context();
     id->id.port_num = 1;
@@ -151,8 +150,10 @@ CMA_EXPORT int rdma_listen(rdma_cm_id* cm_id, int backlog) {
   Id* id = to_impl(cm_id);
   return guarded([&] {
     const json r = call({{"op", "cm_listen"}, {"cm_id", id->handle}, {"backlog", backlog < 0 ? 0 : backlog}});
-    if (r.contains("port")) reinterpret_cast<sockaddr_in*>(&id->id.route.addr.src_addr)->sin_port = htons(r["port"].get<uint16_t>());
-    if (id->id.route.addr.src_addr.sa_family == 0) id->id.route.addr.src_addr.sa_family = AF_INET;
+    sockaddr* src = &id->id.route.addr.src_addr;
+    if (src->sa_family == AF_UNSPEC) src->sa_family = AF_INET;  // unbound: the IPv4 wildcard, as uroced has it
+    // sin_port and sin6_port lie at the same offset.
+    if (r.contains("port")) reinterpret_cast<sockaddr_in*>(src)->sin_port = htons(r["port"].get<uint16_t>());
     return 0;
   });
 }
@@ -170,7 +171,7 @@ CMA_EXPORT int rdma_set_option(rdma_cm_id* cm_id, int level, int optname, void* 
   } else if (level == RDMA_OPTION_ID && optname == RDMA_OPTION_ID_REUSEADDR && optlen == sizeof(int)) {
     name = "reuseaddr", value = *static_cast<int*>(optval) != 0;
   } else if (level == RDMA_OPTION_ID && optname == RDMA_OPTION_ID_AFONLY && optlen == sizeof(int)) {
-    return 0;  // IPv4 only: an IPv6 ID is refused anyway
+    name = "afonly", value = *static_cast<int*>(optval) != 0;
   } else if (level == RDMA_OPTION_ID && optname == RDMA_OPTION_ID_ACK_TIMEOUT && optlen == sizeof(uint8_t)) {
     name = "ack_timeout", value = *static_cast<uint8_t*>(optval);
   } else if (level == RDMA_OPTION_ID || level == RDMA_OPTION_IB) {
