@@ -343,6 +343,21 @@ std::string describe_cm(const cm::CmMessage& message, const std::string& src) {
                          why);
     }
     std::string operator()(const cm::Mra&) const { return "CM MRA: message received, the answer will take longer"; }
+    std::string operator()(const cm::SidrReq& req) const {
+      return fmt::format("CM SIDR_REQ: {} asks which UD QP serves {} (request ID 0x{:08x})", src,
+                         describe_service(req.service_id), req.request_id);
+    }
+    std::string operator()(const cm::SidrRep& rep) const {
+      const auto status = uint8_t(rep.status);
+      const std::string_view name = cm_sidr_status_name(status);
+      const std::string answer =
+          rep.status == cm::SidrStatus::valid
+              ? fmt::format("UD QP 0x{:06x} with Q_Key 0x{:08x}", rep.qpn, rep.qkey)
+              : fmt::format("status {}{}{} (QP 0x{:06x}, Q_Key 0x{:08x})", status, name.empty() ? "" : ": ", name,
+                            rep.qpn, rep.qkey);
+      return fmt::format("CM SIDR_REP: {} answers request ID 0x{:08x} for {}: {}", src, rep.request_id,
+                         describe_service(rep.service_id), answer);
+    }
   };
   return std::visit(Describe{src}, message);
 }

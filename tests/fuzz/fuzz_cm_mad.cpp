@@ -68,7 +68,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       bytes = bytes.first(std::min<size_t>(take, mad.size()));  // a truncated MAD
     } else if (n % 3 != 0) {
       mad[0] = 1, mad[1] = 7, mad[2] = 2, mad[3] = 3;
-      mad[16] = 0, mad[17] = uint8_t(0x10 + n % 7);
+      mad[16] = 0, mad[17] = uint8_t(0x10 + n % 9);
     }
     check_round_trip(bytes);
     cm.receive(peer, bytes, now);

@@ -1,7 +1,7 @@
 // The communication-management messages (IBTA vol. 1 chapter 12.6) as they travel in a 256-byte MAD on
-// QP1: REQ, MRA, REJ, REP, RTU, DREQ, DREP. Every field the specification defines is kept, so that a
-// message decoded and encoded again is byte-identical (tests replay rxe's rping capture this way), and a
-// peer such as Linux's ib_cm sees exactly what it expects.
+// QP1: REQ, MRA, REJ, REP, RTU, DREQ, DREP, and SIDR_REQ/SIDR_REP (12.11). Every field the specification
+// defines is kept, so that a message decoded and encoded again is byte-identical (tests replay rxe's rping
+// capture this way), and a peer such as Linux's ib_cm sees exactly what it expects.
 //
 // decode() is total: any byte string gives either a message or a reason, never an out-of-bounds read.
 #pragma once
@@ -39,6 +39,9 @@ inline constexpr size_t rtu_private_size = 224;
 inline constexpr size_t dreq_private_size = 220;
 inline constexpr size_t drep_private_size = 224;
 inline constexpr size_t mra_private_size = 220;
+inline constexpr size_t sidr_req_private_size = 216;
+inline constexpr size_t sidr_rep_private_size = 136;
+inline constexpr size_t sidr_rep_info_size = 72;  // ClassPortInfo, for a redirect
 
 // Transport service types of REQ (and the QP types a connection joins).
 enum class ServiceType : uint8_t { rc = 0, uc = 1, rd = 2, ud = 3 };
@@ -162,7 +165,29 @@ struct Drep {
   std::array<uint8_t, drep_private_size> private_data{};
 };
 
-using CmMessage = std::variant<Req, Mra, Rej, Rep, Rtu, Dreq, Drep>;
+// Service ID Resolution (IBTA 12.11): how a UD QP learns a service's QPN and Q_Key (rdma_cm's RDMA_PS_UDP).
+// A SIDR_REQ is answered by one SIDR_REP; there is no connection.
+struct SidrReq {
+  uint32_t request_id = 0;
+  uint16_t pkey = 0xffff;
+  uint64_t service_id = 0;
+  std::array<uint8_t, sidr_req_private_size> private_data{};
+};
+// SIDR_REP status (IBTA table 119).
+enum class SidrStatus : uint8_t {
+  valid = 0, service_id_not_supported = 1, rejected = 2, no_qp = 3, redirect = 4, unsupported_version = 5,
+};
+struct SidrRep {
+  uint32_t request_id = 0;
+  SidrStatus status = SidrStatus::valid;
+  uint8_t additional_info_length = 0;
+  uint32_t qpn = 0;                 // 24 bits
+  uint64_t service_id = 0;
+  uint32_t qkey = 0;
+  std::array<uint8_t, sidr_rep_info_size> additional_info{};
+  std::array<uint8_t, sidr_rep_private_size> private_data{};
+};
+using CmMessage = std::variant<Req, Mra, Rej, Rep, Rtu, Dreq, Drep, SidrReq, SidrRep>;
 
 // Why a MAD was not a CM message we understand (each is a counter of the connection manager).
 enum class DecodeError : uint8_t {

@@ -2,6 +2,7 @@
 // IBTA chapter 12.9 and what Linux's ib_cm does (a peer running Linux is the one to interoperate with).
 #include "transport/cm/connection_manager.hpp"
 
+#include <algorithm>
 #include <cerrno>
 
 namespace uroce::cm {
@@ -23,6 +24,24 @@ CmEvent make_event(CmEventType type, uint32_t comm_id, const MadAddress& peer) {
   return e;
 }
 
+// The IDs whose timer is due at `now` (connections or SIDR requests), collected before any fires: a timer
+// may erase its entry.
+template <class Map>
+std::vector<uint32_t> due_at(const Map& entries, Nanos now) {
+  std::vector<uint32_t> due;
+  for (const auto& [id, e] : entries) {
+    if (e.deadline <= now) due.push_back(id);
+  }
+  return due;
+}
+
+template <class Map>
+Nanos earliest_deadline(const Map& entries) {
+  Nanos t = never;
+  for (const auto& [id, e] : entries) t = std::min(t, e.deadline);
+  return t;
+}
+
 }  // namespace
 
 ConnectionManager::ConnectionManager(MadSender& sender, CmConfig config)
@@ -37,15 +56,27 @@ ConnectionManager::Connection* ConnectionManager::find(uint32_t comm_id) {
   return it == connections_.end() ? nullptr : &it->second;
 }
 
+// The SIDR request `comm_id` if it is one and on that side (active: ours; passive: a peer's), else nullptr.
+ConnectionManager::SidrRequest* ConnectionManager::find_sidr(uint32_t comm_id, bool active) {
+  const auto it = sidr_.find(comm_id);
+  return it == sidr_.end() || it->second.active != active ? nullptr : &it->second;
+}
+
 const CmState* ConnectionManager::state(uint32_t comm_id) const {
   const auto it = connections_.find(comm_id);
   return it == connections_.end() ? nullptr : &it->second.state;
 }
 
+// SIDR requests take their IDs from the same space as connections (Linux: one cm_id table), so that a
+// message naming an ID can never be about both.
 uint32_t ConnectionManager::new_comm_id() {
-  while (next_comm_id_ == 0 || connections_.contains(next_comm_id_)) ++next_comm_id_;
+  while (next_comm_id_ == 0 || connections_.contains(next_comm_id_) || sidr_.contains(next_comm_id_)) ++next_comm_id_;
   return next_comm_id_++;
 }
+
+// The transaction ID of a message we start (not an answer, which carries the asker's): the MAD agent's
+// number above our comm ID, as Linux's cm_form_tid.
+uint64_t ConnectionManager::our_tid(uint32_t comm_id) const { return uint64_t(config_.tid_high) << 32 | comm_id; }
 
 // One response timeout of the peer plus a round trip: how long to wait for an answer before resending
 // (Linux: 2 x packet lifetime + the peer's CM response timeout).
@@ -59,13 +90,29 @@ void ConnectionManager::send(const MadAddress& to, const CmMessage& message, uin
   sender_.send(to, encode(message, tid));
 }
 
-void ConnectionManager::send_with_retries(Connection& c, const CmMessage& message, Nanos now) {
-  c.last_sent = encode(message, c.tid);
-  c.retries_left = c.max_retries;
-  c.retry_interval = response_interval(c.peer_response_timeout);
-  c.deadline = now + c.retry_interval;
+void ConnectionManager::send_with_retries(Retries& r, const MadAddress& to, const CmMessage& message, uint64_t tid,
+                                          unsigned max_retries, Nanos interval, Nanos now) {
+  r.last_sent = encode(message, tid);
+  r.retries_left = max_retries;
+  r.retry_interval = interval;
+  r.deadline = now + interval;
   ++counters_.tx_mads;
-  sender_.send(c.peer, c.last_sent);
+  sender_.send(to, r.last_sent);
+}
+
+// A connection's messages wait for the peer's advertised response timeout, as many times as the REQ said.
+void ConnectionManager::send_with_retries(Connection& c, const CmMessage& message, Nanos now) {
+  send_with_retries(c, c.peer, message, c.tid, c.max_retries, response_interval(c.peer_response_timeout), now);
+}
+
+bool ConnectionManager::resend(Retries& r, const MadAddress& to, Nanos now) {
+  if (r.retries_left == 0) return false;
+  --r.retries_left;
+  ++counters_.retransmissions;
+  ++counters_.tx_mads;
+  r.deadline = now + r.retry_interval;
+  sender_.send(to, r.last_sent);
+  return true;
 }
 
 void ConnectionManager::enter_timewait(Connection& c, Nanos now) {
@@ -78,6 +125,24 @@ void ConnectionManager::erase(uint32_t comm_id) {
   if (it == connections_.end()) return;
   by_remote_.erase({it->second.peer.gid.bytes, it->second.remote_id});
   connections_.erase(it);
+}
+
+void ConnectionManager::erase_sidr(uint32_t comm_id) {
+  const auto it = sidr_.find(comm_id);
+  if (it == sidr_.end()) return;
+  if (!it->second.active) sidr_by_remote_.erase({it->second.peer.gid.bytes, it->second.remote_id});
+  sidr_.erase(it);
+}
+
+// Answers the passive SIDR request `comm_id` with `rep` and forgets it. The SIDR_REP names the request
+// and service the peer asked about and goes back, with the SIDR_REQ's transaction ID, to where that came
+// from (Linux's cm_format_sidr_rep); from then on a SIDR_REQ with the same ID is a new one.
+void ConnectionManager::reply_sidr(uint32_t comm_id, SidrRep rep) {
+  const SidrRequest& s = sidr_.at(comm_id);
+  rep.request_id = s.remote_id;
+  rep.service_id = s.service_id;
+  send(s.peer, rep, s.tid);
+  erase_sidr(comm_id);
 }
 
 void ConnectionManager::emit(CmEvent event) {
@@ -102,7 +167,7 @@ uint32_t ConnectionManager::connect(Req req, const MadAddress& peer, Nanos now) 
   c.local_id = id;
   c.state = CmState::req_sent;
   c.peer = peer;
-  c.tid = uint64_t(config_.tid_high) << 32 | id;
+  c.tid = our_tid(id);
   c.local_qpn = req.local_qpn;
   c.peer_response_timeout = req.remote_cm_response_timeout;
   c.max_retries = req.max_cm_retries;
@@ -165,7 +230,7 @@ int ConnectionManager::disconnect(uint32_t comm_id, Nanos now) {
   if (c->state == CmState::dreq_sent || c->state == CmState::timewait) return 0;  // already closing
   if (c->state != CmState::established) return EINVAL;
   c->state = CmState::dreq_sent;
-  c->tid = uint64_t(config_.tid_high) << 32 | c->local_id;
+  c->tid = our_tid(c->local_id);
   Dreq dreq;
   dreq.local_comm_id = c->local_id;
   dreq.remote_comm_id = c->remote_id;
@@ -174,7 +239,40 @@ int ConnectionManager::disconnect(uint32_t comm_id, Nanos now) {
   return 0;
 }
 
+uint32_t ConnectionManager::sidr_request(SidrReq req, const MadAddress& peer, Nanos retry_interval, uint8_t max_retries,
+                                         Nanos now) {
+  const uint32_t id = new_comm_id();
+  req.request_id = id;
+  SidrRequest& s = sidr_[id];
+  s.active = true;
+  s.peer = peer;
+  s.service_id = req.service_id;
+  s.tid = our_tid(id);
+  // The owner chooses the retry interval (unlike a REQ's, no peer has advertised a response timeout yet).
+  send_with_retries(s, peer, req, s.tid, max_retries, retry_interval, now);
+  return id;
+}
+
+int ConnectionManager::sidr_reply(uint32_t comm_id, SidrRep rep, Nanos) {
+  if (find_sidr(comm_id, false) == nullptr) return ENOENT;
+  if (rep.additional_info_length > sidr_rep_info_size) return EINVAL;
+  reply_sidr(comm_id, rep);
+  return 0;
+}
+
 void ConnectionManager::destroy(uint32_t comm_id, Nanos now) {
+  if (const auto it = sidr_.find(comm_id); it != sidr_.end()) {
+    // Linux's cm_destroy_id: our own request is just dropped (a late SIDR_REP then finds nothing); a peer's
+    // that nobody will answer now gets "rejected" rather than making the peer wait for all its retries.
+    if (it->second.active) {
+      erase_sidr(comm_id);
+    } else {
+      SidrRep rep;
+      rep.status = SidrStatus::rejected;
+      reply_sidr(comm_id, rep);
+    }
+    return;
+  }
   Connection* c = find(comm_id);
   if (c == nullptr) return;
   c->owner_gone = true;
@@ -208,7 +306,7 @@ void ConnectionManager::destroy(uint32_t comm_id, Nanos now) {
       dreq.local_comm_id = c->local_id;
       dreq.remote_comm_id = c->remote_id;
       dreq.remote_qpn = c->remote_qpn;
-      send(c->peer, dreq, uint64_t(config_.tid_high) << 32 | c->local_id);
+      send(c->peer, dreq, our_tid(c->local_id));
       enter_timewait(*c, now);
       return;
     }
@@ -238,6 +336,8 @@ void ConnectionManager::receive(const MadAddress& from, std::span<const uint8_t>
                  [&](const Rtu& m) { on_rtu(m); },
                  [&](const Dreq& m) { on_dreq(from, d.header, m, now); },
                  [&](const Drep& m) { on_drep(m, now); },
+                 [&](const SidrReq& m) { on_sidr_req(from, d.header, m); },
+                 [&](const SidrRep& m) { on_sidr_rep(from, m); },
              },
              d.message);
 }
@@ -414,6 +514,49 @@ void ConnectionManager::on_drep(const Drep& m, Nanos now) {
   emit(make_event(CmEventType::disconnected, c->local_id, c->peer));
 }
 
+// A peer asks which QP serves a service. Linux's cm_sidr_req_handler: a duplicate of a request still
+// unanswered is dropped (the answer will come); a service nobody listens on is answered at once; else the
+// owner decides (sidr_reply) and the request waits with no timer, as a REQ in req_received does.
+void ConnectionManager::on_sidr_req(const MadAddress& from, const wire::MadHeader& h, const SidrReq& m) {
+  const RemoteKey key{from.gid.bytes, m.request_id};
+  if (sidr_by_remote_.contains(key)) {
+    ++counters_.rx_duplicates;
+    return;
+  }
+  if (!listening_.contains(m.service_id)) {
+    SidrRep rep;
+    rep.request_id = m.request_id;
+    rep.status = SidrStatus::service_id_not_supported;
+    rep.service_id = m.service_id;
+    send(from, rep, h.transaction_id);
+    return;
+  }
+  const uint32_t id = new_comm_id();
+  SidrRequest& s = sidr_[id];
+  s.active = false;
+  s.peer = from;
+  s.remote_id = m.request_id;
+  s.service_id = m.service_id;
+  s.tid = h.transaction_id;
+  sidr_by_remote_[key] = id;
+  CmEvent e = make_event(CmEventType::sidr_req_received, id, from);
+  e.sidr_req = m;
+  emit(std::move(e));
+}
+
+// The answer to one of our SIDR_REQs, whatever its status, ends the request. One that answers nothing we
+// are waiting for (never asked, already answered, timed out, destroyed) is dropped.
+void ConnectionManager::on_sidr_rep(const MadAddress& from, const SidrRep& m) {
+  if (find_sidr(m.request_id, true) == nullptr) {
+    ++counters_.rx_unknown_connection;
+    return;
+  }
+  CmEvent e = make_event(CmEventType::sidr_rep_received, m.request_id, from);
+  e.sidr_rep = m;
+  emit(std::move(e));
+  erase_sidr(m.request_id);
+}
+
 // --- timers ----------------------------------------------------------------------------------------------
 
 void ConnectionManager::on_timer(Connection& c, Nanos now) {
@@ -421,14 +564,7 @@ void ConnectionManager::on_timer(Connection& c, Nanos now) {
     erase(c.local_id);
     return;
   }
-  if (c.retries_left > 0) {
-    --c.retries_left;
-    ++counters_.retransmissions;
-    ++counters_.tx_mads;
-    c.deadline = now + c.retry_interval;
-    sender_.send(c.peer, c.last_sent);
-    return;
-  }
+  if (resend(c, c.peer, now)) return;
   ++counters_.timeouts;
   c.deadline = never;
   if (c.state == CmState::dreq_sent) {
@@ -445,20 +581,28 @@ void ConnectionManager::on_timer(Connection& c, Nanos now) {
   erase(c.local_id);
 }
 
+// Our SIDR_REQ went unanswered: again, or after the last retry `unreachable` (Linux: IB_CM_SIDR_REQ_ERROR,
+// which rdma_cm reports as RDMA_CM_EVENT_UNREACHABLE). Only active requests have a deadline.
+void ConnectionManager::on_sidr_timer(uint32_t comm_id, SidrRequest& s, Nanos now) {
+  if (resend(s, s.peer, now)) return;
+  ++counters_.timeouts;
+  CmEvent e = make_event(CmEventType::unreachable, comm_id, s.peer);
+  e.timed_out = true;
+  emit(std::move(e));
+  erase_sidr(comm_id);
+}
+
 void ConnectionManager::run(Nanos now) {
-  std::vector<uint32_t> due;
-  for (const auto& [id, c] : connections_) {
-    if (c.deadline <= now) due.push_back(id);
-  }
-  for (uint32_t id : due) {
+  for (uint32_t id : due_at(connections_, now)) {
     if (Connection* c = find(id)) on_timer(*c, now);
+  }
+  for (uint32_t id : due_at(sidr_, now)) {
+    if (const auto it = sidr_.find(id); it != sidr_.end()) on_sidr_timer(id, it->second, now);
   }
 }
 
 Nanos ConnectionManager::next_deadline() const {
-  Nanos t = never;
-  for (const auto& [id, c] : connections_) t = std::min(t, c.deadline);
-  return t;
+  return std::min(earliest_deadline(connections_), earliest_deadline(sidr_));
 }
 
 }  // namespace uroce::cm

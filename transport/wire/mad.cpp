@@ -107,4 +107,16 @@ std::string_view cm_reject_reason_name(uint16_t reason) {
   }
 }
 
+std::string_view cm_sidr_status_name(uint8_t status) {
+  switch (status) {
+    case 0: return "valid";
+    case 1: return "service ID not supported";  // nobody listens on that service (rdma_cm port)
+    case 2: return "rejected";                  // by the service provider (the application, or no rdma_cm ID)
+    case 3: return "no QP available";
+    case 4: return "redirect";                  // to the ClassPortInfo in the additional information
+    case 5: return "unsupported class version";
+    default: return "";
+  }
+}
+
 }  // namespace uroce::wire

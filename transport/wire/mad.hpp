@@ -52,5 +52,7 @@ std::string_view mgmt_class_name(uint8_t mgmt_class);             // "CM", "Subn
 std::string_view cm_attribute_name(uint16_t attribute_id);        // "REQ", "REP", ... ("" if unknown)
 // A REJ's reason (IBTA table 112) in words, e.g. 8: "invalid service ID" ("" if unknown).
 std::string_view cm_reject_reason_name(uint16_t reason);
+// A SIDR_REP's status (IBTA 12.11) in words, e.g. 1: "service ID not supported" ("" if unknown).
+std::string_view cm_sidr_status_name(uint8_t status);
 
 }  // namespace uroce::wire

@@ -1,6 +1,6 @@
 // The CM state machine: two ConnectionManagers joined by a little network that can lose MADs, driven by
 // an injected clock. Handshake, retransmission of a lost REQ/REP/DREQ, REJ when nobody listens, teardown,
-// duplicates, hostile MADs.
+// duplicates, hostile MADs; Service ID Resolution (SIDR_REQ/SIDR_REP) beside the connections.
 #include <catch2/catch.hpp>
 
 #include <deque>
@@ -24,13 +24,14 @@ struct Wire : MadSender {
   std::deque<std::pair<MadAddress, Mad>>* out;
   unsigned drop_next = 0;  // lose the next N MADs this side sends
   std::vector<CmAttribute> sent;
+  std::vector<std::pair<MadAddress, Mad>> log;  // every MAD sent (lost or not) and where it was sent
   void send(const MadAddress& to, const Mad& mad) override {
     sent.push_back(CmAttribute(uint16_t(mad[16] << 8 | mad[17])));
+    log.push_back({to, mad});
     if (drop_next > 0) {
       --drop_next;
       return;
     }
-    (void)to;
     out->push_back({MadAddress{self, 1}, mad});
   }
 };
@@ -312,4 +313,319 @@ TEST_CASE("cm: truncated, foreign and random MADs are counted and dropped, never
   CHECK(p.b.counters().rx_malformed > 1000);
   CHECK(p.b.counters().rx_mads == 5000 + 2);
   (void)ca;
+}
+
+// --- Service ID Resolution (SIDR_REQ / SIDR_REP) ----------------------------------------------------------
+
+namespace {
+
+constexpr uint64_t udp_sid = service_id_of(wire::rdma_cm_ps_udp, 7174);
+constexpr Nanos sidr_interval = 4'096'000'000;  // Linux's rdma_cm: a SIDR_REQ every 4096 ms
+
+SidrReq make_sidr_req() {
+  SidrReq r;
+  r.service_id = udp_sid;
+  r.pkey = 0x8001;
+  r.private_data[0] = 0x42;
+  return r;
+}
+
+SidrRep make_sidr_rep() {
+  SidrRep r;
+  r.qpn = 0x123456;
+  r.qkey = 0x01234567;
+  r.private_data[135] = 0x99;
+  return r;
+}
+
+uint64_t tid_of(const Mad& mad) { return std::get<Decoded>(decode(mad)).header.transaction_id; }
+
+template <class T>
+T message_of(const Mad& mad) {
+  return std::get<T>(std::get<Decoded>(decode(mad)).message);
+}
+
+// a asks b to resolve udp_sid (b listening); returns the two comm IDs (a's request, b's) once b has the
+// sidr_req_received event.
+std::pair<uint32_t, uint32_t> sidr_ask(Pair& p) {
+  REQUIRE(p.b.listen(udp_sid) == 0);
+  const uint32_t ca = p.a.sidr_request(make_sidr_req(), {gid_b, 1}, sidr_interval, 15, p.now);
+  p.deliver();
+  auto eb = p.b.take_events();
+  REQUIRE(types(eb) == std::vector{CmEventType::sidr_req_received});
+  return {ca, eb[0].comm_id};
+}
+
+}  // namespace
+
+TEST_CASE("cm sidr: SIDR_REQ and SIDR_REP resolve a service between two CMs", "[cm][sidr]") {
+  Pair p;
+  REQUIRE(p.b.listen(udp_sid) == 0);
+  const uint32_t ca = p.a.sidr_request(make_sidr_req(), {gid_b, 1}, sidr_interval, 15, p.now);
+  CHECK(ca == 100);  // a comm ID from the connections' space
+  CHECK(p.a.next_deadline() == p.now + sidr_interval);
+  p.deliver();
+  auto eb = p.b.take_events();
+  REQUIRE(types(eb) == std::vector{CmEventType::sidr_req_received});
+  const uint32_t cb = eb[0].comm_id;
+  CHECK(cb == 500);
+  CHECK(eb[0].peer == MadAddress{gid_a, 1});
+  CHECK(eb[0].sidr_req.request_id == ca);
+  CHECK(eb[0].sidr_req.service_id == udp_sid);
+  CHECK(eb[0].sidr_req.pkey == 0x8001);
+  CHECK(eb[0].sidr_req.private_data[0] == 0x42);
+  CHECK(p.b.next_deadline() == never);  // the passive side waits for its owner, with no timer
+
+  REQUIRE(p.b.sidr_reply(cb, make_sidr_rep(), p.now) == 0);
+  p.deliver();
+  auto ea = p.a.take_events();
+  REQUIRE(types(ea) == std::vector{CmEventType::sidr_rep_received});
+  CHECK(ea[0].comm_id == ca);
+  CHECK(ea[0].peer.gid == gid_b);
+  CHECK(ea[0].sidr_rep.status == SidrStatus::valid);
+  CHECK(ea[0].sidr_rep.request_id == ca);
+  CHECK(ea[0].sidr_rep.service_id == udp_sid);
+  CHECK(ea[0].sidr_rep.qpn == 0x123456);
+  CHECK(ea[0].sidr_rep.qkey == 0x01234567);
+  CHECK(ea[0].sidr_rep.private_data[135] == 0x99);
+
+  // On the wire: our transaction ID (the MAD agent's number above the comm ID), answered with the same
+  // one, sent back to where the SIDR_REQ came from.
+  CHECK(p.wa.sent == std::vector{CmAttribute::sidr_req});
+  CHECK(p.wb.sent == std::vector{CmAttribute::sidr_rep});
+  CHECK(tid_of(p.wa.log[0].second) == (uint64_t(1) << 32 | ca));
+  CHECK(tid_of(p.wb.log[0].second) == tid_of(p.wa.log[0].second));
+  CHECK(p.wa.log[0].first == MadAddress{gid_b, 1});
+  CHECK(p.wb.log[0].first == MadAddress{gid_a, 1});
+  CHECK(message_of<SidrReq>(p.wa.log[0].second).request_id == ca);
+
+  // Both sides are done: nothing pending, no timer, no connection; the next ID is a fresh one.
+  CHECK(p.a.next_deadline() == never);
+  CHECK(p.b.sidr_reply(cb, make_sidr_rep(), p.now) == ENOENT);
+  CHECK(p.a.connection_count() == 0);
+  CHECK(p.b.connection_count() == 0);
+  CHECK(p.a.state(ca) == nullptr);
+  CHECK(p.a.connect(make_req(), {gid_b, 1}, p.now) == ca + 1);
+  CHECK(p.a.counters().tx_mads == 2);
+  CHECK(p.b.counters().tx_mads == 1);
+  CHECK(p.a.counters().retransmissions == 0);
+}
+
+TEST_CASE("cm sidr: an unanswered SIDR_REQ is resent every retry interval, then unreachable", "[cm][sidr]") {
+  Pair p;
+  p.wa.drop_next = 100;
+  const Nanos start = p.now;
+  const uint32_t id = p.a.sidr_request(make_sidr_req(), {gid_b, 1}, sidr_interval, 3, p.now);
+  p.advance(sidr_interval - 1);
+  CHECK(p.a.counters().retransmissions == 0);
+  p.advance(1);
+  CHECK(p.a.counters().retransmissions == 1);
+  for (int i = 0; i < 10 && p.a.next_deadline() != never; ++i) {
+    CHECK(p.a.next_deadline() - p.now == sidr_interval);
+    p.advance(p.a.next_deadline() - p.now);
+  }
+  auto e = p.a.take_events();
+  REQUIRE(types(e) == std::vector{CmEventType::unreachable});
+  CHECK(e[0].comm_id == id);
+  CHECK(e[0].timed_out);
+  CHECK(e[0].peer.gid == gid_b);
+  CHECK(p.now - start == 4 * sidr_interval);  // the SIDR_REQ, 3 retries, one more interval of waiting
+  CHECK(p.wa.sent == std::vector(4, CmAttribute::sidr_req));
+  for (const auto& [to, mad] : p.wa.log) CHECK(mad == p.wa.log[0].second);  // the same MAD each time
+  CHECK(p.a.counters().tx_mads == 4);
+  CHECK(p.a.counters().retransmissions == 3);
+  CHECK(p.a.counters().timeouts == 1);
+  CHECK(p.a.next_deadline() == never);
+  p.advance(100 * sidr_interval);
+  CHECK(p.a.take_events().empty());
+  CHECK(p.a.counters().tx_mads == 4);
+}
+
+TEST_CASE("cm sidr: a SIDR_REQ for a service nobody listens on is answered with status 1", "[cm][sidr]") {
+  Pair p;
+  p.b.listen(sid);  // a connection service, not the one asked about
+  const uint32_t ca = p.a.sidr_request(make_sidr_req(), {gid_b, 1}, sidr_interval, 15, p.now);
+  p.deliver();
+  CHECK(p.b.take_events().empty());
+  CHECK(p.wb.sent == std::vector{CmAttribute::sidr_rep});
+  CHECK(tid_of(p.wb.log[0].second) == tid_of(p.wa.log[0].second));
+  auto e = p.a.take_events();
+  REQUIRE(types(e) == std::vector{CmEventType::sidr_rep_received});
+  CHECK(e[0].comm_id == ca);
+  CHECK(e[0].sidr_rep.status == SidrStatus::service_id_not_supported);
+  CHECK(uint8_t(e[0].sidr_rep.status) == 1);
+  CHECK(e[0].sidr_rep.request_id == ca);
+  CHECK(e[0].sidr_rep.service_id == udp_sid);
+  CHECK(p.a.next_deadline() == never);
+  CHECK(p.b.next_deadline() == never);
+}
+
+TEST_CASE("cm sidr: a duplicate SIDR_REQ is counted and dropped while the first is unanswered", "[cm][sidr]") {
+  Pair p;
+  auto [ca, cb] = sidr_ask(p);
+  const Mad first = p.wa.log[0].second;
+  p.advance(sidr_interval);  // a heard nothing: its SIDR_REQ again
+  CHECK(p.a.counters().retransmissions == 1);
+  CHECK(p.b.counters().rx_duplicates == 1);
+  CHECK(p.b.take_events().empty());
+  CHECK(p.wb.sent.empty());
+  REQUIRE(p.b.sidr_reply(cb, make_sidr_rep(), p.now) == 0);
+  p.deliver();
+  CHECK(types(p.a.take_events()) == std::vector{CmEventType::sidr_rep_received});
+  // Answered, the request is forgotten: the same SIDR_REQ again is a new request (as in Linux, whose CM
+  // drops it from its table of remote SIDR requests when it sends the SIDR_REP).
+  p.b.receive({gid_a, 1}, first, p.now);
+  auto again = p.b.take_events();
+  REQUIRE(types(again) == std::vector{CmEventType::sidr_req_received});
+  CHECK(again[0].comm_id != cb);
+  CHECK(p.b.counters().rx_duplicates == 1);
+  // The same request ID from another port is another request, not a duplicate.
+  p.b.receive({gid_b, 1}, first, p.now);
+  CHECK(types(p.b.take_events()) == std::vector{CmEventType::sidr_req_received});
+  CHECK(p.b.counters().rx_duplicates == 1);
+  (void)ca;
+}
+
+TEST_CASE("cm sidr: destroying an unanswered passive request answers it \"rejected\"", "[cm][sidr]") {
+  Pair p;
+  auto [ca, cb] = sidr_ask(p);
+  p.b.destroy(cb, p.now);
+  CHECK(p.wb.sent == std::vector{CmAttribute::sidr_rep});
+  CHECK(tid_of(p.wb.log[0].second) == tid_of(p.wa.log[0].second));
+  p.deliver();
+  auto e = p.a.take_events();
+  REQUIRE(types(e) == std::vector{CmEventType::sidr_rep_received});
+  CHECK(e[0].comm_id == ca);
+  CHECK(e[0].sidr_rep.status == SidrStatus::rejected);
+  CHECK(e[0].sidr_rep.request_id == ca);
+  CHECK(e[0].sidr_rep.service_id == udp_sid);
+  CHECK(p.b.take_events().empty());
+  CHECK(p.b.sidr_reply(cb, make_sidr_rep(), p.now) == ENOENT);
+  p.b.destroy(cb, p.now);  // twice: nothing more is said
+  CHECK(p.wb.sent.size() == 1);
+}
+
+TEST_CASE("cm sidr: destroying our own request forgets it, with no event; its late answer is dropped",
+          "[cm][sidr]") {
+  Pair p;
+  auto [ca, cb] = sidr_ask(p);
+  p.a.destroy(ca, p.now);
+  CHECK(p.wa.sent == std::vector{CmAttribute::sidr_req});  // nothing said on the wire
+  CHECK(p.a.next_deadline() == never);
+  REQUIRE(p.b.sidr_reply(cb, make_sidr_rep(), p.now) == 0);
+  p.deliver();
+  p.advance(20 * sidr_interval);
+  CHECK(p.a.take_events().empty());
+  CHECK(p.a.counters().rx_unknown_connection == 1);
+  CHECK(p.a.counters().retransmissions == 0);
+}
+
+TEST_CASE("cm sidr: a SIDR_REP for no pending request is counted and dropped", "[cm][sidr]") {
+  Pair p;
+  auto [ca, cb] = connect(p);
+  auto [sa, sb] = sidr_ask(p);
+  const auto stray = [&](ConnectionManager& cm, uint32_t request_id) {
+    SidrRep rep = make_sidr_rep();
+    rep.request_id = request_id;
+    cm.receive({gid_b, 1}, encode(rep, 9), p.now);
+  };
+  stray(p.a, 4242);  // never asked
+  stray(p.a, ca);    // a connection's comm ID, not a SIDR request
+  stray(p.b, sb);    // b's passive request: b asked nothing
+  CHECK(p.a.counters().rx_unknown_connection == 2);
+  CHECK(p.b.counters().rx_unknown_connection == 1);
+  CHECK(p.a.take_events().empty());
+  CHECK(p.b.take_events().empty());
+  CHECK(*p.a.state(ca) == CmState::established);
+  CHECK(p.b.sidr_reply(sb, make_sidr_rep(), p.now) == 0);  // still pending
+  p.deliver();
+  CHECK(types(p.a.take_events()) == std::vector{CmEventType::sidr_rep_received});
+  (void)cb, (void)sa;
+}
+
+TEST_CASE("cm sidr: sidr_reply to anything but a pending passive SIDR request fails", "[cm][sidr]") {
+  Pair p;
+  auto [ca, cb] = sidr_ask(p);
+  CHECK(p.b.sidr_reply(4242, make_sidr_rep(), p.now) == ENOENT);  // unknown
+  CHECK(p.a.sidr_reply(ca, make_sidr_rep(), p.now) == ENOENT);    // our own request, not a peer's
+  const uint32_t conn = p.a.connect(make_req(), {gid_b, 1}, p.now);
+  CHECK(p.a.sidr_reply(conn, make_sidr_rep(), p.now) == ENOENT);  // a connection
+  SidrRep too_much = make_sidr_rep();
+  too_much.additional_info_length = sidr_rep_info_size + 1;
+  CHECK(p.b.sidr_reply(cb, too_much, p.now) == EINVAL);
+  CHECK(p.b.sidr_reply(cb, make_sidr_rep(), p.now) == 0);  // still pending after the refused call
+  CHECK(p.wb.sent == std::vector{CmAttribute::sidr_rep});
+}
+
+TEST_CASE("cm sidr: connection calls and messages naming a SIDR request treat it as no connection",
+          "[cm][sidr]") {
+  Pair p;
+  auto [ca, cb] = sidr_ask(p);
+  CHECK(p.b.accept(cb, make_rep(), p.now) == ENOENT);
+  CHECK(p.b.reject(cb, 28, {}, p.now) == ENOENT);
+  CHECK(p.a.establish(ca, p.now) == ENOENT);
+  CHECK(p.a.notify_established(ca) == ENOENT);
+  CHECK(p.a.disconnect(ca, p.now) == ENOENT);
+  CHECK(p.a.state(ca) == nullptr);
+  CHECK(p.b.state(cb) == nullptr);
+  CHECK(p.a.connection_count() == 0);
+  CHECK(p.b.connection_count() == 0);
+
+  // Each connection message, aimed at the SIDR request's comm ID on both sides.
+  const auto aimed = [](uint32_t id) {
+    Rep rep = make_rep();
+    rep.remote_comm_id = id;
+    Mra mra;
+    mra.remote_comm_id = id;
+    Rej rej;
+    rej.remote_comm_id = id;
+    return std::vector<CmMessage>{rep, mra, rej, Rtu{77, id, {}}, Dreq{77, id, 0, {}}, Drep{77, id, {}}};
+  };
+  for (const CmMessage& m : aimed(cb)) p.b.receive({gid_a, 1}, encode(m, 5), p.now);
+  for (const CmMessage& m : aimed(ca)) p.a.receive({gid_b, 1}, encode(m, 5), p.now);
+  CHECK(p.b.counters().rx_unknown_connection == 6);
+  CHECK(p.a.counters().rx_unknown_connection == 6);
+  CHECK(p.b.counters().rx_wrong_state == 0);
+  CHECK(p.a.take_events().empty());
+  CHECK(p.b.take_events().empty());
+  // The DREQ got its DREP, as any DREQ for a connection not known does; nothing else was answered.
+  CHECK(p.wb.sent == std::vector{CmAttribute::drep});
+  CHECK(p.wa.sent == std::vector{CmAttribute::sidr_req, CmAttribute::drep});
+  CHECK(p.a.connection_count() == 0);
+  CHECK(p.b.connection_count() == 0);
+
+  // Both requests carry on untouched.
+  p.to_a.clear(), p.to_b.clear();
+  REQUIRE(p.b.sidr_reply(cb, make_sidr_rep(), p.now) == 0);
+  p.deliver();
+  auto e = p.a.take_events();
+  REQUIRE(types(e) == std::vector{CmEventType::sidr_rep_received});
+  CHECK(e[0].comm_id == ca);
+}
+
+TEST_CASE("cm sidr: random SIDR MADs aimed at pending requests are counted, never a crash", "[cm][sidr]") {
+  Pair p;
+  auto [ca, cb] = sidr_ask(p);
+  std::mt19937 rng(23);
+  for (int i = 0; i < 5000; ++i) {
+    std::vector<uint8_t> junk(wire::mad_size);
+    for (auto& b : junk) b = uint8_t(rng());
+    junk[0] = 1, junk[1] = 7, junk[2] = 2, junk[3] = 3, junk[16] = 0, junk[17] = uint8_t(0x17 + i % 2);
+    if (i % 3 == 0) {  // the request ID of a pending request
+      const uint32_t id = i % 2 ? ca : cb;
+      junk[24] = uint8_t(id >> 24), junk[25] = uint8_t(id >> 16), junk[26] = uint8_t(id >> 8), junk[27] = uint8_t(id);
+    }
+    ConnectionManager& cm = i % 4 < 2 ? p.a : p.b;
+    cm.receive({i % 5 ? gid_b : gid_a, 1}, junk, p.now);
+    for (const CmEvent& e : cm.take_events()) {
+      if (e.type == CmEventType::sidr_req_received && i % 2) cm.sidr_reply(e.comm_id, make_sidr_rep(), p.now);
+      if (e.type == CmEventType::sidr_req_received && !(i % 2)) cm.destroy(e.comm_id, p.now);
+    }
+    p.now += rng() % sidr_interval;  // timers run (a's request times out), what they send is lost
+    p.a.run(p.now);
+    p.b.run(p.now);
+    p.to_a.clear(), p.to_b.clear();
+  }
+  CHECK(p.a.counters().rx_mads + p.b.counters().rx_mads == 5000 + 1);
+  CHECK(p.a.counters().rx_malformed + p.b.counters().rx_malformed == 0);
 }

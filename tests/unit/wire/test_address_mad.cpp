@@ -315,6 +315,11 @@ TEST_CASE("MAD names", "[wire][mad]") {
   CHECK(cm_reject_reason_name(28) == "consumer reject");
   CHECK(cm_reject_reason_name(0).empty());
   CHECK(cm_reject_reason_name(34).empty());
+  // SIDR_REP statuses: 0 to 5 have words, later ones none.
+  for (uint8_t status = 0; status <= 5; ++status) CHECK_FALSE(cm_sidr_status_name(status).empty());
+  CHECK(cm_sidr_status_name(1) == "service ID not supported");
+  CHECK(cm_sidr_status_name(2) == "rejected");
+  CHECK(cm_sidr_status_name(6).empty());
   CHECK(mgmt_class_name(0x07) == "CM");
   CHECK(mgmt_class_name(0x01) == "SubnMgt");
   CHECK(mgmt_class_name(0x03) == "SubnAdm");
