@@ -30,13 +30,6 @@ uint8_t ack_timeout(uint8_t ca_delay, uint8_t life) {
   return uint8_t(std::min(31u, t));
 }
 
-std::vector<uint8_t> private_data(const json& r, size_t room) {
-  const auto bytes = protocol::from_hex(r.value("private_data", std::string()));
-  if (!bytes) throw ServiceError(EINVAL, "private_data is not hex");
-  if (bytes->size() > room) throw ServiceError(EINVAL, "private_data longer than " + std::to_string(room) + " bytes");
-  return *bytes;
-}
-
 // The connection parameters of an event, as the receiving side sees them (rdma_conn_param): what the peer
 // will issue is what we answer, and the reverse.
 json conn_param(std::span<const uint8_t> data, uint8_t peer_responder_resources, uint8_t peer_initiator_depth,
@@ -48,11 +41,19 @@ json conn_param(std::span<const uint8_t> data, uint8_t peer_responder_resources,
 
 }  // namespace
 
+std::vector<uint8_t> private_data(const json& r, size_t room) {
+  const auto bytes = protocol::from_hex(r.value("private_data", std::string()));
+  if (!bytes) throw ServiceError(EINVAL, "private_data is not hex");
+  if (bytes->size() > room) throw ServiceError(EINVAL, "private_data longer than " + std::to_string(room) + " bytes");
+  return *bytes;
+}
+
 // --- requests ---------------------------------------------------------------------------------------------
 
 json CmService::connect(uint64_t s, const json& r, std::vector<int>&) {
   CmId& id = id_of(s, r);
   if (id.state != CmIdState::route_resolved) throw ServiceError(EINVAL, "the route is not resolved");
+  if (is_datagram(id)) return connect_datagram(id, r);
   const auto user = private_data(r, cm::req_private_size - cm::ip_header_size);
   id.qpn = need_field(r, "qp_num") & 0xffffff;
   // Each side picks the PSN it will receive from: as Linux's CM (and rxe's traffic, e.g. the rping
@@ -94,6 +95,7 @@ json CmService::connect(uint64_t s, const json& r, std::vector<int>&) {
 json CmService::accept(uint64_t s, const json& r, std::vector<int>&) {
   CmId& id = id_of(s, r);
   if (id.state != CmIdState::connect_request) throw ServiceError(EINVAL, "no connection request to accept");
+  if (is_datagram(id)) return accept_datagram(id, r);
   const auto data = private_data(r, cm::rep_private_size);
   id.qpn = need_field(r, "qp_num") & 0xffffff;
   // What the application grants, never more than the peer asked for (the REQ's initiator depth bounds our
@@ -120,6 +122,7 @@ json CmService::reject(uint64_t s, const json& r, std::vector<int>&) {
   if (id.state != CmIdState::connect_request && id.state != CmIdState::response_received) {
     throw ServiceError(EINVAL, "nothing to reject");
   }
+  if (is_datagram(id)) return reject_datagram(id, r);
   const auto data = private_data(r, cm::rej_private_size);
   const int rc = cm_.reject(id.comm_id, uint16_t(cm::RejectReason::consumer_defined), data, now());
   if (rc != 0) throw ServiceError(rc, "the connection is gone");
@@ -160,6 +163,7 @@ json CmService::disconnect(uint64_t s, const json& r, std::vector<int>&) {
 json CmService::init_qp_attr(uint64_t s, const json& r, std::vector<int>&) {
   const CmId& id = id_of(s, r);
   const std::string state = r.value("state", std::string());
+  if (is_datagram(id)) return datagram_qp_attr(state);
   if (state == "init") {
     unsigned access = 0x2;                                     // IBV_ACCESS_REMOTE_WRITE
     if (id.responder_resources != 0) access |= 0x4 | 0x8;      // REMOTE_READ | REMOTE_ATOMIC
@@ -227,10 +231,17 @@ void CmService::on_cm_event(const cm::CmEvent& e) {
     on_connect_request(e);
     return;
   }
+  if (e.type == cm::CmEventType::sidr_req_received) {
+    on_sidr_request(e);
+    return;
+  }
   const uint32_t n = find_by_comm_id(e.comm_id);
   if (n == 0) return;
   CmId& id = ids_.at(n);
   switch (e.type) {
+    case cm::CmEventType::sidr_rep_received:
+      on_sidr_response(n, e);
+      return;
     case cm::CmEventType::rep_received: {
       const cm::Rep& rep = e.rep;
       id.remote_qpn = rep.local_qpn;
@@ -265,50 +276,73 @@ void CmService::on_cm_event(const cm::CmEvent& e) {
       queue_event(n, RdmaCmEvent::disconnected, e.timed_out ? -ETIMEDOUT : 0);
       return;
     case cm::CmEventType::req_received:
+    case cm::CmEventType::sidr_req_received:
       return;
   }
 }
 
-// A REQ for a service someone listens on: find the listening ID that matches the address the peer wants
-// (exact address first, then a wildcard), make a new ID for the connection, and tell the listener's
-// channel. No match (or no rdma_cm header): rejected, as Linux's rdma_cm does.
-void CmService::on_connect_request(const cm::CmEvent& e) {
-  const cm::Req& req = e.req;
-  const auto ip = cm::read_ip_header(req.private_data);
-  const uint16_t ps = uint16_t(req.service_id >> 16);
-  const uint16_t port = uint16_t(req.service_id);
-  uint32_t listener = 0;
-  if (ip) {
-    for (const auto& [n, id] : ids_) {
-      if (id.state != CmIdState::listening || id.port_space != ps || id.src_port != port) continue;
-      if (id.src == ip->destination) {
-        listener = n;
-        break;
-      }
-      // A wildcard takes the other family too unless it is afonly, as Linux's cma_match_private_data has it.
-      const bool family_ok = !id.afonly.value_or(id.src.is_v4()) || id.src.is_v4() == ip->destination.is_v4();
-      if (is_wildcard(id.src) && family_ok && listener == 0) listener = n;
-    }
+uint32_t CmService::find_listener(uint64_t service_id, std::span<const uint8_t> private_data, cm::IpHeader& ip) const {
+  const auto header = cm::read_ip_header(private_data);
+  if (!header || !is_local(header->destination)) return 0;
+  ip = *header;
+  const uint16_t port_space = uint16_t(service_id >> 16), port = uint16_t(service_id);
+  uint32_t wildcard = 0;
+  for (const auto& [n, id] : ids_) {
+    if (id.state != CmIdState::listening || id.port_space != port_space || id.src_port != port) continue;
+    if (id.src == ip.destination) return n;
+    // A wildcard takes the other family too unless it is afonly, as Linux's cma_match_private_data has it.
+    const bool family_ok = !id.afonly.value_or(id.src.is_v4()) || id.src.is_v4() == ip.destination.is_v4();
+    if (is_wildcard(id.src) && family_ok && wildcard == 0) wildcard = n;
   }
-  if (listener == 0 || !is_local(ip->destination)) {
-    spdlog::debug("rdma_cm: REQ for port {} from {}: nobody listens", port, wire::to_string(e.peer.gid));
-    cm_.reject(e.comm_id, uint16_t(cm::RejectReason::invalid_service_id), {}, now());
-    return;
-  }
+  return wildcard;
+}
+
+json CmService::connect_request_event(uint32_t n) const {
+  const CmId& id = ids_.at(n);
+  return {{"listen_id", id.listener},
+          {"src", wire::to_string(id.src)},
+          {"dst", wire::to_string(id.dst)},
+          {"src_port", id.src_port},
+          {"dst_port", id.dst_port},
+          {"sgid_index", sgid_index(id.src)},
+          {"path_mtu", id.path_mtu}};
+}
+
+uint32_t CmService::new_passive_id(uint32_t listener, uint32_t comm_id, const cm::IpHeader& ip, uint16_t port) {
   const CmId& l = ids_.at(listener);
   const uint32_t n = next_id_++;
   CmId& id = ids_[n];
   id.session = l.session;
   id.channel = l.channel;
   id.port_space = l.port_space;
-  id.qp_type = req.service_type == cm::ServiceType::uc ? 3 : 2;
+  id.qp_type = l.qp_type;
   id.state = CmIdState::connect_request;
-  id.src = ip->destination;
-  id.dst = ip->source;
+  id.src = ip.destination;
+  id.dst = ip.source;
   id.src_port = port;
-  id.dst_port = ip->source_port;
-  id.comm_id = e.comm_id;
+  id.dst_port = ip.source_port;
+  id.comm_id = comm_id;
   id.listener = listener;
+  id.path_mtu = uint8_t(port_.active_mtu);
+  return n;
+}
+
+// A REQ for a service someone listens on: find the listening ID that matches the address the peer wants,
+// make a new ID for the connection, and tell the listener's channel. No match (or no rdma_cm header):
+// rejected, as Linux's rdma_cm does.
+void CmService::on_connect_request(const cm::CmEvent& e) {
+  const cm::Req& req = e.req;
+  cm::IpHeader ip;
+  const uint32_t listener = find_listener(req.service_id, req.private_data, ip);
+  if (listener == 0) {
+    spdlog::debug("rdma_cm: REQ for port {} from {}: nobody listens", uint16_t(req.service_id),
+                  wire::to_string(e.peer.gid));
+    cm_.reject(e.comm_id, uint16_t(cm::RejectReason::invalid_service_id), {}, now());
+    return;
+  }
+  const uint32_t n = new_passive_id(listener, e.comm_id, ip, uint16_t(req.service_id));
+  CmId& id = ids_.at(n);
+  id.qp_type = req.service_type == cm::ServiceType::uc ? 3 : 2;
   id.tos = req.primary.traffic_class;
   id.remote_qpn = req.local_qpn;
   id.sq_psn = req.starting_psn;  // what we send with; our receive PSN goes in the REP (see connect())
@@ -322,16 +356,10 @@ void CmService::on_connect_request(const cm::CmEvent& e) {
                                                             : ack_timeout(ca_ack_delay, packet_lifetime);
   const std::span<const uint8_t> user(req.private_data.data() + cm::ip_header_size,
                                       cm::req_private_size - cm::ip_header_size);
-  queue_event(n, RdmaCmEvent::connect_request, 0,
-              {{"listen_id", listener},
-               {"conn", conn_param(user, req.responder_resources, req.initiator_depth, req.retry_count,
-                                   req.rnr_retry_count, req.srq, req.local_qpn)},
-               {"src", wire::to_string(id.src)},
-               {"dst", wire::to_string(id.dst)},
-               {"src_port", id.src_port},
-               {"dst_port", id.dst_port},
-               {"sgid_index", sgid_index(id.src)},
-               {"path_mtu", id.path_mtu}});
+  json event = connect_request_event(n);
+  event["conn"] = conn_param(user, req.responder_resources, req.initiator_depth, req.retry_count,
+                             req.rnr_retry_count, req.srq, req.local_qpn);
+  queue_event(n, RdmaCmEvent::connect_request, 0, std::move(event));
 }
 
 }  // namespace uroce::emulator

@@ -24,11 +24,15 @@
 #include "emulator/daemon/gsi_link.hpp"
 #include "emulator/daemon/verbs_service.hpp"
 #include "transport/cm/connection_manager.hpp"
+#include "transport/cm/rdma_cm_header.hpp"
 
 namespace uroce::emulator {
 
 // An unsigned 32-bit member of a request; ServiceError(EINVAL) if missing or of another type.
 uint32_t need_field(const nlohmann::json& request, const char* key);
+// The request's "private_data" (hex, may be absent: empty); ServiceError(EINVAL) if not hex or longer
+// than `room` bytes.
+std::vector<uint8_t> private_data(const nlohmann::json& request, size_t room);
 
 class CmService {
  public:
@@ -78,6 +82,23 @@ class CmService {
   void on_cm_event(const cm::CmEvent& e);
   void on_connect_request(const cm::CmEvent& e);
   void arm_timer();
+  // The listening ID a REQ or SIDR_REQ for `service_id` goes to, by the address in rdma_cm's header at the
+  // front of its private data (exact address first, then a wildcard of the right family); 0 if none (or
+  // no header). `ip` receives the header.
+  uint32_t find_listener(uint64_t service_id, std::span<const uint8_t> private_data, cm::IpHeader& ip) const;
+  // A new passive ID for a request that `listener` takes (the fields both REQ and SIDR_REQ give).
+  uint32_t new_passive_id(uint32_t listener, uint32_t comm_id, const cm::IpHeader& ip, uint16_t port);
+  // The CONNECT_REQUEST event of passive ID `n`, less its connection parameters (`conn` or `ud`).
+  nlohmann::json connect_request_event(uint32_t n) const;
+
+  // UD IDs (RDMA_PS_UDP): Service ID Resolution instead of a connection (cm_datagram.cpp).
+  static bool is_datagram(const CmId& id) { return id.port_space == wire::rdma_cm_ps_udp; }
+  nlohmann::json connect_datagram(CmId& id, const nlohmann::json& r);
+  nlohmann::json accept_datagram(CmId& id, const nlohmann::json& r);
+  nlohmann::json reject_datagram(CmId& id, const nlohmann::json& r);
+  nlohmann::json datagram_qp_attr(const std::string& state) const;
+  void on_sidr_request(const cm::CmEvent& e);
+  void on_sidr_response(uint32_t id, const cm::CmEvent& e);
 
   CmId& id_of(uint64_t session, const nlohmann::json& r);
   uint32_t find_by_comm_id(uint32_t comm_id) const;

@@ -35,6 +35,7 @@ DIRECTIONS = {
     "pci": ("uroce on a PCI NIC (DPDK net_virtio, in the VM) → uroce server", "vm0-pci", "uroce"),
 }
 PCI_DAEMON_LIMIT = 7200  # the VM's uroced lives for the whole matrix; stopped at its end
+CM_LISTEN_WAIT = 2  # seconds an rdma_cm-only server gets to listen (4x in the TCG guest): programs.py cm_only
 STOPPED = (124, 137, 143, -15, -9)  # exit statuses of a program the harness (or its timeout) stopped
 CI_CELLS = [("ibv_rc_pingpong", "uroce-client", 0), ("ibv_rc_pingpong", "uroce-server", 0),
             ("ib_write_bw", "uroce-client", LOSS), ("ibv_rc_pingpong", "pci", 0), ("ib_write_bw", "pci", 0)]
@@ -123,13 +124,21 @@ class Runner:
                 server.delay_tcp_from(port, program.server_tcp_delay_ms)
                 delayed = server
             s_job = server.start(program.argv(program.server(server, port), cell.loss), program.limit,
-                                 listen_port=port)
-            if not s_job.wait_listening(port, 120):
+                                 listen_port=None if program.cm_only else port)
+            if program.cm_only:
+                time.sleep(CM_LISTEN_WAIT if server is self.host else 4 * CM_LISTEN_WAIT)
+            elif not s_job.wait_listening(port, 120):
                 rc, out = s_job.wait()
                 cell.notes.append(f"server never listened (rc {rc}): {tail(out)}")
                 return
             c_argv = program.argv(program.client(client, port, server_ip, server), cell.loss)
-            c_rc, c_out = client.start(c_argv, program.limit).wait()
+            for attempt in range(3):
+                c_rc, c_out = client.start(c_argv, program.limit).wait()
+                refused = "RDMA_CM_EVENT_REJECTED" in c_out or "RDMA_CM_EVENT_UNREACHABLE" in c_out
+                if c_rc == 0 or not program.cm_only or not refused or attempt == 2:
+                    break
+                cell.info.append(f"client refused (attempt {attempt + 1}: the server was not listening yet), run again")
+                time.sleep(CM_LISTEN_WAIT)
             # The server ends with its client; if the client failed it may wait for ever: bounded.
             s_rc, s_out = s_job.wait(grace=5 if program.server_persists else 60 if c_rc == 0 else 10)
             with open(os.path.join(cell_dir, "client.out"), "w") as f:

@@ -10,6 +10,7 @@ PINGPONG = re.compile(r"(\d+) bytes in ([\d.]+) seconds = ([\d.]+) Mbit/sec")
 PERF_BW = re.compile(r"^\s*(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$", re.M)
 QPERF = re.compile(r"^\s*(bw|latency)\s+=\s+([\d.]+ \S+)", re.M)
 PYVERBS = re.compile(r"^pyverbs_peer: all (\d+) checks passed", re.M)
+RPING = re.compile(r"^ping data: ", re.M)
 
 
 class Program:
@@ -23,8 +24,12 @@ class Program:
         # perftest's latency tests have the same race: the client ends once it has its peer's last message.
         self.last_ack_race = (name.startswith("ibv_") and "pingpong" in name) or (
             name.startswith("ib_") and name.endswith("_lat"))
-        # UD has no retransmission: one lost datagram stalls a pingpong for good, so no lossy cell.
-        self.lossy = "ud_pingpong" not in name
+        # UD has no retransmission: one lost datagram stalls a pingpong (or udaddy) for good, so no lossy cell.
+        self.lossy = "ud_pingpong" not in name and not name.startswith("udaddy")
+        # rping and udaddy talk only rdma_cm: no TCP socket says when the server listens. The harness waits
+        # `cm_listen_wait` seconds instead and runs the client again (twice at most) if it was refused
+        # (REJECTED: a REQ before rdma_listen; UNREACHABLE: a SIDR_REQ before it).
+        self.cm_only = name.startswith(("rping", "udaddy"))
         # A qperf server serves clients until it is stopped: its end says nothing.
         self.server_persists = name.startswith("qperf")
         # qperf's server sends its rdma_cm port to the client before it calls rdma_listen (cm_open_server in
@@ -94,6 +99,35 @@ def pyverbs_result(out):
     return f"{m.group(1)} checks" if m else None
 
 
+def rping_result(out):
+    n = len(RPING.findall(out))
+    return f"{n} pings verified" if n else None
+
+
+def udaddy_result(out):
+    return "SIDR resolved, 10 messages each way" if "test complete" in out else None
+
+
+def rping(count, size):
+    # -V: the client checks each ping came back intact (the server READs it and WRITEs it back).
+    def server(side, port):
+        return ["rping", "-s", "-a", side.ip, "-p", str(port), "-C", str(count), "-S", str(size), "-V"]
+
+    def client(side, port, ip, _server_side):
+        return ["rping", "-c", "-a", ip, "-p", str(port), "-C", str(count), "-S", str(size), "-V", "-v"]
+    return server, client
+
+
+def udaddy():
+    # Port 7174 always (udaddy's -p is the port space); one cell at a time, so no clash.
+    def server(side, port):
+        return ["udaddy", "-c", "1", "-C", "10"]
+
+    def client(side, port, ip, _server_side):
+        return ["udaddy", "-s", ip, "-c", "1", "-C", "10"]
+    return server, client
+
+
 def pingpong(program, *extra, n="300"):
     def server(side, port):
         return [program, "-d", side.device, "-g", side.gid, "-p", str(port), "-n", n, *extra]
@@ -159,4 +193,6 @@ PROGRAMS = {p.name: p for p in [
     _p("qperf rc_bw rc_lat", qperf("rc_bw", "rc_lat"), qperf_result),
     _p("qperf rc_rdma_write_bw rc_rdma_read_bw", qperf("rc_rdma_write_bw", "rc_rdma_read_bw"), qperf_result),
     _p("pyverbs_peer.py", pyverbs(), pyverbs_result),
+    _p("rping -C 20 -S 4096 -V", rping(20, 4096), rping_result),
+    _p("udaddy", udaddy(), udaddy_result),
 ]}

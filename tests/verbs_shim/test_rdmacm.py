@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
-"""Unmodified rdma_cm programs (rdmacm-utils' rping, ucmatose; perftest with -R) through uroce-run, which
-puts uroce's librdmacm.so.1 and libibverbs.so.1 first. The connections are made by uroced's connection
-manager: REQ/REP/RTU/DREQ/DREP MADs on QP1 over RoCEv2, as between two Linux hosts.
+"""Unmodified rdma_cm programs (rdmacm-utils' rping, ucmatose, udaddy; perftest with -R) through uroce-run,
+which puts uroce's librdmacm.so.1 and libibverbs.so.1 first. The connections are made by uroced's connection
+manager: REQ/REP/RTU/DREQ/DREP MADs on QP1 over RoCEv2, as between two Linux hosts, and UD IDs are resolved
+by SIDR_REQ/SIDR_REP.
 
 Setups: (a) loopback: one uroced on its internal loopback port (192.0.2.1), server and client both through
 it; (b) veth: two uroced in two network namespaces over a veth pair (root only), the server through
 10.77.0.1, the client through 10.77.0.2 - the programs address each other by the daemons' IPs.
 
 Cases: rping with data verification (-V -C N), rping to a port nobody listens on (the client must see
-RDMA_CM_EVENT_REJECTED, uroced's CM answers the REQ with a REJ), ucmatose, ib_write_bw -R / ib_send_lat -R.
+RDMA_CM_EVENT_REJECTED, uroced's CM answers the REQ with a REJ), ucmatose, ib_write_bw -R / ib_send_lat -R,
+udaddy (UD), udaddy to nobody (RDMA_CM_EVENT_UNREACHABLE), ib_send_bw -c UD -R.
 Exits 0 only if every case passed; daemons are stopped by PID.
 
   test_rdmacm.py --uroced build/.../emulator/uroced --uroce-run build/.../verbs_shim/uroce-run [--setup S]
@@ -104,6 +106,31 @@ def ucmatose(uroce_run, server_socket, client_socket, server_ip):
     return "2 connections, 10 messages each"
 
 
+def udaddy(uroce_run, server_socket, client_socket, server_ip):
+    """UD over rdma_cm: each client ID resolves the server's QPN and Q_Key by SIDR_REQ/SIDR_REP, sends its
+    messages with an address handle made from the ESTABLISHED event; the server answers each through an
+    address handle made from the work completion (ibv_create_ah_from_wc)."""
+    # udaddy always uses port 7174 (its -p is the port space); each setup has daemons of its own.
+    client_out, server_out = server_client(uroce_run, server_socket, client_socket,
+                                           ["udaddy", "-c", "2", "-C", "10"],
+                                           ["udaddy", "-s", server_ip, "-c", "2", "-C", "10"],
+                                           "udaddy", retry_on=("UNREACHABLE",))
+    for out in (client_out, server_out):
+        assert "test complete" in out, out
+        assert "receiving data transfers" in out, out
+    return "2 UD IDs resolved by SIDR, 10 messages each way"
+
+
+def udaddy_nobody_listens(uroce_run, client_socket, server_ip):
+    out = subprocess.run([uroce_run, "--socket", client_socket, "udaddy", "-s", server_ip, "-c", "1"],
+                         capture_output=True, text=True, timeout=TIMEOUT)
+    text = out.stdout + out.stderr
+    assert out.returncode != 0 or "test complete" not in text, f"udaddy to nobody succeeded?\n{text}"
+    # Linux reports the SIDR_REP status as the event status: 1, service ID not supported (uroced's CM answers).
+    assert "RDMA_CM_EVENT_UNREACHABLE, error: 1" in text, f"udaddy to nobody: no UNREACHABLE (1) event:\n{text}"
+    return "unreachable (SIDR_REP: service ID not supported)"
+
+
 def perftest(uroce_run, server_socket, client_socket, server_ip, program, extra):
     p = port()
     common = [program, "-R", "-d", "uroce0", "-p", p, *extra]
@@ -119,7 +146,7 @@ def main():
     ap.add_argument("--uroce-run", required=True)
     ap.add_argument("--setup", action="append", choices=["loopback", "veth"])
     a = ap.parse_args()
-    needed = ["rping", "ucmatose", "ib_write_bw", "ib_send_lat"]
+    needed = ["rping", "ucmatose", "udaddy", "ib_write_bw", "ib_send_lat"]
     missing = [p for p in needed if shutil.which(p) is None]
     if missing:
         print("SKIP: not installed: " + " ".join(missing))
@@ -146,6 +173,11 @@ def main():
                                                         "ib_write_bw", ["-n", "200", "-s", "4096"])),
                     ("ib_send_lat -R", lambda: perftest(a.uroce_run, server_socket, client_socket, server_ip,
                                                         "ib_send_lat", ["-n", "200"])),
+                    ("udaddy", lambda: udaddy(a.uroce_run, server_socket, client_socket, server_ip)),
+                    ("udaddy, nobody listening", lambda: udaddy_nobody_listens(a.uroce_run, client_socket,
+                                                                               server_ip)),
+                    ("ib_send_bw -c UD -R", lambda: perftest(a.uroce_run, server_socket, client_socket, server_ip,
+                                                             "ib_send_bw", ["-c", "UD", "-n", "200"])),
                 ]
                 for what, case in cases:
                     try:

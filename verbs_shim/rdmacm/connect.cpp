@@ -38,30 +38,48 @@ std::string hex_of(const void* data, uint8_t len) {
 
 namespace uroce::rdmacm {
 
+void set_ah_attr(ibv_ah_attr& ah, const json& r) {
+  ah = {};
+  ah.is_global = 1;
+  ah.port_num = 1;
+  set_gid(ah.grh.dgid, r.value("dgid", std::string()));
+  ah.grh.sgid_index = r.value("sgid_index", uint8_t(0));
+  ah.grh.hop_limit = r.value("hop_limit", uint8_t(64));
+  ah.grh.traffic_class = r.value("traffic_class", uint8_t(0));
+}
+
 int init_qp_attr(Id* id, ibv_qp_attr& attr, int& mask) {
   return guarded([&] {
     const char* name = state_name(attr.qp_state);
     if (*name == '\0') throw ControlError(EINVAL, "rdma_init_qp_attr: INIT, RTR or RTS only");
     const json r = call({{"op", "cm_init_qp_attr"}, {"cm_id", id->handle}, {"state", name}});
     mask = IBV_QP_STATE;
+    const ibv_qp_type type = id->id.qp != nullptr ? id->id.qp->qp_type : id->id.qp_type;
     if (attr.qp_state == IBV_QPS_INIT) {
       attr.pkey_index = r.value("pkey_index", uint16_t(0));
       attr.port_num = r.value("port_num", uint8_t(1));
+      mask |= IBV_QP_PKEY_INDEX | IBV_QP_PORT;
+    }
+    if (type == IBV_QPT_UD) {  // INIT with the Q_Key, RTR, RTS with a PSN: nothing about a peer
+      if (attr.qp_state == IBV_QPS_INIT) {
+        attr.qkey = r.value("qkey", 0u);
+        mask |= IBV_QP_QKEY;
+      } else if (attr.qp_state == IBV_QPS_RTS) {
+        attr.sq_psn = r.value("sq_psn", 0u);
+        mask |= IBV_QP_SQ_PSN;
+      }
+      return 0;
+    }
+    if (attr.qp_state == IBV_QPS_INIT) {
       attr.qp_access_flags = r.value("qp_access_flags", 0u);
-      mask |= IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
+      mask |= IBV_QP_ACCESS_FLAGS;
     } else if (attr.qp_state == IBV_QPS_RTR) {
       attr.path_mtu = ibv_mtu(r.value("path_mtu", 3));
       attr.dest_qp_num = r.value("dest_qp_num", 0u);
       attr.rq_psn = r.value("rq_psn", 0u);
       attr.max_dest_rd_atomic = r.value("max_dest_rd_atomic", uint8_t(0));
       attr.min_rnr_timer = r.value("min_rnr_timer", uint8_t(0));
-      attr.ah_attr = {};
-      attr.ah_attr.is_global = 1;
-      attr.ah_attr.port_num = 1;
-      set_gid(attr.ah_attr.grh.dgid, r.value("dgid", std::string()));
-      attr.ah_attr.grh.sgid_index = r.value("sgid_index", uint8_t(0));
-      attr.ah_attr.grh.hop_limit = r.value("hop_limit", uint8_t(64));
-      attr.ah_attr.grh.traffic_class = r.value("traffic_class", uint8_t(0));
+      set_ah_attr(attr.ah_attr, r);
       mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
               IBV_QP_MIN_RNR_TIMER;
     } else {
@@ -73,7 +91,6 @@ int init_qp_attr(Id* id, ibv_qp_attr& attr, int& mask) {
       mask |= IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
     }
     // UC has no acknowledgements, READs or atomics: what only RC takes is left out (ib_cm does the same).
-    const ibv_qp_type type = id->id.qp != nullptr ? id->id.qp->qp_type : id->id.qp_type;
     if (type == IBV_QPT_UC) {
       mask &= ~(IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
                 IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
@@ -120,7 +137,8 @@ CMA_EXPORT int rdma_connect(rdma_cm_id* cm_id, rdma_conn_param* param) {
   defaults.retry_count = 7;
   defaults.rnr_retry_count = 7;
   const rdma_conn_param& p = param != nullptr ? *param : defaults;
-  if (p.private_data_len > 56) {  // what a REQ leaves after rdma_cm's 36-byte header
+  // What a REQ (SIDR_REQ for UD) leaves after rdma_cm's 36-byte header.
+  if (p.private_data_len > (id->id.qp_type == IBV_QPT_UD ? 180 : 56)) {
     errno = EINVAL;
     return -1;
   }
@@ -147,7 +165,8 @@ CMA_EXPORT int rdma_accept(rdma_cm_id* cm_id, rdma_conn_param* param) {
   defaults.initiator_depth = id->peer_initiator_depth;
   defaults.rnr_retry_count = 7;
   const rdma_conn_param& p = param != nullptr ? *param : defaults;
-  if (p.private_data_len > 196) {
+  const bool ud = id->id.qp_type == IBV_QPT_UD;
+  if (p.private_data_len > (ud ? 136 : 196)) {  // a REP's or a SIDR_REP's room
     errno = EINVAL;
     return -1;
   }
@@ -157,7 +176,8 @@ CMA_EXPORT int rdma_accept(rdma_cm_id* cm_id, rdma_conn_param* param) {
   const uint8_t init = std::min(clamp_depth(p.initiator_depth, id->id.verbs, false), id->peer_initiator_depth);
   // The QP is ready before the REP leaves (librdmacm: RTR and RTS, then accept), so the peer may send as
   // soon as it has the REP.
-  if (modify_qp_to(id, IBV_QPS_RTR, resp) != 0 || modify_qp_to(id, IBV_QPS_RTS, init) != 0) return -1;
+  // (A UD QP is in RTS since it was created.)
+  if (!ud && (modify_qp_to(id, IBV_QPS_RTR, resp) != 0 || modify_qp_to(id, IBV_QPS_RTS, init) != 0)) return -1;
   const int rc = guarded([&] {
     call({{"op", "cm_accept"},
           {"cm_id", id->handle},
@@ -169,12 +189,12 @@ CMA_EXPORT int rdma_accept(rdma_cm_id* cm_id, rdma_conn_param* param) {
           {"private_data", hex_of(p.private_data, p.private_data_len)}});
     return 0;
   });
-  return rc != 0 ? rc : complete(id);
+  return rc != 0 ? rc : (ud ? 0 : complete(id));  // nothing follows a SIDR_REP (librdmacm: UD returns at once)
 }
 
 CMA_EXPORT int rdma_reject(rdma_cm_id* cm_id, const void* private_data, uint8_t private_data_len) {
   Id* id = to_impl(cm_id);
-  if (private_data_len > 148) {
+  if (private_data_len > (id->id.qp_type == IBV_QPT_UD ? 136 : 148)) {  // a REJ's or a SIDR_REP's room
     errno = EINVAL;
     return -1;
   }

@@ -51,21 +51,35 @@ CMA_EXPORT void rdma_destroy_event_channel(rdma_event_channel* channel) {
 
 namespace {
 
+// The event's private data (hex in `param`) into the event's own buffer, which `data`/`len` then point to.
+void copy_private_data(Event& e, const json& param, const void*& data, uint8_t& len) {
+  const auto bytes = uroce::emulator::protocol::from_hex(param.value("private_data", std::string()));
+  if (!bytes || bytes->empty()) return;
+  const size_t n = std::min(bytes->size(), sizeof e.private_data);
+  std::memcpy(e.private_data, bytes->data(), n);
+  data = e.private_data;
+  len = uint8_t(n);
+}
+
 void fill_conn(Event& e, const json& conn) {
   rdma_conn_param& p = e.event.param.conn;
-  const auto data = uroce::emulator::protocol::from_hex(conn.value("private_data", std::string()));
-  if (data && !data->empty()) {
-    const size_t n = std::min(data->size(), sizeof e.private_data);
-    std::memcpy(e.private_data, data->data(), n);
-    p.private_data = e.private_data;
-    p.private_data_len = uint8_t(n);
-  }
+  copy_private_data(e, conn, p.private_data, p.private_data_len);
   p.responder_resources = conn.value("responder_resources", uint8_t(0));
   p.initiator_depth = conn.value("initiator_depth", uint8_t(0));
   p.retry_count = conn.value("retry_count", uint8_t(0));
   p.rnr_retry_count = conn.value("rnr_retry_count", uint8_t(0));
   p.srq = conn.value("srq", false) ? 1 : 0;
   p.qp_num = conn.value("qp_num", 0u);
+}
+
+// A UD ID's CONNECT_REQUEST (private data only, as Linux gives it), ESTABLISHED (the peer's QPN and Q_Key,
+// and an address handle's attributes to reach it) or UNREACHABLE (the SIDR_REP's private data).
+void fill_ud(Event& e, const json& ud) {
+  rdma_ud_param& p = e.event.param.ud;
+  copy_private_data(e, ud, p.private_data, p.private_data_len);
+  p.qp_num = ud.value("qp_num", 0u);
+  p.qkey = ud.value("qkey", 0u);
+  if (ud.contains("dgid")) set_ah_attr(p.ah_attr, ud);
 }
 
 // A CONNECT_REQUEST makes a new ID, a child of the listener (same channel, context, port space).
@@ -93,9 +107,11 @@ Id* new_connection_id(Id* listener, const json& m) {
   id->path.reversible = 1;
   id->id.route.path_rec = &id->path;
   id->id.route.num_paths = 1;
-  const json& conn = m.at("conn");
-  id->peer_responder_resources = conn.value("responder_resources", uint8_t(0));
-  id->peer_initiator_depth = conn.value("initiator_depth", uint8_t(0));
+  if (m.contains("conn")) {  // (a UD request has `ud` instead: nothing to negotiate)
+    const json& conn = m["conn"];
+    id->peer_responder_resources = conn.value("responder_resources", uint8_t(0));
+    id->peer_initiator_depth = conn.value("initiator_depth", uint8_t(0));
+  }
   remember(id);
   return id;
 }
@@ -150,6 +166,7 @@ CMA_EXPORT int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** ev
     e->event.event = rdma_cm_event_type(m.value("type", 0));
     e->event.status = m.value("status", 0);
     if (m.contains("conn")) fill_conn(*e, m["conn"]);
+    if (m.contains("ud")) fill_ud(*e, m["ud"]);
     if (e->event.event == RDMA_CM_EVENT_CONNECT_REQUEST) {
       if (listener == nullptr) {
         delete e;

@@ -1,5 +1,5 @@
 // QPs and SRQs on rdma_cm IDs, and the rdma_create_ep / rdma_get_request convenience calls. QPs are
-// created through libibverbs (uroce's shim) and moved to INIT at once, as librdmacm does (ucma_init_conn_qp).
+// created through libibverbs (uroce's shim) and moved to INIT at once (UD QPs on to RTS), as librdmacm does.
 #include "verbs_shim/rdmacm/cma.hpp"
 
 using namespace uroce::rdmacm;
@@ -32,7 +32,11 @@ void destroy_cqs(Id* id) {
 
 int finish_qp(Id* id, ibv_qp* qp) {
   id->id.qp = qp;
-  if (modify_qp_to(id, IBV_QPS_INIT) != 0) {
+  // A connected QP waits in INIT for the connection (ucma_init_conn_qp); a UD QP needs no peer and goes
+  // to RTS at once (ucma_init_ud_qp).
+  const bool ud = qp->qp_type == IBV_QPT_UD;
+  if (modify_qp_to(id, IBV_QPS_INIT) != 0 || (ud && (modify_qp_to(id, IBV_QPS_RTR) != 0 ||
+                                                     modify_qp_to(id, IBV_QPS_RTS) != 0))) {
     const int err = errno;
     ibv_destroy_qp(qp);
     id->id.qp = nullptr;
@@ -50,8 +54,10 @@ CMA_EXPORT int rdma_create_qp_ex(rdma_cm_id* cm_id, ibv_qp_init_attr_ex* attr) {
     errno = EINVAL;
     return -1;
   }
-  if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UC) {
-    errno = EOPNOTSUPP;  // connected QPs only (no RDMA_PS_UDP yet)
+  // The QP's type follows the port space: RC or UC on RDMA_PS_TCP, UD on RDMA_PS_UDP (as librdmacm checks).
+  const bool datagram = id->id.qp_type == IBV_QPT_UD;
+  if (datagram ? attr->qp_type != IBV_QPT_UD : (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UC)) {
+    errno = EINVAL;
     return -1;
   }
   if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || attr->pd == nullptr) {
