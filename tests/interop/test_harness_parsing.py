@@ -35,7 +35,7 @@ rc_lat:
 
 
 class Side:
-    device, gid = "rxe0", "1"
+    device, gid, ip = "rxe0", "1", "10.99.0.1"
 
     @staticmethod
     def script(name):
@@ -50,6 +50,10 @@ def main():
     assert programs.perftest_lat_result(LAT_WITH_NAN) == "921 us typ"
     assert programs.qperf_result(QPERF) == "6.75 MB/sec, 2.5 ms"
     assert programs.pingpong_result("Couldn't connect to 10.99.0.2:18601") is None
+    assert programs.rping_result("ping data: rdma-ping-0: ABC\nping data: rdma-ping-1: BCD\n") == "2 pings verified"
+    assert programs.rping_result("cma event RDMA_CM_EVENT_REJECTED, error 8\n") is None
+    assert programs.udaddy_result("udaddy: starting client\ntest complete\nreturn status 0\n")
+    assert programs.udaddy_result("udaddy: event: RDMA_CM_EVENT_UNREACHABLE, error: 1\n") is None
 
     # Every program's command lines are well formed on both kinds of side; lossy bandwidth cells send less.
     for p in programs.PROGRAMS.values():
@@ -59,7 +63,11 @@ def main():
     bw = programs.PROGRAMS["ib_write_bw"]
     argv = bw.client(Side, 1, "10.99.0.254", Side)
     assert bw.argv(argv, 5)[argv.index("-n") + 1] == "20" and bw.argv(argv, 0) == argv
-    assert not programs.PROGRAMS["ibv_ud_pingpong"].lossy
+    assert not programs.PROGRAMS["ibv_ud_pingpong"].lossy and not programs.PROGRAMS["udaddy"].lossy
+    # rdma_cm-only programs have no TCP listener to wait for; the others do.
+    assert programs.PROGRAMS["udaddy"].cm_only and programs.PROGRAMS["rping -C 20 -S 4096 -V"].cm_only
+    assert not programs.PROGRAMS["ib_write_bw"].cm_only and not programs.PROGRAMS["qperf rc_bw rc_lat"].cm_only
+    assert programs.PROGRAMS["rping -C 20 -S 4096 -V"].server(Side, 1)[3] == Side.ip  # rping -s -a <own IP>
     # Lossy qperf cells send 4 KiB messages for 10 s, options before the host; its server is left alone.
     qp = programs.PROGRAMS["qperf rc_bw rc_lat"]
     argv = qp.client(Side, 1, "10.99.0.254", Side)
