@@ -88,13 +88,16 @@ class Ipv6Loopback(Ipv6Base):
         """rdma_cm by IPv6 address on one port: rping (RDMA READ and WRITE of every ping, checked by -V) to
         its configured address; ucmatose, whose server listens on the wildcard, which is :: (it takes IPv4
         connections too, as on Linux), reached at ::1 and at the IPv4 address; a REQ nobody listens for is
-        rejected."""
+        rejected; rdma_server bound to :: serves rdma_client by IPv6 and by IPv4 address."""
         a = Daemon(UROCED, self.dir.name, "lo", ["--ip", "192.0.2.1", "--ip", "fd00:75::9"])
         self.daemons.append(a)
         test_rdmacm.rping(UROCE_RUN, a.socket, a.socket, "fd00:75::9", None, 20, 4096)
         test_rdmacm.ucmatose(UROCE_RUN, a.socket, a.socket, "::1")
         test_rdmacm.ucmatose(UROCE_RUN, a.socket, a.socket, "192.0.2.1")
         test_rdmacm.rping_nobody_listens(UROCE_RUN, a.socket, "fd00:75::9")
+        # The synchronous API; a server bound to :: takes an IPv6 and an IPv4 client.
+        test_rdmacm.rdma_server_client(UROCE_RUN, a.socket, a.socket, "fd00:75::9", bind="::")
+        test_rdmacm.rdma_server_client(UROCE_RUN, a.socket, a.socket, "192.0.2.1", bind="::")
         cm = stats(UROCE, a.socket)["cm"]
         self.assertGreaterEqual(cm["rej_sent"], 1, cm)  # the REQ nobody listened for
         self.assertEqual(cm["rx_malformed"] + cm["timeouts"], 0, cm)

@@ -10,7 +10,8 @@ it; (b) veth: two uroced in two network namespaces over a veth pair (root only),
 
 Cases: rping with data verification (-V -C N), rping to a port nobody listens on (the client must see
 RDMA_CM_EVENT_REJECTED, uroced's CM answers the REQ with a REJ), ucmatose, ib_write_bw -R / ib_send_lat -R,
-udaddy (UD), udaddy to nobody (RDMA_CM_EVENT_UNREACHABLE), ib_send_bw -c UD -R.
+udaddy (UD), udaddy to nobody (RDMA_CM_EVENT_UNREACHABLE), ib_send_bw -c UD -R, rdma_server/rdma_client
+(the synchronous API: rdma_create_ep, rdma_get_request).
 Exits 0 only if every case passed; daemons are stopped by PID.
 
   test_rdmacm.py --uroced build/.../emulator/uroced --uroce-run build/.../verbs_shim/uroce-run [--setup S]
@@ -106,6 +107,19 @@ def ucmatose(uroce_run, server_socket, client_socket, server_ip):
     return "2 connections, 10 messages each"
 
 
+def rdma_server_client(uroce_run, server_socket, client_socket, server_ip, bind="0.0.0.0"):
+    """librdmacm's synchronous API: rdma_getaddrinfo, rdma_create_ep (which must give the QP the address's
+    type: rdma_client leaves it zero), rdma_get_request, rdma_accept, one SEND each way."""
+    p = port()
+    client_out, server_out = server_client(uroce_run, server_socket, client_socket,
+                                           ["rdma_server", "-s", bind, "-p", p],
+                                           ["rdma_client", "-s", server_ip, "-p", p],
+                                           "rdma_server/rdma_client", retry_on=("Connection refused",))
+    assert "rdma_client: end 0" in client_out, client_out
+    assert "rdma_server: end 0" in server_out, server_out
+    return f"a synchronous endpoint each side, server bound to {bind}"
+
+
 def udaddy(uroce_run, server_socket, client_socket, server_ip):
     """UD over rdma_cm: each client ID resolves the server's QPN and Q_Key by SIDR_REQ/SIDR_REP, sends its
     messages with an address handle made from the ESTABLISHED event; the server answers each through an
@@ -146,7 +160,7 @@ def main():
     ap.add_argument("--uroce-run", required=True)
     ap.add_argument("--setup", action="append", choices=["loopback", "veth"])
     a = ap.parse_args()
-    needed = ["rping", "ucmatose", "udaddy", "ib_write_bw", "ib_send_lat"]
+    needed = ["rping", "ucmatose", "udaddy", "rdma_server", "rdma_client", "ib_write_bw", "ib_send_lat"]
     missing = [p for p in needed if shutil.which(p) is None]
     if missing:
         print("SKIP: not installed: " + " ".join(missing))
@@ -173,6 +187,8 @@ def main():
                                                         "ib_write_bw", ["-n", "200", "-s", "4096"])),
                     ("ib_send_lat -R", lambda: perftest(a.uroce_run, server_socket, client_socket, server_ip,
                                                         "ib_send_lat", ["-n", "200"])),
+                    ("rdma_server/rdma_client", lambda: rdma_server_client(a.uroce_run, server_socket,
+                                                                           client_socket, server_ip)),
                     ("udaddy", lambda: udaddy(a.uroce_run, server_socket, client_socket, server_ip)),
                     ("udaddy, nobody listening", lambda: udaddy_nobody_listens(a.uroce_run, client_socket,
                                                                                server_ip)),

@@ -179,12 +179,18 @@ CMA_EXPORT int rdma_create_ep(rdma_cm_id** id_out, rdma_addrinfo* res, ibv_pd* p
     rc = rdma_bind_addr(cm_id, res->ai_src_addr);
     if (rc == 0 && qp_init_attr != nullptr) {
       id->listen_qp_attr = std::make_unique<ibv_qp_init_attr>(*qp_init_attr);
+      id->listen_qp_attr->qp_type = ibv_qp_type(res->ai_qp_type);
       id->id.pd = pd;
     }
   } else {
     rc = rdma_resolve_addr(cm_id, res->ai_src_addr, res->ai_dst_addr, 2000);
     if (rc == 0) rc = rdma_resolve_route(cm_id, 2000);
-    if (rc == 0 && qp_init_attr != nullptr) rc = rdma_create_qp(cm_id, pd, qp_init_attr);
+    if (rc == 0 && qp_init_attr != nullptr) {
+      // The QP's type is the address's, whatever the caller left in it (librdmacm does the same: rdma_client
+      // zeroes its attributes and relies on it).
+      qp_init_attr->qp_type = ibv_qp_type(res->ai_qp_type);
+      rc = rdma_create_qp(cm_id, pd, qp_init_attr);
+    }
   }
   if (rc != 0) {
     const int err = errno;
