@@ -217,19 +217,26 @@ Rate run(WrOpcode op, uint32_t size, double loss, double seconds, uint32_t depth
   return r;
 }
 
-double memcpy_rate(size_t size, double seconds) {
-  std::vector<uint8_t> src(size, 1), dst(size);
+// Bytes per second of `call` (which handles `bytes_per_call` bytes) repeated for `seconds`, the clock read
+// every `calls_per_check` calls.
+template <class F>
+double bytes_per_second(size_t bytes_per_call, double seconds, unsigned calls_per_check, F&& call) {
   uint64_t n = 0;
   const auto start = Clock::now();
   const auto deadline = start + std::chrono::duration<double>(seconds);
   while (Clock::now() < deadline) {
-    for (int i = 0; i < 64; ++i) {
-      std::memcpy(dst.data(), src.data(), size);
-      clobber();
-    }
-    n += 64;
+    for (unsigned i = 0; i < calls_per_check; ++i) call();
+    n += calls_per_check;
   }
-  return double(n) * double(size) / std::chrono::duration<double>(Clock::now() - start).count();
+  return double(n) * double(bytes_per_call) / std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+double memcpy_rate(size_t size, double seconds) {
+  std::vector<uint8_t> src(size, 1), dst(size);
+  return bytes_per_second(size, seconds, 64, [&] {
+    std::memcpy(dst.data(), src.data(), size);
+    clobber();
+  });
 }
 
 // What any transport that sends real frames must spend on a 64-KiB WRITE in 4 KiB packets, with no queue
@@ -263,16 +270,7 @@ Floors write_floors(double seconds) {
     if (!wire::build_frame(s, frames[i]).ok()) throw std::runtime_error("transport floors: build_frame failed");
   };
   for (size_t i = 0; i < packets; ++i) build(i);
-  const auto rate = [&](auto&& one_message) {
-    uint64_t n = 0;
-    const auto start = Clock::now();
-    const auto deadline = start + std::chrono::duration<double>(seconds);
-    while (Clock::now() < deadline) {
-      for (int k = 0; k < 16; ++k) one_message();
-      n += 16;
-    }
-    return double(n) * double(message) / std::chrono::duration<double>(Clock::now() - start).count();
-  };
+  const auto rate = [&](auto&& one_message) { return bytes_per_second(message, seconds, 16, one_message); };
   Floors f;
   uint64_t bad = 0;
   f.icrc_only = rate([&] {
