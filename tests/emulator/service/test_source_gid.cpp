@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "emulator/daemon/source_gid.hpp"
+#include "tests/unit/transport/transport_fixture.hpp"
 
 namespace uroce::test::service {
 namespace {
@@ -11,8 +12,6 @@ using emulator::is_link_local;
 using emulator::is_loopback;
 using emulator::is_wildcard;
 using emulator::source_gid_index;
-
-wire::IpAddress ip(const char* text) { return *wire::parse_ip(text); }
 
 TEST_CASE("source GID: the same family, and for IPv6 the same scope", "[source-gid]") {
   // As uroced orders them: IPv4, configured IPv6, then the link-local one.

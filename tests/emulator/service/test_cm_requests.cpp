@@ -1,0 +1,122 @@
+// rdma_cm requests to uroced's CM service as a broken or hostile client can send them, and the address
+// choices it makes for IPv6 and UD IDs. A refused request is a ServiceError with an errno, never a crash.
+// The CM runs on the harness's simulated device; its timers are never run (nothing here waits for a peer).
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+
+#include "emulator/daemon/cm_service.hpp"
+#include "tests/emulator/service/service_fixture.hpp"
+
+namespace uroce::test::service {
+namespace {
+
+using emulator::CmService;
+
+constexpr uint32_t ps_tcp = 0x0106, ps_udp = 0x0111, ps_ib = 0x013f;
+
+// A CM service on the harness's device whose port has `gids`; session 1 holds one event channel.
+struct CmHarness {
+  explicit CmHarness(std::vector<wire::IpAddress> gids) {
+    emulator::PortDescription port;
+    port.port_name = "sim";
+    port.gids = std::move(gids);
+    cm = std::make_unique<CmService>(*h.engine, io, port);
+    channel = call({{"op", "cm_create_channel"}}).at("channel");
+  }
+  ~CmHarness() { cm->close_session(1); }
+
+  json call(json request) {
+    std::vector<int> fds;
+    json reply = cm->handle(1, request, fds);
+    for (int fd : fds) close(fd);
+    return reply;
+  }
+  int error_of(json request) {
+    std::vector<int> fds;
+    try {
+      cm->handle(1, request, fds);
+    } catch (const emulator::ServiceError& e) {
+      CHECK(fds.empty());
+      return e.error;
+    }
+    for (int fd : fds) close(fd);
+    FAIL("request succeeded but should have failed: " << request.dump());
+    return 0;
+  }
+  uint32_t new_id(uint32_t port_space, int qp_type) {
+    return call({{"op", "cm_create_id"}, {"channel", channel}, {"port_space", port_space}, {"qp_type", qp_type}})
+        .at("cm_id");
+  }
+  json resolve(uint32_t id, const char* dst) {
+    return call({{"op", "cm_resolve_addr"}, {"cm_id", id}, {"dst", dst}, {"dst_port", 7174}});
+  }
+
+  ServiceHarness h;
+  boost::asio::io_context io;
+  std::unique_ptr<CmService> cm;
+  uint32_t channel = 0;
+};
+
+TEST_CASE("rdma_cm picks the source GID of the destination's family and scope", "[cm][ipv6]") {
+  CmHarness c({ip("10.0.0.1"), ip("fd00::1"), ip("fe80::1")});
+  const auto source_of = [&](const char* dst) {
+    const json r = c.resolve(c.new_id(ps_tcp, 2), dst);
+    return std::pair{r.at("src").get<std::string>(), r.at("sgid_index").get<int>()};
+  };
+  CHECK(source_of("10.0.0.2") == std::pair{std::string("10.0.0.1"), 0});
+  CHECK(source_of("fd00::2") == std::pair{std::string("fd00::1"), 1});
+  CHECK(source_of("fe80::2") == std::pair{std::string("fe80::1"), 2});
+  // Loopback destinations are the port itself, from its address of that family.
+  const json v6 = c.resolve(c.new_id(ps_tcp, 2), "::1");
+  CHECK(v6.at("dst") == "fd00::1");
+  const json v4 = c.resolve(c.new_id(ps_tcp, 2), "127.0.0.1");
+  CHECK(v4.at("dst") == "10.0.0.1");
+}
+
+TEST_CASE("rdma_cm refuses addresses the port cannot use", "[cm][ipv6][bad]") {
+  CmHarness v4only({ip("10.0.0.1")});
+  CHECK(v4only.error_of({{"op", "cm_resolve_addr"}, {"cm_id", v4only.new_id(ps_tcp, 2)}, {"dst", "fd00::2"}}) ==
+        EADDRNOTAVAIL);
+  CHECK(v4only.error_of({{"op", "cm_bind"}, {"cm_id", v4only.new_id(ps_tcp, 2)}, {"addr", "fd00::1"}}) ==
+        EADDRNOTAVAIL);
+  CHECK(v4only.error_of({{"op", "cm_resolve_addr"}, {"cm_id", v4only.new_id(ps_tcp, 2)}, {"dst", "fd00::zz"}}) ==
+        EINVAL);
+  CHECK(v4only.error_of({{"op", "cm_resolve_addr"}, {"cm_id", v4only.new_id(ps_tcp, 2)}, {"dst", 7}}) == EINVAL);
+
+  CmHarness dual({ip("10.0.0.1"), ip("fd00::1")});
+  // A source of one family and a destination of the other.
+  CHECK(dual.error_of({{"op", "cm_resolve_addr"}, {"cm_id", dual.new_id(ps_tcp, 2)}, {"src", "10.0.0.1"},
+                       {"dst", "fd00::2"}}) == EINVAL);
+  const uint32_t bound = dual.new_id(ps_tcp, 2);
+  dual.call({{"op", "cm_bind"}, {"cm_id", bound}, {"addr", "fd00::1"}, {"port", 0}});
+  CHECK(dual.error_of({{"op", "cm_resolve_addr"}, {"cm_id", bound}, {"dst", "10.0.0.2"}}) == EINVAL);
+}
+
+TEST_CASE("UD rdma_cm requests: bad ones are refused, the QP attributes are the fixed ones", "[cm][ud][bad]") {
+  CmHarness c({ip("10.0.0.1")});
+  CHECK(c.error_of({{"op", "cm_create_id"}, {"channel", c.channel}, {"port_space", ps_ib}, {"qp_type", 4}}) ==
+        EPROTONOSUPPORT);
+
+  const uint32_t id = c.new_id(ps_udp, 4);
+  // Not yet routed; then too much private data (a SIDR_REQ has 180 bytes after rdma_cm's header), data
+  // that is not hex, no QP number.
+  CHECK(c.error_of({{"op", "cm_connect"}, {"cm_id", id}, {"qp_num", 5}}) == EINVAL);
+  c.resolve(id, "10.0.0.2");
+  c.call({{"op", "cm_resolve_route"}, {"cm_id", id}});
+  CHECK(c.error_of({{"op", "cm_connect"}, {"cm_id", id}, {"qp_num", 5}, {"private_data", std::string(362, 'a')}}) ==
+        EINVAL);
+  CHECK(c.error_of({{"op", "cm_connect"}, {"cm_id", id}, {"qp_num", 5}, {"private_data", "xyz"}}) == EINVAL);
+  CHECK(c.error_of({{"op", "cm_connect"}, {"cm_id", id}}) == EINVAL);
+  // No SIDR_REQ came in: nothing to accept or reject.
+  CHECK(c.error_of({{"op", "cm_accept"}, {"cm_id", id}, {"qp_num", 5}}) == EINVAL);
+  CHECK(c.error_of({{"op", "cm_reject"}, {"cm_id", id}}) == EINVAL);
+
+  const json init = c.call({{"op", "cm_init_qp_attr"}, {"cm_id", id}, {"state", "init"}});
+  CHECK(init.at("qkey") == 0x01234567);  // RDMA_UDP_QKEY
+  CHECK(c.call({{"op", "cm_init_qp_attr"}, {"cm_id", id}, {"state", "rts"}}).at("sq_psn") == 0);
+  CHECK(c.error_of({{"op", "cm_init_qp_attr"}, {"cm_id", id}, {"state", "sqd"}}) == EINVAL);
+}
+
+}  // namespace
+}  // namespace uroce::test::service
