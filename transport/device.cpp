@@ -344,7 +344,10 @@ int Device::create_qp(const QpInitAttr& a, uint32_t& qpn) {
     return EINVAL;
   }
   if (d.qps_.size() >= l.max_qp) return ENOMEM;
-  while (d.qps_.contains(d.next_qpn_) || d.next_qpn_ < 0x11) d.next_qpn_ = (d.next_qpn_ + 1) & wire::qpn_mask;
+  // QP 0 and 1 are special, 2-16 reserved, and 0xFFFFFF addresses multicast groups, never one QP.
+  while (d.qps_.contains(d.next_qpn_) || d.next_qpn_ < 0x11 || d.next_qpn_ == wire::multicast_qpn) {
+    d.next_qpn_ = (d.next_qpn_ + 1) & wire::qpn_mask;
+  }
   auto qp = std::make_unique<QueuePair>();
   qp->qpn = d.next_qpn_;
   d.next_qpn_ = (d.next_qpn_ + 1) & wire::qpn_mask;
@@ -476,6 +479,7 @@ int Device::destroy_qp(uint32_t qpn) {
   if (qp == nullptr) return EINVAL;
   std::erase(d.run_list_, qp);
   std::erase(d.ack_list_, qp);
+  if (qp->multicast_groups != 0) d.multicast_.detach_everywhere(qpn);  // as uverbs does on destroy
   --d.pds_[qp->pd];
   d.qps_.erase(qpn);
   return 0;
@@ -615,33 +619,45 @@ void Device::receive(std::span<const uint8_t> bytes, Nanos now) {
   }
   QueuePair* qp = d.find_qp(bth.dest_qp);
   if (qp == nullptr) {
-    ++c.rx_unknown_qp;
+    // No QP has the multicast QPN (create_qp skips it), so multicast costs the unicast path nothing.
+    if (bth.dest_qp == wire::multicast_qpn) {
+      d.on_multicast(f, bytes.size(), now);
+    } else {
+      ++c.rx_unknown_qp;
+    }
     return;
   }
-  ++qp->counters.rx_packets;
-  qp->counters.rx_bytes += bytes.size();
-  if (!pkey_matches(bth.pkey, d.pkey_)) {
+  d.dispatch(*qp, f, bytes.size(), now);
+}
+
+bool DeviceImpl::dispatch(QueuePair& qp, const wire::Frame& f, size_t frame_size, Nanos now) {
+  DeviceCounters& c = counters_;
+  const wire::Bth& bth = f.roce.bth();
+  ++qp.counters.rx_packets;
+  qp.counters.rx_bytes += frame_size;
+  if (!pkey_matches(bth.pkey, pkey_)) {
     ++c.rx_bad_pkey;
-    return;
+    return false;
   }
-  if (!transport_matches(qp->type, f.roce.info->transport)) {
+  if (!transport_matches(qp.type, f.roce.info->transport)) {
     ++c.rx_wrong_transport;
-    return;
+    return false;
   }
-  const QpState st = qp->attr.qp_state;
+  const QpState st = qp.attr.qp_state;
   if (f.roce.info->is_request) {
     if (st != QpState::rtr && st != QpState::rts && st != QpState::sqd) {
       ++c.rx_qp_not_ready;
-      return;
+      return false;
     }
-    d.on_request(*qp, f, now);
+    on_request(qp, f, now);
   } else {
     if (st != QpState::rts && st != QpState::sqd) {
       ++c.rx_qp_not_ready;
-      return;
+      return false;
     }
-    d.on_response(*qp, f, now);
+    on_response(qp, f, now);
   }
+  return true;
 }
 
 void Device::run(Nanos now) {

@@ -33,6 +33,9 @@ struct DeviceLimits {
   uint32_t max_srq_wr = 16384;
   uint8_t max_qp_rd_atom = 128;       // max_rd_atomic and max_dest_rd_atomic ceiling
   uint64_t max_mr_size = ~uint64_t(0);
+  uint32_t max_mcast_grp = 8192;                 // multicast groups with at least one QP (rxe's limits)
+  uint32_t max_mcast_qp_attach = 56;             // QPs in one group
+  uint32_t max_total_mcast_qp_attach = 0x70000;  // attachments over every group
 };
 
 struct QpInitAttr {
@@ -75,6 +78,11 @@ struct DeviceCounters {
   uint64_t rx_gsi = 0;          // MADs delivered to the GSI handler
   uint64_t rx_gsi_dropped = 0;  // to QP1 but not a GSI datagram (opcode, Q_Key, P_Key, size) or no handler
   uint64_t tx_gsi = 0;
+  // Datagrams to the multicast QPN: handed to at least one attached QP (past that QP's P_Key, transport and
+  // state checks; the Q_Key is checked after, as for any datagram), or dropped because no QP is attached to
+  // the group (the destination IP address).
+  uint64_t rx_multicast = 0;
+  uint64_t rx_multicast_no_members = 0;
 };
 
 // What one queue pair did (`uroce stats` per QP). NAKs by their code: PSN sequence error, invalid request,
@@ -137,7 +145,23 @@ class Device {
   int create_qp(const QpInitAttr& attr, uint32_t& qpn);
   int modify_qp(uint32_t qpn, const verbs::QpAttr& attr, uint32_t mask, Nanos now);
   int query_qp(uint32_t qpn, verbs::QpAttr& attr) const;
-  int destroy_qp(uint32_t qpn);
+  int destroy_qp(uint32_t qpn);  // also detaches the QP from every multicast group it is in
+
+  // UD multicast (ibv_attach_mcast / ibv_detach_mcast): a datagram to the multicast QPN (0xFFFFFF) whose
+  // destination IP is `mgid` goes to every QP attached to it, each checked as if it were addressed to it.
+  // attach_mcast: EINVAL if there is no such QP, it is not UD or `mgid` is not a multicast address (the
+  // kernel's ib_attach_mcast); 0 and no change if the QP is attached already; ENOMEM past max_mcast_grp
+  // groups, max_mcast_qp_attach QPs in the group or max_total_mcast_qp_attach attachments in all.
+  int attach_mcast(uint32_t qpn, const wire::IpAddress& mgid);
+  // EINVAL if there is no such QP or it is not attached to `mgid`. A group dies with its last QP.
+  int detach_mcast(uint32_t qpn, const wire::IpAddress& mgid);
+  // The groups with at least one QP attached, in address order: what the port must receive (its MAC
+  // filter) and join (IGMP/MLD).
+  std::vector<wire::IpAddress> multicast_groups() const;
+  bool has_multicast_group(const wire::IpAddress& mgid) const;
+  // Changes whenever multicast_groups() does (a group appears or disappears, not when a group only gains
+  // or loses members), so the port's owner refreshes its filter and memberships only when needed.
+  uint64_t multicast_generation() const;
 
   // Data path verbs.
   int post_send(uint32_t qpn, const verbs::SendWr& wr, Nanos now);

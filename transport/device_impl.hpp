@@ -10,6 +10,7 @@
 #include "transport/completion_queue.hpp"
 #include "transport/device.hpp"
 #include "transport/memory/mr_table.hpp"
+#include "transport/multicast_groups.hpp"
 #include "transport/numbered_table.hpp"
 #include "transport/qp/queue_pair.hpp"
 #include "transport/wire/frame.hpp"
@@ -19,7 +20,8 @@ namespace uroce::transport {
 
 class DeviceImpl {
  public:
-  DeviceImpl(PacketSink& sink, DeviceLimits limits) : sink_(sink), limits_(limits), mrs_(limits.max_mr) {}
+  DeviceImpl(PacketSink& sink, DeviceLimits limits)
+      : sink_(sink), limits_(limits), mrs_(limits.max_mr), multicast_(limits) {}
 
   PacketSink& sink_;
   DeviceLimits limits_;
@@ -54,6 +56,13 @@ class DeviceImpl {
   GsiHandler gsi_handler_;                  // QP1's MADs (gsi.cpp)
   uint32_t gsi_psn_ = 0;
   void on_gsi(const wire::Frame& f, Nanos now);
+  MulticastGroups multicast_;               // UD multicast (multicast.cpp)
+  void on_multicast(const wire::Frame& f, size_t frame_size, Nanos now);
+
+  // The checks every frame to a QP passes (P_Key, transport, QP state) and then the QP's responder or
+  // completer: `f` is addressed to `qp`, or is a multicast copy for one of the group's QPs. False if the
+  // frame was dropped before reaching the engine.
+  bool dispatch(QueuePair& qp, const wire::Frame& f, size_t frame_size, Nanos now);
 
   // -- shared helpers (device.cpp) --
   QueuePair* find_qp(uint32_t qpn) { return qps_.find(qpn); }

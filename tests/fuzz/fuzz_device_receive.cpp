@@ -1,8 +1,9 @@
 // libFuzzer target: hostile packets into the transport engine. Random bytes almost never carry a valid
 // ICRC, so most inputs are turned into well-formed frames (any opcode, PSN, header fields and payload the
-// fuzzer chooses, with a correct ICRC) aimed at a device with live RC, UC and UD QPs and registered memory;
-// the rest go in raw. Under ASan/UBSan this checks that no packet sequence crashes, corrupts memory,
-// leaks or loops, whatever state the QPs are driven into.
+// fuzzer chooses, with a correct ICRC) aimed at a device with live RC, UC and UD QPs and registered memory,
+// or at a multicast group both UD QPs are attached to (or one nobody is); the rest go in raw. Under
+// ASan/UBSan this checks that no packet sequence crashes, corrupts memory, leaks or loops, whatever state
+// the QPs are driven into.
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -17,6 +18,9 @@ using namespace uroce::transport;
 using namespace uroce::verbs;
 
 namespace {
+
+constexpr uint32_t attached_group = 0xef010101;  // 239.1.1.1, joined by both UD QPs
+constexpr uint32_t empty_group = 0xef010102;     // 239.1.1.2, joined by none
 
 struct Discard final : PacketSink {
   std::vector<uint8_t> frame = std::vector<uint8_t>(16384);
@@ -37,7 +41,7 @@ class Target {
     const uint32_t all = access_local_write | access_remote_write | access_remote_read | access_remote_atomic;
     device_.reg_mr(pd_, 0x1000, memory_.size(), all, std::make_shared<HostMemory>(memory_.data(), memory_.size()), 0,
                    key_);
-    for (QpType t : {QpType::rc, QpType::uc, QpType::ud}) {
+    for (QpType t : {QpType::rc, QpType::uc, QpType::ud, QpType::ud}) {
       QpInitAttr init;
       init.pd = pd_;
       init.send_cq = init.recv_cq = cq_;
@@ -46,6 +50,7 @@ class Target {
       uint32_t qpn = 0;
       device_.create_qp(init, qpn);
       qps_.push_back({qpn, t});
+      if (t == QpType::ud) device_.attach_mcast(qpn, wire::IpAddress::from_v4(attached_group));
     }
   }
 
@@ -122,6 +127,10 @@ class Target {
     b.pkey = (d[1] & 0x10) ? uint16_t(d[2] << 8 | d[3]) : 0xffff;
     b.dest_qp = qps_[d[4] % qps_.size()].first;
     if (d[1] & 0x20) b.dest_qp = uint32_t(d[5]) << 16 | uint32_t(d[6]) << 8 | d[7];
+    if (d[1] & 0x80) {  // a multicast datagram: every attached QP gets a copy
+      b.dest_qp = wire::multicast_qpn;
+      s.ipv4.dst = (d[5] & 1) ? attached_group : empty_group;
+    }
     b.psn = (d[1] & 0x40) ? (uint32_t(d[8]) << 16 | uint32_t(d[9]) << 8 | d[10]) : uint32_t(d[8] % 8);
     auto& h = s.headers;
     uint64_t words[4];

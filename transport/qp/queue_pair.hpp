@@ -76,6 +76,7 @@ struct QueuePair {
   bool sq_sig_all = false;
   verbs::QpAttr attr;          // as last set by modify_qp (state included)
   uint16_t udp_src_port = 0xc000;
+  uint32_t multicast_groups = 0;  // groups this (UD) QP is attached to (in what was padding)
 
   RingQueue<SendWqe> sq;       // posted and not yet completed, oldest first
   ReceiveQueue rq;             // own receive queue (unused with an SRQ)

@@ -33,6 +33,11 @@ bool IpAddress::is_v4() const { return std::memcmp(bytes.data(), v4_mapped_prefi
 
 uint32_t IpAddress::v4() const { return load_be32(bytes.data() + 12); }
 
+bool IpAddress::is_multicast() const {
+  if (bytes[0] == 0xff) return true;
+  return is_v4() && (bytes[12] & 0xf0) == 0xe0;
+}
+
 std::string to_string(const MacAddress& mac) {
   char buf[18];
   std::snprintf(buf, sizeof buf, "%02x:%02x:%02x:%02x:%02x:%02x", mac.bytes[0], mac.bytes[1],

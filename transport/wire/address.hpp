@@ -25,6 +25,8 @@ struct IpAddress {
   static IpAddress from_v6_bytes(const uint8_t* p);
   bool is_v4() const;           // v4-mapped
   uint32_t v4() const;          // host order; only meaningful when is_v4()
+  // A group address: ff00::/8, or v4-mapped 224.0.0.0/4 (the kernel's rdma_is_multicast_addr).
+  bool is_multicast() const;
   friend bool operator==(const IpAddress&, const IpAddress&) = default;
 };
 

@@ -13,6 +13,8 @@ namespace uroce::wire {
 inline constexpr uint16_t default_pkey = 0xffff;
 inline constexpr uint32_t psn_mask = 0xffffff;
 inline constexpr uint32_t qpn_mask = 0xffffff;
+// The destination QP of a multicast datagram: every QP attached to the group (the destination IP) gets it.
+inline constexpr uint32_t multicast_qpn = 0xffffff;
 
 struct Bth {
   uint8_t opcode = 0;
