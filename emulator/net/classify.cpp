@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "emulator/net/multicast.hpp"
 #include "transport/wire/bytes.hpp"
 #include "transport/wire/ip.hpp"
 
@@ -46,6 +47,13 @@ Classification& classify_icmp(Classification& c, const uint8_t* b, size_t l4, si
   return accept(c, FrameClass::icmp_echo_request);
 }
 
+// [l4, end) is an IGMP message to all-hosts or one of our groups.
+Classification& classify_igmp(Classification& c, const uint8_t* b, size_t l4, size_t end) {
+  c.l4_offset = uint32_t(l4);
+  if (const auto reason = parse_igmp_query(b + l4, end - l4, c.igmp)) return drop(c, *reason);
+  return accept(c, FrameClass::igmp);
+}
+
 Classification& classify_ipv4(Classification& c, std::span<const uint8_t> f, size_t l3,
                               const PortAddresses& port) {
   const uint8_t* b = f.data();
@@ -61,20 +69,35 @@ Classification& classify_ipv4(Classification& c, std::span<const uint8_t> f, siz
   if (total_length < header_length || total_length > avail) return drop(c, DropReason::ip_length_mismatch);
   if (wire::internet_checksum(p, header_length) != 0) return drop(c, DropReason::bad_ip_checksum);
   c.l3_end = uint32_t(l3 + total_length);
-  if (!port.owns_v4(wire::load_be32(p + 16))) return drop(c, DropReason::not_for_our_ip);
 
+  const uint32_t dst = wire::load_be32(p + 16);
   const uint8_t protocol = p[9];
-  if (protocol != wire::ip_proto_udp && protocol != wire::ip_proto_icmp) {
+  const bool unicast = port.owns_v4(dst);
+  if (protocol == ip_proto_igmp) {
+    // Queries come to all-hosts (general) or to the group they ask about; reports of our groups' other
+    // members come to the group too, and are dropped once parsed.
+    if (dst != igmp_all_hosts && !port.has_group(wire::IpAddress::from_v4(dst))) {
+      return drop(c, unicast ? DropReason::other_ip_protocol : DropReason::not_for_our_ip);
+    }
+  } else if (!unicast && !(protocol == wire::ip_proto_udp && port.has_group(wire::IpAddress::from_v4(dst)))) {
+    // Of group traffic, only RoCE to a group we have members for is ours: a ping of a group would have
+    // every member answer, and nothing needs the NIC in that chorus.
+    return drop(c, DropReason::not_for_our_ip);
+  }
+  if (protocol != wire::ip_proto_udp && protocol != wire::ip_proto_icmp && protocol != ip_proto_igmp) {
     return drop(c, DropReason::other_ip_protocol);
   }
   const uint16_t fragment = wire::load_be16(p + 6);
   if ((fragment & 0x3fff) != 0) return drop(c, DropReason::ipv4_fragment);  // MF or an offset
-  if (protocol == wire::ip_proto_udp) return classify_udp(c, b, l3 + header_length, c.l3_end);
-  return classify_icmp(c, b, l3 + header_length, c.l3_end);
+  const size_t l4 = l3 + header_length;
+  if (protocol == wire::ip_proto_udp) return classify_udp(c, b, l4, c.l3_end);
+  if (protocol == ip_proto_igmp) return classify_igmp(c, b, l4, c.l3_end);
+  return classify_icmp(c, b, l4, c.l3_end);
 }
 
-// The IPv6 groups we listen to: all-nodes (ff02::1) and the solicited-node group of each of our addresses.
-bool is_our_group(const uint8_t* a, const PortAddresses& port) {
+// The IPv6 groups neighbour discovery listens to: all-nodes (ff02::1) and the solicited-node group of each
+// of our addresses.
+bool is_nd_group(const uint8_t* a, const PortAddresses& port) {
   static const uint8_t all_nodes[16] = {0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01};
   if (std::memcmp(a, all_nodes, 16) == 0) return true;
   static const uint8_t solicited_prefix[13] = {0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01, 0xff};
@@ -85,8 +108,8 @@ bool is_our_group(const uint8_t* a, const PortAddresses& port) {
   return false;
 }
 
-// Multicast MACs of those groups (33:33 + the group's last four bytes): the only multicast frames taken.
-bool is_our_multicast_mac(const wire::MacAddress& m, const PortAddresses& port) {
+// Multicast MACs of those groups (33:33 + the group's last four bytes).
+bool is_nd_multicast_mac(const wire::MacAddress& m, const PortAddresses& port) {
   if (m.bytes[0] != 0x33 || m.bytes[1] != 0x33) return false;
   if (m.bytes[2] == 0 && m.bytes[3] == 0 && m.bytes[4] == 0 && m.bytes[5] == 1) return true;  // all-nodes
   if (m.bytes[2] != 0xff) return false;
@@ -94,6 +117,17 @@ bool is_our_multicast_mac(const wire::MacAddress& m, const PortAddresses& port) 
     if (!ours.is_v4() && std::memcmp(ours.bytes.data() + 13, m.bytes.data() + 3, 3) == 0) return true;
   }
   return false;
+}
+
+// The only multicast frames taken: those neighbour discovery needs, the MACs of the groups the port has
+// members for, and IPv4 all-hosts (IGMP's general queries) while it has an IPv4 group.
+bool is_our_multicast_mac(const wire::MacAddress& m, const PortAddresses& port) {
+  if ((m.bytes[0] & 1) == 0) return false;  // the I/G bit: any multicast MAC has it
+  if (is_nd_multicast_mac(m, port)) return true;
+  for (const wire::IpAddress& g : port.groups) {
+    if (multicast_mac_of(g) == m) return true;
+  }
+  return m == ipv4_multicast_mac(igmp_all_hosts) && port.has_ipv4_group();
 }
 
 // An ICMPv6 echo request (RFC 4443 §4.1) in the IPv6 packet `ip`. Answered only when sent to one of our
@@ -122,10 +156,13 @@ Classification& classify_ipv6(Classification& c, std::span<const uint8_t> f, siz
   if (payload_length > avail - wire::ipv6_header_size) return drop(c, DropReason::ip_length_mismatch);
   c.l3_end = uint32_t(l3 + wire::ipv6_header_size + payload_length);
   const bool unicast = port.owns_v6(p + 24);
-  if (!unicast && !is_our_group(p + 24, port)) return drop(c, DropReason::not_for_our_ip);
+  const bool nd_group = !unicast && is_nd_group(p + 24, port);
+  const bool joined_group = !unicast && port.has_group(wire::IpAddress::from_v6_bytes(p + 24));
+  if (!unicast && !nd_group && !joined_group) return drop(c, DropReason::not_for_our_ip);
   const size_t l4 = l3 + wire::ipv6_header_size;
   // RoCEv2 never uses IPv6 extension headers, nor does neighbour discovery as we send and answer it.
   if (p[6] == ip_proto_icmpv6) {
+    if (!unicast && !nd_group) return drop(c, DropReason::not_for_our_ip);  // no ND or ping to an app group
     c.l4_offset = uint32_t(l4);
     if (payload_length >= icmp_header_size && b[l4] == icmpv6_type_echo_request) {
       return classify_icmpv6_echo(c, p, b + l4, payload_length, unicast);
@@ -136,7 +173,7 @@ Classification& classify_ipv6(Classification& c, std::span<const uint8_t> f, siz
     return accept(c, FrameClass::nd);
   }
   if (p[6] != wire::ip_proto_udp) return drop(c, DropReason::other_ip_protocol);
-  if (!unicast) return drop(c, DropReason::not_for_our_ip);  // RoCE to a multicast group: not ours
+  if (!unicast && !joined_group) return drop(c, DropReason::not_for_our_ip);  // ND's groups carry no RoCE
   return classify_udp(c, b, l4, c.l3_end);
 }
 
@@ -172,8 +209,9 @@ Classification classify(std::span<const uint8_t> f, const PortAddresses& port) {
 
   // The MAC check comes first: on a promiscuous port (af_packet on a bridge) most frames are other
   // stations' traffic, and this rejects them after one compare. Broadcast passes for ARP requests; a
-  // broadcast IP packet is then judged by its destination address, as Linux does. IPv6 multicast passes
-  // only for the groups neighbour discovery needs (all-nodes, our solicited-node groups).
+  // broadcast IP packet is then judged by its destination address, as Linux does. Multicast passes only
+  // for the groups neighbour discovery needs (all-nodes, our solicited-node groups), the port's own groups
+  // and, with an IPv4 group, all-hosts; since several groups share a MAC, the IP destination decides again.
   if (e.dst != port.mac && e.dst != wire::MacAddress::broadcast() && !is_our_multicast_mac(e.dst, port)) {
     return drop(c, DropReason::not_for_our_mac);
   }
@@ -191,6 +229,7 @@ void count(NetCounters& counters, const Classification& c) {
     case FrameClass::arp: ++counters.rx_arp; break;
     case FrameClass::icmp_echo_request: ++counters.rx_icmp_echo_requests; break;
     case FrameClass::nd: ++counters.rx_nd; break;
+    case FrameClass::igmp: ++counters.rx_igmp; break;
     case FrameClass::drop: ++counters.dropped(c.reason); break;
   }
 }

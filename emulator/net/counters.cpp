@@ -15,6 +15,7 @@ void for_each_counter(const NetCounters& c, const std::function<void(std::string
   visit("rx_arp", c.rx_arp);
   visit("rx_icmp_echo_requests", c.rx_icmp_echo_requests);
   visit("rx_nd", c.rx_nd);
+  visit("rx_igmp", c.rx_igmp);
   visit("arp_requests_received", c.arp_requests_received);
   visit("arp_replies_received", c.arp_replies_received);
   visit("arp_replies_sent", c.arp_replies_sent);
@@ -39,6 +40,9 @@ void for_each_counter(const NetCounters& c, const std::function<void(std::string
   visit("nd_parked", c.nd_parked);
   visit("nd_parked_released", c.nd_parked_released);
   visit("nd_parked_dropped", c.nd_parked_dropped);
+  visit("igmp_queries_received", c.igmp_queries_received);
+  visit("igmp_reports_sent", c.igmp_reports_sent);
+  visit("igmp_leaves_sent", c.igmp_leaves_sent);
   visit("icmp_echo_replied", c.icmp_echo_replied);
   visit("icmp_echo_too_large", c.icmp_echo_too_large);
   for (size_t i = 0; i < drop_reason_count; ++i) {

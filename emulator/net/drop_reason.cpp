@@ -13,6 +13,7 @@ std::string_view to_string(DropReason r) {
     case DropReason::other_icmp_type: return "other_icmp_type";
     case DropReason::ipv4_fragment: return "ipv4_fragment";
     case DropReason::other_icmpv6_type: return "other_icmpv6_type";
+    case DropReason::igmp_not_a_query: return "igmp_not_a_query";
     case DropReason::truncated_ethernet: return "truncated_ethernet";
     case DropReason::truncated_arp: return "truncated_arp";
     case DropReason::truncated_ip: return "truncated_ip";
@@ -26,6 +27,9 @@ std::string_view to_string(DropReason r) {
     case DropReason::bad_icmp_checksum: return "bad_icmp_checksum";
     case DropReason::bad_nd_hop_limit: return "bad_nd_hop_limit";
     case DropReason::bad_nd_message: return "bad_nd_message";
+    case DropReason::truncated_igmp: return "truncated_igmp";
+    case DropReason::bad_igmp_checksum: return "bad_igmp_checksum";
+    case DropReason::bad_igmp_message: return "bad_igmp_message";
   }
   return "unknown";
 }

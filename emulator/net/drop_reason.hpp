@@ -10,15 +10,16 @@ namespace uroce::emulator::net {
 
 enum class DropReason : uint8_t {
   // Well-formed, but not ours to handle.
-  not_for_our_mac,        // not our MAC, broadcast or one of our ND groups: others' traffic, multicast
-  not_for_our_ip,         // IP packet whose destination is none of the port's addresses
+  not_for_our_mac,        // not our MAC, broadcast or the MAC of one of our groups: others' traffic
+  not_for_our_ip,         // IP packet to none of the port's addresses, or to a group it takes no such packet for
   unsupported_ethertype,  // not IPv4, IPv6 or ARP (after at most one 802.1Q tag)
   unsupported_arp,        // ARP that is not IPv4 over Ethernet
-  other_ip_protocol,      // IP but neither UDP nor ICMP (TCP, IPv6 extension headers ...)
+  other_ip_protocol,      // IP but neither UDP nor ICMP nor IGMP (TCP, IPv6 extension headers ...)
   other_udp_port,         // UDP to a port other than 4791
   other_icmp_type,        // ICMPv4 that is not an echo request
   ipv4_fragment,          // nothing the NIC answers is ever fragmented, and it reassembles nothing
   other_icmpv6_type,      // ICMPv6 that is not an echo request, Neighbor Solicitation or Advertisement
+  igmp_not_a_query,       // IGMP other than a Membership Query: other members' reports and leaves
   // Malformed: the frame contradicts itself (is_malformed()).
   truncated_ethernet,
   truncated_arp,
@@ -33,9 +34,12 @@ enum class DropReason : uint8_t {
   bad_icmp_checksum,      // ICMPv4, or ICMPv6 over its pseudo-header
   bad_nd_hop_limit,       // NS/NA not sent with hop limit 255 (RFC 4861 §7.1): possibly from off-link
   bad_nd_message,         // NS/NA failing another RFC 4861 §7.1 check (code, target, options, flags)
+  truncated_igmp,         // IGMP shorter than its 8-byte header
+  bad_igmp_checksum,
+  bad_igmp_message,       // a query of a length no IGMP version has (RFC 3376 §7.1), or sources past its end
 };
 
-inline constexpr size_t drop_reason_count = size_t(DropReason::bad_nd_message) + 1;
+inline constexpr size_t drop_reason_count = size_t(DropReason::bad_igmp_message) + 1;
 
 // The counter name: "not_for_our_mac", ...
 std::string_view to_string(DropReason r);

@@ -28,4 +28,18 @@ std::vector<uint32_t> PortAddresses::ipv4_addresses() const {
   return out;
 }
 
+bool PortAddresses::has_group(const wire::IpAddress& g) const {
+  for (const wire::IpAddress& a : groups) {
+    if (a == g) return true;
+  }
+  return false;
+}
+
+bool PortAddresses::has_ipv4_group() const {
+  for (const wire::IpAddress& a : groups) {
+    if (a.is_v4()) return true;
+  }
+  return false;
+}
+
 }  // namespace uroce::emulator::net

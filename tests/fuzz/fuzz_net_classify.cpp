@@ -1,11 +1,13 @@
 // libFuzzer target: arbitrary bytes through emulator/net's receive path, the way the engine runs it:
 // classify(), then the ARP responder (feeding an ArpCache), the ND responder (feeding an NdCache) or the
-// ICMP echo responder. Beyond "no crash, no UB, no leak" (the sanitizers), it checks properties that must
-// hold for every input:
+// ICMP echo responder, or IGMP queries into an IgmpMembership. Beyond "no crash, no UB, no leak" (the
+// sanitizers), it checks properties that must hold for every input:
 //   - what classify() accepts as RoCEv2, the wire parser decodes as RoCEv2 up to the same UDP header;
 //   - every ARP reply, Neighbor Advertisement and ICMP echo reply we build is itself well-formed: classified
 //     by its receiver as ARP, as a valid NA (RFC 4861 §7.1.2), or as an ICMP message (not an echo
-//     request) that passed every header and checksum check.
+//     request) that passed every header and checksum check;
+//   - every IGMP report and leave we send is well-formed: a member of the group hears a valid IGMP message
+//     that is not a query.
 #include <cstdint>
 #include <cstdlib>
 #include <span>
@@ -14,6 +16,7 @@
 #include "emulator/net/arp_responder.hpp"
 #include "emulator/net/classify.hpp"
 #include "emulator/net/icmp.hpp"
+#include "emulator/net/igmp.hpp"
 #include "emulator/net/nd_cache.hpp"
 #include "emulator/net/nd_responder.hpp"
 #include "transport/wire/frame.hpp"
@@ -23,13 +26,17 @@ using namespace uroce::emulator::net;
 
 namespace {
 
-// Short addresses the fuzzer finds by comparison tracing: MAC 02:00:00:00:00:01, 10.0.0.1, fd00::1.
+// Short addresses the fuzzer finds by comparison tracing: MAC 02:00:00:00:00:01, 10.0.0.1, fd00::1, and
+// members for the groups 224.0.0.5 and ff0e::5 (RoCE to them is accepted, IGMP queries reach the membership).
 PortAddresses make_port() {
   PortAddresses p;
   p.mac = {{0x02, 0, 0, 0, 0, 0x01}};
   p.ips.push_back(wire::IpAddress::from_v4(0x0a000001));
   const uint8_t v6[16] = {0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
   p.ips.push_back(wire::IpAddress::from_v6_bytes(v6));
+  p.groups.push_back(wire::IpAddress::from_v4(0xe0000005));
+  const uint8_t group6[16] = {0xff, 0x0e, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5};
+  p.groups.push_back(wire::IpAddress::from_v6_bytes(group6));
   return p;
 }
 
@@ -47,6 +54,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static NdCache nd_cache(port, counters, NdCacheConfig{.max_entries = 64});
   static NdResponder nd(port, nd_cache, counters);
   static IcmpEchoResponder icmp(port.mac, counters, 9018);
+  static IgmpMembership igmp = [] {
+    IgmpMembership m(port, counters);
+    m.join(0xe0000005, 0);
+    return m;
+  }();
   static Nanos now = 0;
   now += milliseconds(100);  // the cache sees time pass, so entries expire and resolutions fail
 
@@ -106,8 +118,28 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       break;
     }
+    case FrameClass::igmp:
+      igmp.on_query(c.igmp, now);
+      // Leave and join again now and then, so that leaves are sent too.
+      if (c.igmp.max_response % 3 == 0) {
+        igmp.leave(0xe0000005, now);
+        igmp.join(0xe0000005, now);
+      }
+      break;
     case FrameClass::drop:
       break;
+  }
+  if (igmp.next_deadline() <= now) {
+    IgmpOutput sent;
+    igmp.poll(now, sent);
+    // Another member of the group, which also hears all-routers (224.0.0.2), where leaves go.
+    PortAddresses member;
+    member.mac = {{0x02, 0, 0, 0, 0, 0x02}};
+    member.groups = {wire::IpAddress::from_v4(0xe0000005), wire::IpAddress::from_v4(0xe0000002)};
+    for (const auto& frame : sent.frames) {
+      const Classification r = classify(frame, member);
+      check(r.kind == FrameClass::drop && r.reason == DropReason::igmp_not_a_query);
+    }
   }
   if (cache.next_deadline() <= now) cache.poll(now, released);
   if (nd_cache.next_deadline() <= now) nd_cache.poll(now, nd_released);

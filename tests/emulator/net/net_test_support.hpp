@@ -1,5 +1,5 @@
 // Frames for the emulator/net tests, written byte by byte from the RFC layouts (RFC 826, 791, 768, 792,
-// 8200, 4861) and never with the code under test, so that a test comparing the two is a real check.
+// 8200, 4861, 1112, 2236, 3376) and never with the code under test, so that a test comparing the two is a real check.
 #pragma once
 
 #include <algorithm>
@@ -322,6 +322,75 @@ inline Bytes peer_na(const uint8_t* target = peer_ip6, const MacAddress& lladdr 
   n.target = target;
   n.options = lladdr_option(2, lladdr);
   return nd_frame(n, target, our_ip6, our_mac);
+}
+
+// --- Multicast groups and IGMP (RFC 1112 §6.4, RFC 2236 §2, RFC 3376 §4.1)
+
+inline constexpr uint32_t group_a = 0xe0010203;        // 224.1.2.3
+inline constexpr uint32_t group_b = 0xef000005;        // 239.0.0.5
+inline constexpr uint32_t group_a_alias = 0xef810203;  // 239.129.2.3: the same MAC as group_a
+inline constexpr uint32_t all_hosts_ip = 0xe0000001;   // 224.0.0.1
+inline constexpr uint32_t all_routers_ip = 0xe0000002; // 224.0.0.2
+inline const uint8_t group6[16] = {0xff, 0x0e, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x12, 0x34};  // ff0e::1234
+inline const uint8_t group6_alias[16] = {0xff, 0x0e, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0x12, 0x34};
+
+inline MacAddress ipv4_group_mac(uint32_t g) {
+  return MacAddress{{0x01, 0x00, 0x5e, uint8_t((g >> 16) & 0x7f), uint8_t(g >> 8), uint8_t(g)}};
+}
+
+// test_port() with members for group_a and ff0e::1234.
+inline PortAddresses joined_port(std::optional<uint16_t> vlan = std::nullopt) {
+  PortAddresses p = test_port(vlan);
+  p.groups = {wire::IpAddress::from_v4(group_a), wire::IpAddress::from_v6_bytes(group6)};
+  return p;
+}
+
+// An IGMP message: type, max resp code, checksum (right unless bad_checksum), group, then `tail` (the rest
+// of a v3 query: resv/S/QRV, QQIC, number of sources, the sources).
+inline Bytes igmp_message(uint8_t type, uint8_t max_resp, uint32_t group, const Bytes& tail = {},
+                          bool bad_checksum = false) {
+  Bytes b;
+  put8(b, type);
+  put8(b, max_resp);
+  put16(b, 0);
+  put32(b, group);
+  b.insert(b.end(), tail.begin(), tail.end());
+  uint16_t sum = ref_checksum(b.data(), b.size());
+  if (bad_checksum) sum ^= 0x0001;
+  set_checksum(b, sum);
+  return b;
+}
+
+// The fields of a v3 query after the group (RFC 3376 §4.1): QRV 2, QQIC 125, `sources` addresses, of which
+// only `present` are actually there.
+inline Bytes igmp_v3_tail(uint16_t sources, uint16_t present) {
+  Bytes b{0x02, 125};
+  put16(b, sources);
+  for (uint16_t i = 0; i < present; ++i) put32(b, 0x0a000010u + i);
+  return b;
+}
+
+// Ethernet + IPv4 (protocol 2, Router Alert, from the peer) + `message`, to `dst` at its multicast MAC.
+inline Bytes igmp_frame(uint32_t dst, const Bytes& message, std::optional<uint16_t> vlan = std::nullopt) {
+  Ipv4 h;
+  h.dst = dst;
+  h.protocol = 2;
+  h.options = {0x94, 0x04, 0x00, 0x00};
+  return ipv4_frame(h, message, ipv4_group_mac(dst), vlan);
+}
+
+// A router's general IGMPv2 query (max resp 10 s) to all-hosts.
+inline Bytes general_query_frame() { return igmp_frame(all_hosts_ip, igmp_message(0x11, 100, 0)); }
+
+// RoCE to an IPv4 group, at the group's MAC; to an IPv6 group at its 33:33 MAC.
+inline Bytes roce_to_group_v4(uint32_t group) {
+  return ipv4_frame({.dst = group}, udp(4791, roce_body()), ipv4_group_mac(group));
+}
+inline Bytes roce_to_group_v6(const uint8_t* group) {
+  Bytes f = ipv6_frame(peer_ip6, group, 17, udp(4791, roce_body()));
+  const MacAddress m = mcast_mac(group);
+  std::copy(m.bytes.begin(), m.bytes.end(), f.begin());
+  return f;
 }
 
 // A neighbour cache under test (ArpCache or NdCache) with its port, counters and what the last poll()

@@ -16,11 +16,14 @@ namespace wire = uroce::wire;
 namespace {
 
 const PortAddresses port = test_port();
+const PortAddresses joined = joined_port();  // with members for group_a and ff0e::1234
 
-Classification classify_bytes(const Bytes& b) { return classify(std::span<const uint8_t>(b), port); }
+Classification classify_bytes(const Bytes& b, const PortAddresses& p = port) {
+  return classify(std::span<const uint8_t>(b), p);
+}
 
-DropReason reason_of(const Bytes& b) {
-  const Classification c = classify_bytes(b);
+DropReason reason_of(const Bytes& b, const PortAddresses& p = port) {
+  const Classification c = classify_bytes(b, p);
   REQUIRE(c.kind == FrameClass::drop);
   return c.reason;
 }
@@ -45,6 +48,11 @@ std::vector<std::pair<const char*, Bytes>> valid_frames() {
       {"ICMP echo odd VLAN", echo_request_frame(33, 100)},
       {"UDP 53", ipv4_frame({}, udp(53, pattern(20)))},
       {"TCP", ipv4_frame({.protocol = 6}, pattern(40))},
+      {"RoCEv2 to an IPv4 group", roce_to_group_v4(group_a)},
+      {"RoCEv2 to an IPv6 group", roce_to_group_v6(group6)},
+      {"IGMPv2 general query", general_query_frame()},
+      {"IGMPv3 group query", igmp_frame(group_a, igmp_message(0x11, 20, group_a, igmp_v3_tail(1, 1)))},
+      {"IGMP report", igmp_frame(group_a, igmp_message(0x16, 0, group_a))},
   };
 }
 
@@ -237,13 +245,16 @@ TEST_CASE("malformed IP and UDP headers are named precisely", "[classify]") {
 }
 
 TEST_CASE("every truncation of a valid frame is malformed, never misread", "[classify][total]") {
+  const bool with_groups = GENERATE(false, true);
+  const PortAddresses& p = with_groups ? joined : port;
+  INFO("port with groups: " << with_groups);
   for (const auto& [name, full] : valid_frames()) {
     INFO(name);
-    const Classification whole = classify_bytes(full);
+    const Classification whole = classify_bytes(full, p);
     for (size_t n = 0; n < full.size(); ++n) {
       INFO("length " << n);
       const Bytes cut(full.begin(), full.begin() + std::ptrdiff_t(n));  // exactly n bytes: ASan sees overreads
-      const Classification c = classify_bytes(cut);
+      const Classification c = classify_bytes(cut, p);
       if (whole.dropped() && !is_malformed(whole.reason)) {
         // A frame dropped for what it is may also be dropped as malformed once cut short, never accepted.
         CHECK(c.kind == FrameClass::drop);
@@ -257,6 +268,9 @@ TEST_CASE("every truncation of a valid frame is malformed, never misread", "[cla
 }
 
 TEST_CASE("random and mutated bytes: classify is total and agrees with the wire parser", "[classify][total]") {
+  const bool with_groups = GENERATE(false, true);
+  const PortAddresses& p = with_groups ? joined : port;
+  INFO("port with groups: " << with_groups);
   std::mt19937 rng(20240607);
   std::vector<Bytes> seeds;
   for (const auto& [name, f] : valid_frames()) seeds.push_back(f);
@@ -274,7 +288,7 @@ TEST_CASE("random and mutated bytes: classify is total and agrees with the wire 
       if (rng() % 4 == 0) b.resize(rng() % (b.size() + 1));
       if (i % 5 == 0 && b.size() > 24 && b[12] == 0x08 && b[13] == 0x00) refresh_ipv4_checksum(b);
     }
-    const Classification c = classify_bytes(b);
+    const Classification c = classify_bytes(b, p);
     wire::Frame parsed;
     wire::parse_frame(b, parsed);
     if (c.kind == FrameClass::roce) {
@@ -295,6 +309,13 @@ TEST_CASE("random and mutated bytes: classify is total and agrees with the wire 
       REQUIRE(parsed.kind == wire::FrameKind::other_ip);
       REQUIRE(parsed.ipv4.protocol == 1);
       REQUIRE(ref_checksum(b.data() + c.l4_offset, c.l3_end - c.l4_offset) == 0);
+    } else if (c.kind == FrameClass::igmp) {
+      ++accepted;
+      REQUIRE(parsed.kind == wire::FrameKind::other_ip);
+      REQUIRE(parsed.ipv4.protocol == 2);
+      REQUIRE(c.l3_end - c.l4_offset >= 8);
+      REQUIRE(b[c.l4_offset] == 0x11);
+      REQUIRE(ref_checksum(b.data() + c.l4_offset, c.l3_end - c.l4_offset) == 0);
     } else if (c.reason == DropReason::truncated_ethernet) {
       REQUIRE(parsed.error == wire::ParseError::truncated_ethernet);
     }
@@ -310,10 +331,119 @@ TEST_CASE("count() adds each classified frame to one counter", "[classify][count
   count(counters, classify_bytes(echo_request_frame()));
   count(counters, classify_bytes(ipv4_frame({}, udp(4791, roce_body()), other_mac)));
   count(counters, classify_bytes(Bytes(3, 0)));
+  count(counters, classify_bytes(general_query_frame(), joined));
+  CHECK(counters.rx_igmp == 1);
   CHECK(counters.rx_roce == 2);
   CHECK(counters.rx_arp == 1);
   CHECK(counters.rx_icmp_echo_requests == 1);
   CHECK(counters.dropped(DropReason::not_for_our_mac) == 1);
   CHECK(counters.dropped(DropReason::truncated_ethernet) == 1);
   CHECK(counters.dropped_total() == 2);
+}
+
+TEST_CASE("RoCE to a group the port has members for is for the transport; to other groups it is dropped",
+          "[classify][multicast]") {
+  SECTION("IPv4 group, at its MAC or at ours") {
+    const Classification c = classify_bytes(roce_to_group_v4(group_a), joined);
+    CHECK(c.kind == FrameClass::roce);
+    CHECK(c.ip_version == wire::IpVersion::v4);
+    CHECK(c.l4_offset == 34);
+    CHECK(classify_bytes(ipv4_frame({.dst = group_a}, udp(4791, roce_body())), joined).kind == FrameClass::roce);
+  }
+  SECTION("IPv6 group, tagged and not") {
+    CHECK(classify_bytes(roce_to_group_v6(group6), joined).kind == FrameClass::roce);
+    Bytes tagged = ipv6_frame(peer_ip6, group6, 17, udp(4791, roce_body()), 0x0005);
+    const MacAddress m = mcast_mac(group6);
+    std::copy(m.bytes.begin(), m.bytes.end(), tagged.begin());
+    const Classification c = classify_bytes(tagged, joined);
+    CHECK(c.kind == FrameClass::roce);
+    CHECK(c.l4_offset == 58);
+  }
+  SECTION("groups we have no member for") {
+    // A group whose MAC we do not take.
+    CHECK(reason_of(roce_to_group_v4(group_b), joined) == DropReason::not_for_our_mac);
+    // Sharing a joined group's MAC (RFC 1112 keeps 23 bits): the IP address decides.
+    CHECK(reason_of(roce_to_group_v4(group_a_alias), joined) == DropReason::not_for_our_ip);
+    Bytes alias6 = roce_to_group_v6(group6_alias);
+    CHECK(reason_of(alias6, joined) == DropReason::not_for_our_ip);
+    // Without any group, as before multicast: RoCE to a group is not ours.
+    CHECK(reason_of(roce_to_group_v4(group_a)) == DropReason::not_for_our_mac);
+    CHECK(reason_of(ipv4_frame({.dst = group_a}, udp(4791, roce_body()))) == DropReason::not_for_our_ip);
+    CHECK(reason_of(roce_to_group_v6(group6)) == DropReason::not_for_our_mac);
+    CHECK(reason_of(ipv6_frame(peer_ip6, group6, 17, udp(4791, roce_body()))) == DropReason::not_for_our_ip);
+  }
+  SECTION("only RoCE: other traffic to a joined group is not the NIC's") {
+    CHECK(reason_of(ipv4_frame({.dst = group_a}, udp(4790, roce_body()), ipv4_group_mac(group_a)), joined) ==
+          DropReason::other_udp_port);
+    CHECK(reason_of(ipv4_frame({.dst = group_a, .protocol = 1}, icmp_echo(8, 1, 1, pattern(8)),
+                               ipv4_group_mac(group_a)),
+                    joined) == DropReason::not_for_our_ip);
+    CHECK(reason_of(ipv4_frame({.dst = group_a, .protocol = 6}, pattern(20), ipv4_group_mac(group_a)), joined) ==
+          DropReason::not_for_our_ip);
+    const Bytes ping6 = ipv6_frame(peer_ip6, group6, 58, icmpv6_echo(128, 1, 1, pattern(8), peer_ip6, group6));
+    CHECK(reason_of(ping6, joined) == DropReason::not_for_our_ip);
+    CHECK(reason_of(ipv4_frame({.dst = all_hosts_ip}, udp(4791, roce_body()), ipv4_group_mac(all_hosts_ip)),
+                    joined) == DropReason::not_for_our_ip);
+  }
+}
+
+TEST_CASE("the MAC filter takes our groups' MACs, and all-hosts while the port has an IPv4 group",
+          "[classify][multicast]") {
+  const Bytes to_all_hosts = general_query_frame();
+  CHECK(classify_bytes(to_all_hosts, joined).kind == FrameClass::igmp);
+  CHECK(reason_of(to_all_hosts) == DropReason::not_for_our_mac);
+  PortAddresses v6_groups_only = test_port();
+  v6_groups_only.groups = {wire::IpAddress::from_v6_bytes(group6)};
+  CHECK(reason_of(to_all_hosts, v6_groups_only) == DropReason::not_for_our_mac);
+  CHECK(classify_bytes(roce_to_group_v6(group6), v6_groups_only).kind == FrameClass::roce);
+  // Neighbour discovery's groups still pass with groups of our own.
+  CHECK(classify_bytes(peer_ns(), joined).kind == FrameClass::nd);
+}
+
+TEST_CASE("IGMP queries to all-hosts or our groups are for the membership; other IGMP is dropped",
+          "[classify][igmp]") {
+  SECTION("a general query") {
+    const Classification c = classify_bytes(general_query_frame(), joined);
+    REQUIRE(c.kind == FrameClass::igmp);
+    CHECK(c.igmp.group == 0);
+    CHECK(c.igmp.max_response == seconds(10));
+    CHECK(c.l4_offset == 14 + 24);
+    CHECK(c.l3_end == 14 + 24 + 8);
+  }
+  SECTION("a group-specific v3 query to the group, tagged") {
+    const Classification c =
+        classify_bytes(igmp_frame(group_a, igmp_message(0x11, 30, group_a, igmp_v3_tail(0, 0)), 0x0042), joined);
+    REQUIRE(c.kind == FrameClass::igmp);
+    CHECK(c.igmp.group == group_a);
+    CHECK(c.igmp.max_response == seconds(3));
+    CHECK(c.eth.vlan_id() == 0x42);
+  }
+  SECTION("without the Router Alert option, as some queriers send it") {
+    Ipv4 h{.dst = all_hosts_ip, .protocol = 2};
+    CHECK(classify_bytes(ipv4_frame(h, igmp_message(0x11, 100, 0), ipv4_group_mac(all_hosts_ip)), joined).kind ==
+          FrameClass::igmp);
+  }
+  SECTION("other members' reports, a leave, broken messages") {
+    CHECK(reason_of(igmp_frame(group_a, igmp_message(0x16, 0, group_a)), joined) == DropReason::igmp_not_a_query);
+    CHECK(reason_of(igmp_frame(group_a, igmp_message(0x11, 100, group_a, {}, true)), joined) ==
+          DropReason::bad_igmp_checksum);
+    CHECK(reason_of(igmp_frame(all_hosts_ip, Bytes{0x11, 100, 0xee, 0xff}), joined) == DropReason::truncated_igmp);
+    CHECK(reason_of(igmp_frame(all_hosts_ip, igmp_message(0x11, 100, 0, Bytes{0, 0})), joined) ==
+          DropReason::bad_igmp_message);
+    Ipv4 fragment{.dst = all_hosts_ip, .protocol = 2, .flags_fragment = 0x2000};
+    CHECK(reason_of(ipv4_frame(fragment, igmp_message(0x11, 100, 0), ipv4_group_mac(all_hosts_ip)), joined) ==
+          DropReason::ipv4_fragment);
+  }
+  SECTION("IGMP not to all-hosts or a group of ours") {
+    // A query for a group we are not in, at a MAC we take (broadcast): the IP address decides.
+    Ipv4 h{.dst = group_b, .protocol = 2};
+    CHECK(reason_of(ipv4_frame(h, igmp_message(0x11, 10, group_b), MacAddress::broadcast()), joined) ==
+          DropReason::not_for_our_ip);
+    // Leaves go to all-routers, whose MAC we do not take.
+    CHECK(reason_of(igmp_frame(all_routers_ip, igmp_message(0x17, 0, group_a)), joined) ==
+          DropReason::not_for_our_mac);
+    // IGMP to our unicast address: no query comes that way.
+    CHECK(reason_of(ipv4_frame({.protocol = 2}, igmp_message(0x11, 100, 0)), joined) ==
+          DropReason::other_ip_protocol);
+  }
 }

@@ -1,5 +1,5 @@
-// An outside opinion: the ARP, ICMP and neighbour discovery frames we build, as Wireshark's dissectors
-// decode them. Skipped (with a warning) when tshark is not installed.
+// An outside opinion: the ARP, ICMP, neighbour discovery and IGMP frames we build, as Wireshark's
+// dissectors decode them. Skipped (with a warning) when tshark is not installed.
 #include <catch2/catch.hpp>
 
 #include <cstdio>
@@ -11,6 +11,7 @@
 #include "emulator/net/arp_frames.hpp"
 #include "emulator/net/arp_responder.hpp"
 #include "emulator/net/icmp.hpp"
+#include "emulator/net/igmp.hpp"
 #include "emulator/net/nd_cache.hpp"
 #include "emulator/net/nd_frames.hpp"
 #include "emulator/net/nd_responder.hpp"
@@ -174,4 +175,34 @@ TEST_CASE("tshark decodes our ICMPv6 echo reply as ping -6 expects, checksum goo
   REQUIRE(lines.size() == 2);
   CHECK(lines[0] == "02:00:00:00:00:01|7|fd00::2|fd00::1|64|128|0|1|0x6666|3|57|||");
   CHECK(lines[1] == "02:00:00:00:00:02|7|fd00::1|fd00::2|64|129|0|1|0x6666|3|57|1||");
+}
+
+TEST_CASE("tshark decodes our IGMPv2 report and leave: TTL 1, Router Alert, checksums good", "[tshark][igmp]") {
+  if (!have_tshark()) {
+    WARN("tshark not installed: comparison skipped");
+    return;
+  }
+  // Through IgmpMembership, as the engine gets them: a join's report, then a leave, on a tagged port.
+  const PortAddresses port = test_port(0x0064);
+  NetCounters counters;
+  IgmpMembership igmp(port, counters);
+  IgmpOutput out;
+  igmp.join(group_a, 0);
+  igmp.poll(0, out);
+  igmp.leave(group_a, 1);
+  igmp.poll(1, out);
+  REQUIRE(out.frames.size() == 2);
+
+  const auto lines = tshark_fields_of(
+      out.frames, "-e eth.dst -e eth.src -e vlan.id -e ip.src -e ip.dst -e ip.ttl -e ip.opt.type "
+                  "-e ip.opt.ra -e ip.checksum.status -e igmp.version -e igmp.type -e igmp.checksum.status "
+                  "-e igmp.maddr -e _ws.malformed -e _ws.expert.severity -e _ws.col.Info");
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[0].starts_with("01:00:5e:01:02:03|02:00:00:00:00:01|100|10.0.0.1|224.1.2.3|1|148|0|1|2|0x16|1|"
+                             "224.1.2.3|||"));
+  CHECK(lines[1].starts_with("01:00:5e:00:00:02|02:00:00:00:00:01|100|10.0.0.1|224.0.0.2|1|148|0|1|2|0x17|1|"
+                             "224.1.2.3|||"));
+  // The summary's wording varies between Wireshark versions ("Membership Report group ..." in 4.0).
+  CHECK_THAT(lines[0], Catch::Contains("Membership Report"));
+  CHECK_THAT(lines[1], Catch::Contains("Leave Group"));
 }
