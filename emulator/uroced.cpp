@@ -56,6 +56,7 @@ int serve(const DaemonOptions& o) {
   }
   config.capture_path = o.capture;
   config.capture_received = !o.port.empty();  // on the loopback every frame received was just sent
+  config.wire_loops_back = o.port.empty();
   config.rx_loss = o.rx_loss;
   config.loss_seed = o.loss_seed;
   config.back_off.doze_ns = uint64_t(o.spin_us) * 1000;

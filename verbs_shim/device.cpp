@@ -142,6 +142,9 @@ static void fill_device_attr(Context& c, ibv_device_attr& a) {
   a.max_res_rd_atom = int(l.max_qp_rd_atom) * int(l.max_qp);
   a.atomic_cap = IBV_ATOMIC_HCA;
   a.max_ah = int(l.max_ah);
+  a.max_mcast_grp = int(l.max_mcast_grp);
+  a.max_mcast_qp_attach = int(l.max_mcast_qp_attach);
+  a.max_total_mcast_qp_attach = int(l.max_total_mcast_qp_attach);
   a.max_srq = int(l.max_srq);
   a.max_srq_wr = int(l.max_srq_wr);
   a.max_srq_sge = int(l.max_sge);

@@ -8,10 +8,6 @@
 
 #include "shim.hpp"
 
-// Multicast: uroced's ports have no multicast groups.
-SHIM_EXPORT int ibv_attach_mcast(ibv_qp*, const ibv_gid*, uint16_t) { return EOPNOTSUPP; }
-SHIM_EXPORT int ibv_detach_mcast(ibv_qp*, const ibv_gid*, uint16_t) { return EOPNOTSUPP; }
-
 SHIM_EXPORT int ibv_resolve_eth_l2_from_gid(ibv_context*, ibv_ah_attr*, uint8_t*, uint16_t*) { return EOPNOTSUPP; }
 
 // Sharing objects between processes through the kernel's command fd: there is no such fd.

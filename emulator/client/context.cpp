@@ -214,6 +214,14 @@ verbs::QpAttr Context::query_qp(const QueuePair& qp) {
 
 void Context::destroy_qp(QueuePair& qp) { control_->call({{"op", "destroy_qp"}, {"qp_num", qp.qpn}}); }
 
+void Context::attach_mcast(const QueuePair& qp, const wire::IpAddress& gid) {
+  control_->call({{"op", "attach_mcast"}, {"qp_num", qp.qpn}, {"gid", gid}});
+}
+
+void Context::detach_mcast(const QueuePair& qp, const wire::IpAddress& gid) {
+  control_->call({{"op", "detach_mcast"}, {"qp_num", qp.qpn}, {"gid", gid}});
+}
+
 json Context::stats() { return control_->call({{"op", "stats"}}); }
 
 }  // namespace uroce::emulator::client

@@ -96,6 +96,8 @@ class Context {
   void modify_qp(QueuePair& qp, const verbs::QpAttr& attr, uint32_t mask);
   verbs::QpAttr query_qp(const QueuePair& qp);
   void destroy_qp(QueuePair& qp);
+  void attach_mcast(const QueuePair& qp, const wire::IpAddress& gid);
+  void detach_mcast(const QueuePair& qp, const wire::IpAddress& gid);
   nlohmann::json stats();
 
  private:

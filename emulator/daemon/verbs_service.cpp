@@ -107,6 +107,8 @@ VerbsService::VerbsService(EngineAccess& engine, PortDescription port, transport
                {"modify_qp", &VerbsService::modify_qp},
                {"query_qp", &VerbsService::query_qp},
                {"destroy_qp", &VerbsService::destroy_qp},
+               {"attach_mcast", &VerbsService::attach_mcast},
+               {"detach_mcast", &VerbsService::detach_mcast},
                {"stats", &VerbsService::stats}};
 }
 
@@ -513,6 +515,27 @@ json VerbsService::destroy_qp(Session& s, uint64_t, const json& r, std::vector<i
   });
   s.qps.erase(qpn);
   return json::object();
+}
+
+// ibv_attach_mcast / ibv_detach_mcast. The LID is not sent: on an Ethernet port the kernel does not check
+// it either (is_valid_mcast_lid). The engine follows the device's set of groups with its multicast filter
+// and IGMP membership (Engine::sync_multicast_groups).
+json VerbsService::attach_mcast(Session& s, uint64_t, const json& r, std::vector<int>&) {
+  membership(s, r, "attach_mcast", &transport::Device::attach_mcast);
+  return json::object();
+}
+
+json VerbsService::detach_mcast(Session& s, uint64_t, const json& r, std::vector<int>&) {
+  membership(s, r, "detach_mcast", &transport::Device::detach_mcast);
+  return json::object();
+}
+
+void VerbsService::membership(Session& s, const json& r, const std::string& what,
+                              int (transport::Device::*change)(uint32_t, const wire::IpAddress&)) {
+  const uint32_t qpn = need_u32(r, "qp_num");
+  require_owned(s.qps, qpn, "queue pair");
+  const auto gid = r.at("gid").get<wire::IpAddress>();
+  engine_call(what, [&](EngineContext& c) { return (c.device.*change)(qpn, gid); });
 }
 
 json VerbsService::stats(Session&, uint64_t, const json&, std::vector<int>&) {

@@ -105,6 +105,8 @@ class VerbsService {
   nlohmann::json modify_qp(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
   nlohmann::json query_qp(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
   nlohmann::json destroy_qp(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json attach_mcast(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json detach_mcast(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
   nlohmann::json stats(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
 
   std::shared_ptr<transport::MemoryBackend> memory_for(Session& s, const nlohmann::json& r, uint64_t addr,
@@ -112,6 +114,9 @@ class VerbsService {
   // Runs fn on the engine; a non-zero errno from it becomes a ServiceError with `what`.
   void engine_call(const std::string& what, const std::function<int(EngineContext&)>& fn);
   void destroy_everything(Session& s);
+  // Attaches or detaches (`change`) the session's QP `qp_num` to/from group `gid`.
+  void membership(Session& s, const nlohmann::json& r, const std::string& what,
+                  int (transport::Device::*change)(uint32_t, const wire::IpAddress&));
 
   EngineAccess& engine_;
   PortDescription port_;

@@ -17,6 +17,7 @@
 
 #include "emulator/net/arp_frames.hpp"
 #include "emulator/net/classify.hpp"
+#include "emulator/net/multicast.hpp"
 #include "emulator/net/nd_frames.hpp"
 #include "emulator/port/mbuf_frame.hpp"
 #include "emulator/protocol/queue_entries.hpp"
@@ -57,6 +58,7 @@ Engine::Engine(port::DpdkPort& port, EngineConfig config)
       nd_(addresses_, net_counters_),
       nd_responder_(addresses_, nd_, net_counters_),
       icmp_(addresses_.mac, net_counters_),
+      igmp_(addresses_, net_counters_),
       loss_rng_(config_.loss_seed),
       back_off_(config_.back_off) {
   device_.set_gids(config_.addresses);
@@ -154,6 +156,7 @@ unsigned Engine::run_commands(transport::Nanos now) {
       spdlog::error("engine command failed: {}", e.what());
     }
   }
+  sync_multicast_groups(now);  // only commands attach, detach or destroy QPs
   {
     std::lock_guard lock(commands_mutex_);
     for (Command* c : batch) c->done = true;
@@ -200,7 +203,7 @@ void Engine::run() {
     } else {
       // Timers only matter once idle: finding the next one walks every QP.
       const transport::Nanos transport_deadline = device_.next_deadline();
-      step = back_off_.idle(now, std::min({transport_deadline, arp_.next_deadline(), nd_.next_deadline()}),
+      step = back_off_.idle(now, std::min({transport_deadline, arp_.next_deadline(), nd_.next_deadline(), igmp_.next_deadline()}),
                             transport_deadline != transport::never);
     }
     if (step.kind != BackOff::Kind::poll) rest(step, now);
@@ -235,6 +238,10 @@ bool Engine::turn(transport::Nanos now) {
   if (now >= nd_.next_deadline()) {
     nd_.poll(now, nd_out_);
     send_nd_output();
+  }
+  if (now >= igmp_.next_deadline()) {
+    igmp_.poll(now, igmp_out_);
+    send_igmp_output();
   }
   work += flush_tx();
   // Completion events last: writing a sleeping application's channel wakes it, and the scheduler may give
@@ -299,6 +306,9 @@ void Engine::handle_frame(std::span<const uint8_t> frame, transport::Nanos now, 
       send_nd_output();
       return;
     }
+    case net::FrameClass::igmp:
+      igmp_.on_query(c.igmp, now);
+      return;
     case net::FrameClass::icmp_echo_request: {
       const size_t size = icmp_.on_frame(frame, c, scratch_);
       if (size != 0) queue_copy({scratch_.data(), size});
@@ -320,6 +330,31 @@ void Engine::send_nd_output() {
   nd_out_.clear();
 }
 
+void Engine::send_igmp_output() {
+  for (const auto& f : igmp_out_.frames) queue_copy(f);
+  igmp_out_.clear();
+}
+
+void Engine::sync_multicast_groups(transport::Nanos now) {
+  if (device_.multicast_generation() == multicast_generation_) return;
+  multicast_generation_ = device_.multicast_generation();
+  std::vector<wire::IpAddress> groups = device_.multicast_groups();
+  const auto contains = [](const std::vector<wire::IpAddress>& v, const wire::IpAddress& g) {
+    return std::find(v.begin(), v.end(), g) != v.end();
+  };
+  // IGMP speaks for IPv4 groups only; IPv6 ones would need MLD (not sent: see docs/daemon.md).
+  for (const wire::IpAddress& g : addresses_.groups) {
+    if (g.is_v4() && !contains(groups, g)) igmp_.leave(g.v4(), now);
+  }
+  for (const wire::IpAddress& g : groups) {
+    if (g.is_v4() && !contains(addresses_.groups, g)) igmp_.join(g.v4(), now);
+  }
+  for (const wire::IpAddress& g : groups) spdlog::debug("multicast group {} has members", wire::to_string(g));
+  addresses_.groups = std::move(groups);
+  igmp_.poll(now, igmp_out_);  // a join's first report goes at once
+  send_igmp_output();
+}
+
 void Engine::queue_copy(std::span<const uint8_t> frame) {
   rte_mbuf* m = port::copy_frame_into_mbuf(port_.mempool(), frame);
   if (m == nullptr) {
@@ -339,17 +374,21 @@ void Engine::transmit(const transport::OutPacket& p) {
   transport::PortAddressing addressing;
   const size_t sgid = av.sgid_index < config_.addresses.size() ? av.sgid_index : 0;
   const bool v4 = av.dgid.is_v4();
-  if (config_.addresses.empty() || v4 != config_.addresses[sgid].is_v4() || (!v4 && net::is_multicast(av.dgid))) {
+  if (config_.addresses.empty() || v4 != config_.addresses[sgid].is_v4()) {
     ++counters_.tx_no_route;
     return;
   }
   addressing.src_ip = config_.addresses[sgid];
   addressing.src_mac = addresses_.mac;
   addressing.ip_identification = ip_identification_++;
-  // Traffic between two QPs of this port (the loopback) needs no ARP or ND: the MAC is ours.
+  // Traffic between two QPs of this port (the loopback) needs no ARP or ND: the MAC is ours. A group's
+  // MAC follows from its address (RFC 1112, RFC 2464).
+  const bool multicast = av.dgid.is_multicast();
   const bool local = v4 ? addresses_.owns_v4(av.dgid.v4()) : addresses_.owns_v6(av.dgid.bytes.data());
   std::optional<wire::MacAddress> mac;
-  if (local) {
+  if (multicast) {
+    mac = net::multicast_mac_of(av.dgid);
+  } else if (local) {
     mac = addresses_.mac;
   } else if (v4) {
     mac = arp_.lookup(av.dgid.v4(), now_);
@@ -381,6 +420,15 @@ void Engine::transmit(const transport::OutPacket& p) {
     if (capture_) capture_->write({data, size}, realtime_now());
     local_.push_back(m);
     return;
+  }
+  // Our own QPs in the group get the datagram too, as from any member (rxe: the IP layer loops multicast
+  // back). A port whose wire loops back brings the frame itself back.
+  if (multicast && !config_.wire_loops_back && device_.has_multicast_group(av.dgid)) {
+    if (rte_mbuf* copy = port::copy_frame_into_mbuf(port_.mempool(), {data, size})) {
+      local_.push_back(copy);
+    } else {
+      ++counters_.tx_no_mbuf;
+    }
   }
   tx_.push_back(m);
   if (tx_.size() >= burst_size) flush_tx();

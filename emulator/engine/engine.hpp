@@ -31,6 +31,7 @@
 #include "emulator/net/arp_responder.hpp"
 #include "emulator/net/counters.hpp"
 #include "emulator/net/icmp.hpp"
+#include "emulator/net/igmp.hpp"
 #include "emulator/net/nd_cache.hpp"
 #include "emulator/net/nd_responder.hpp"
 #include "emulator/net/port_addresses.hpp"
@@ -51,6 +52,9 @@ struct EngineConfig {
   uint64_t loss_seed = 1;
   BackOffConfig back_off;                  // spin, naps and sleeps when idle (back_off.hpp)
   std::optional<wire::MacAddress> mac;      // instead of the port's own (ring ports have none)
+  // The port is the NIC's loopback: what goes on its wire comes back to it, multicast included, so the
+  // engine does not deliver its own multicast to its QPs a second time.
+  bool wire_loops_back = false;
   unsigned ip_mtu = 1500;                  // the port's IP MTU; the RoCE path MTU follows from it
   transport::DeviceLimits limits;
 };
@@ -68,7 +72,7 @@ struct EngineCounters {
   uint64_t rx_bursts = 0;
   uint64_t tx_frames = 0;
   uint64_t tx_no_mbuf = 0;         // a frame could not be sent: the mbuf pool was empty
-  uint64_t tx_no_route = 0;        // no source address of the destination's family, or a multicast GID
+  uint64_t tx_no_route = 0;        // no source address of the destination's family
   uint64_t rx_injected_loss = 0;   // dropped by EngineConfig::rx_loss
 };
 
@@ -107,6 +111,10 @@ class Engine final : public transport::PacketSink, public EngineAccess {
   unsigned flush_tx();
   void send_arp_output();
   void send_nd_output();
+  void send_igmp_output();
+  // The port's multicast groups follow the QPs attached to them (Device::multicast_groups): the receive
+  // filter (PortAddresses::groups) and IGMP membership, joined and left as groups come and go.
+  void sync_multicast_groups(transport::Nanos now);
   void rest(const BackOff::Step& step, transport::Nanos now);  // a nap or a sleep
   void wait_for_wake(uint64_t timeout_ns);
   bool commands_waiting();
@@ -122,8 +130,11 @@ class Engine final : public transport::PacketSink, public EngineAccess {
   net::NdCache nd_;
   net::NdResponder nd_responder_;
   net::IcmpEchoResponder icmp_;
+  net::IgmpMembership igmp_;
   net::ArpOutput arp_out_;
   net::NdOutput nd_out_;
+  net::IgmpOutput igmp_out_;
+  uint64_t multicast_generation_ = 0;  // Device::multicast_generation() when the groups were last synced
   std::unique_ptr<Capture> capture_;
   EngineCounters counters_;
   DropLog drop_log_;

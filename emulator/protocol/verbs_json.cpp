@@ -116,6 +116,8 @@ void to_json(nlohmann::json& j, const DeviceCounters& c) {
        {"rx_bad_qkey", c.rx_bad_qkey},
        {"rx_wrong_transport", c.rx_wrong_transport},
        {"rx_qp_not_ready", c.rx_qp_not_ready},
+       {"rx_multicast", c.rx_multicast},
+       {"rx_multicast_no_members", c.rx_multicast_no_members},
        {"rx_duplicates", c.rx_duplicates},
        {"rx_out_of_sequence", c.rx_out_of_sequence},
        {"tx_packets", c.tx_packets},

@@ -86,5 +86,6 @@ void test_local_inv(struct env *e, struct ibv_qp *a, struct ibv_cq_ex *cqa);
 void test_send_inv(struct env *e);
 void test_resize(struct env *e);
 void test_ud_and_ah_from_wc(struct env *e);
+void test_ud_multicast(struct env *e);
 
 #endif
