@@ -15,7 +15,6 @@ using nlohmann::json;
 
 namespace {
 
-constexpr uint32_t udp_qkey = 0x01234567;                         // RDMA_UDP_QKEY
 constexpr cm::Nanos sidr_retry_interval = 4096ull * 1'000'000;    // 1 << (CMA_CM_RESPONSE_TIMEOUT - 8) ms
 constexpr uint8_t sidr_max_retries = 15;                          // CMA_MAX_CM_RETRIES
 
@@ -37,7 +36,7 @@ json CmService::accept_datagram(CmId& id, const json& r) {
   cm::SidrRep rep;
   rep.status = cm::SidrStatus::valid;
   rep.qpn = need_field(r, "qp_num") & 0xffffff;
-  rep.qkey = udp_qkey;
+  rep.qkey = rdma_udp_qkey;
   cm::set_private_data(rep.private_data, private_data(r, cm::sidr_rep_private_size));
   const int rc = cm_.sidr_reply(id.comm_id, rep, now());
   if (rc != 0) throw ServiceError(rc, "the request is gone");
@@ -61,7 +60,7 @@ json CmService::reject_datagram(CmId& id, const json& r) {
 // What librdmacm's ucma_init_ud_qp moves a UD QP with: INIT with the port's P_Key index and the Q_Key, RTR,
 // RTS from PSN 0. Any time after the ID has a device; nothing depends on the peer.
 json CmService::datagram_qp_attr(const std::string& state) const {
-  if (state == "init") return {{"qp_state", "init"}, {"pkey_index", 0}, {"port_num", 1}, {"qkey", udp_qkey}};
+  if (state == "init") return {{"qp_state", "init"}, {"pkey_index", 0}, {"port_num", 1}, {"qkey", rdma_udp_qkey}};
   if (state == "rtr") return {{"qp_state", "rtr"}};
   if (state == "rts") return {{"qp_state", "rts"}, {"sq_psn", 0}};
   throw ServiceError(EINVAL, "state must be init, rtr or rts");

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -67,6 +68,9 @@ struct CmId {
   uint8_t rnr_retry_count = 7;
   uint8_t path_mtu = 0;             // IB MTU code
   uint8_t local_ack_timeout = 19;
+
+  // rdma_join_multicast's memberships, by the handle the client names them with: the group's GID.
+  std::map<uint32_t, wire::IpAddress> groups;
 };
 
 struct CmChannel {

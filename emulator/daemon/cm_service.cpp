@@ -31,6 +31,8 @@ cm::CmConfig cm_config(const PortDescription& port, uint32_t seed) {
   return c;
 }
 
+}  // namespace
+
 wire::IpAddress need_ip(const json& r, const char* key) {
   const auto it = r.find(key);
   if (it == r.end() || !it->is_string()) throw ServiceError(EINVAL, std::string("missing address ") + key);
@@ -38,8 +40,6 @@ wire::IpAddress need_ip(const json& r, const char* key) {
   if (!a) throw ServiceError(EINVAL, "not an IP address: " + it->get<std::string>());
   return *a;
 }
-
-}  // namespace
 
 uint32_t need_field(const json& r, const char* key) {
   const auto it = r.find(key);
@@ -69,6 +69,7 @@ CmService::CmService(EngineAccess& engine, boost::asio::io_context& io, PortDesc
       {"cm_accept", &CmService::accept},                 {"cm_reject", &CmService::reject},
       {"cm_establish", &CmService::establish},           {"cm_notify", &CmService::notify},
       {"cm_disconnect", &CmService::disconnect},         {"cm_init_qp_attr", &CmService::init_qp_attr},
+      {"cm_join_multicast", &CmService::join_multicast}, {"cm_leave_multicast", &CmService::leave_multicast},
   };
 }
 

@@ -28,8 +28,13 @@
 
 namespace uroce::emulator {
 
+// The Q_Key of RDMA_PS_UDP IDs: their QPs and the datagrams they exchange, SIDR and multicast alike.
+inline constexpr uint32_t rdma_udp_qkey = 0x01234567;  // RDMA_UDP_QKEY
+
 // An unsigned 32-bit member of a request; ServiceError(EINVAL) if missing or of another type.
 uint32_t need_field(const nlohmann::json& request, const char* key);
+// An IP address member (text); ServiceError(EINVAL) if missing or not an address.
+wire::IpAddress need_ip(const nlohmann::json& request, const char* key);
 // The request's "private_data" (hex, may be absent: empty); ServiceError(EINVAL) if not hex or longer
 // than `room` bytes.
 std::vector<uint8_t> private_data(const nlohmann::json& request, size_t room);
@@ -100,6 +105,10 @@ class CmService {
   void on_sidr_request(const cm::CmEvent& e);
   void on_sidr_response(uint32_t id, const cm::CmEvent& e);
 
+  // Multicast on UD IDs: rdma_join_multicast / rdma_leave_multicast (cm_multicast.cpp).
+  nlohmann::json join_multicast(uint64_t s, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json leave_multicast(uint64_t s, const nlohmann::json& r, std::vector<int>& fds);
+
   CmId& id_of(uint64_t session, const nlohmann::json& r);
   uint32_t find_by_comm_id(uint32_t comm_id) const;
   void queue_event(uint32_t id, RdmaCmEvent type, int status, nlohmann::json extra = nlohmann::json::object());
@@ -125,6 +134,7 @@ class CmService {
   uint32_t next_id_ = 1;
   uint32_t next_channel_ = 1;
   uint16_t next_ephemeral_ = 0;
+  uint32_t next_membership_ = 1;
 };
 
 }  // namespace uroce::emulator

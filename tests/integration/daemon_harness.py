@@ -10,6 +10,7 @@ import signal
 import subprocess
 import tempfile
 import time
+import unittest
 
 
 class Daemon:
@@ -110,6 +111,30 @@ def two_namespaces_with_veth():
     finally:
         for n in ns:
             sh("ip", "netns", "del", n, check=False)
+
+
+def tshark(*args):
+    """tshark's output lines (blank ones dropped); fails the test if tshark does."""
+    out = subprocess.run(["tshark", *args], capture_output=True, text=True, timeout=120)
+    if out.returncode != 0:
+        raise AssertionError(f"tshark {' '.join(args)}: rc {out.returncode}\n{out.stderr}")
+    return [line for line in out.stdout.splitlines() if line.strip()]
+
+
+class DaemonTestCase(unittest.TestCase):
+    """A test case with a temporary directory and the daemons it starts (self.daemons), all of them stopped
+    by PID at the end: signalled together, then waited for."""
+
+    def setUp(self):
+        self.dir = tempdir()
+        self.daemons = []
+
+    def tearDown(self):
+        for d in self.daemons:
+            d.request_stop()
+        for d in self.daemons:
+            d.stop()
+        self.dir.cleanup()
 
 
 def is_root():

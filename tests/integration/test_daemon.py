@@ -18,7 +18,7 @@ import sys
 import time
 import unittest
 
-from daemon_harness import Daemon, is_root, run_pair, stats, tempdir, two_namespaces_with_veth
+from daemon_harness import Daemon, DaemonTestCase as HarnessTestCase, is_root, run_pair, stats, two_namespaces_with_veth
 
 UROCED = TOOL = UROCE = None
 
@@ -33,7 +33,7 @@ def report(label, result):
           f"{result['gbytes_per_s']:.3f} GB/s, {result['messages_per_s'] / 1e3:.1f} k msg/s", flush=True)
 
 
-class DaemonTestCase(unittest.TestCase):
+class DaemonTestCase(HarnessTestCase):
     def run_workload(self, label, server_socket, client_socket, workload=WORKLOAD, extra=()):
         for op, size, count in workload:
             with self.subTest(op=op):
@@ -50,15 +50,6 @@ class DaemonTestCase(unittest.TestCase):
         self.assertEqual(s["device"]["rx_malformed"], 0, s)
         self.assertEqual(s["queues"]["malformed_wr"], 0, s)
         return s
-
-    def setUp(self):
-        self.dir = tempdir()
-        self.daemons = []
-
-    def tearDown(self):
-        for d in self.daemons:
-            d.stop()
-        self.dir.cleanup()
 
     def daemon(self, name, args=(), netns=None):
         d = Daemon(UROCED, self.dir.name, name, args, netns)

@@ -20,7 +20,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "verbs_shim"))
 
-from daemon_harness import Daemon, is_root, stats, tempdir, two_namespaces_with_veth  # noqa: E402
+from daemon_harness import Daemon, DaemonTestCase, is_root, stats, tshark, two_namespaces_with_veth  # noqa: E402
 from server_client import run_server_client  # noqa: E402
 import test_rdmacm  # noqa: E402
 
@@ -29,25 +29,10 @@ PINGPONG_RESULT = re.compile(r"\d+ bytes in [\d.]+ seconds")
 ADDRESSES = (("10.77.6.1", "fd00:75::1"), ("10.77.6.2", "fd00:75::2"))
 
 
-def tshark(*args):
-    out = subprocess.run(["tshark", *args], capture_output=True, text=True, timeout=120)
-    if out.returncode != 0:
-        raise AssertionError(f"tshark {' '.join(args)}: rc {out.returncode}\n{out.stderr}")
-    return [line for line in out.stdout.splitlines() if line.strip()]
-
-
-class Ipv6Base(unittest.TestCase):
+class Ipv6Base(DaemonTestCase):
     def setUp(self):
-        self.dir = tempdir()
-        self.daemons = []
+        super().setUp()
         self.port = 19000 + os.getpid() % 5000
-
-    def tearDown(self):
-        for d in self.daemons:
-            d.request_stop()
-        for d in self.daemons:
-            d.stop()
-        self.dir.cleanup()
 
     def pingpong(self, a, b, gid_index, extra=(), program="ibv_rc_pingpong"):
         self.port += 1

@@ -89,6 +89,14 @@ void set_gid(ibv_gid& gid, const std::string& text);
 // `traffic_class`.
 void set_ah_attr(ibv_ah_attr& ah, const nlohmann::json& r);
 
+// A MULTICAST_JOIN or MULTICAST_ERROR event of `id` (uroced's message `m`): gives it the application's
+// context and, for a join, attaches the ID's QP to the group (MULTICAST_ERROR if that fails). False if the
+// membership was left meanwhile: the event is dropped. (multicast.cpp)
+bool take_join_event(Id* id, Event& e, const nlohmann::json& m);
+// The ID is destroyed: its memberships go with it (uroced drops its side; the QP's attachments end with
+// the QP).
+void forget_memberships(const Id* id);
+
 // A synchronous ID's operation waits for its event (ucma_complete): 0, or -1 with errno from its status.
 int complete(Id* id);
 // Moves the ID's QP to INIT, RTR or RTS with the attributes uroced negotiated (rdma_init_qp_attr);

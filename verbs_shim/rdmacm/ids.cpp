@@ -84,6 +84,7 @@ CMA_EXPORT int rdma_destroy_id(rdma_cm_id* cm_id) {
   Id* id = to_impl(cm_id);
   const int rc = guarded([&] { return call({{"op", "cm_destroy_id"}, {"cm_id", id->handle}}), 0; });
   forget(id->handle);
+  forget_memberships(id);
   if (id->id.event != nullptr) rdma_ack_cm_event(id->id.event);
   if (id->sync) rdma_destroy_event_channel(id->id.channel);
   delete id;

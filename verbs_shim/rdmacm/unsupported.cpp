@@ -1,6 +1,5 @@
 // librdmacm entry points uroce does not offer yet. Each fails the documented way (-1 or NULL with errno)
 // so that a program learns it at once instead of believing in a silent success:
-// - multicast (rdma_join_multicast*, rdma_leave_multicast): ENOSYS;
 // - ECE (rdma_set_local_ece, rdma_get_remote_ece, rdma_reject_ece): EOPNOTSUPP, what librdmacm says when
 //   the kernel has no ECE;
 // - rsockets: rsocket() cannot make a socket (ENOSYS), so no rsocket descriptor ever exists and every call
@@ -19,10 +18,6 @@ T fail(int e) {
   return T(-1);
 }
 }  // namespace
-
-CMA_EXPORT int rdma_join_multicast(rdma_cm_id*, sockaddr*, void*) { return fail(ENOSYS); }
-CMA_EXPORT int rdma_join_multicast_ex(rdma_cm_id*, rdma_cm_join_mc_attr_ex*, void*) { return fail(ENOSYS); }
-CMA_EXPORT int rdma_leave_multicast(rdma_cm_id*, sockaddr*) { return fail(ENOSYS); }
 
 CMA_EXPORT int rdma_set_local_ece(rdma_cm_id*, ibv_ece*) { return fail(EOPNOTSUPP); }
 CMA_EXPORT int rdma_get_remote_ece(rdma_cm_id*, ibv_ece*) { return fail(EOPNOTSUPP); }

@@ -118,5 +118,56 @@ TEST_CASE("UD rdma_cm requests: bad ones are refused, the QP attributes are the 
   CHECK(c.error_of({{"op", "cm_init_qp_attr"}, {"cm_id", id}, {"state", "sqd"}}) == EINVAL);
 }
 
+TEST_CASE("rdma_cm multicast: joins answered with the group's address handle, bad ones refused", "[cm][multicast]") {
+  CmHarness c({ip("10.0.0.1"), ip("fd00::1")});
+  const auto take_event = [&] { return c.call({{"op", "cm_get_event"}, {"channel", c.channel}}); };
+  const auto join = [&](uint32_t id, const char* group) {
+    return c.call({{"op", "cm_join_multicast"}, {"cm_id", id}, {"addr", group}, {"join_flags", 0}});
+  };
+  const auto join_error = [&](uint32_t id, const char* group) {
+    return c.error_of({{"op", "cm_join_multicast"}, {"cm_id", id}, {"addr", group}, {"join_flags", 0}});
+  };
+
+  // Only UD IDs join, only once they have an address, only groups, only of a family the ID can use.
+  const uint32_t rc = c.new_id(ps_tcp, 2);
+  c.resolve(rc, "10.0.0.2");
+  take_event();
+  CHECK(join_error(rc, "239.1.1.1") == EINVAL);
+  const uint32_t id = c.new_id(ps_udp, 4);
+  CHECK(join_error(id, "239.1.1.1") == EINVAL);
+  c.resolve(id, "239.1.1.1");  // mckey resolves the group itself
+  CHECK(take_event().at("type") == 0);  // ADDR_RESOLVED
+  CHECK(join_error(id, "10.0.0.7") == EINVAL);
+  CHECK(join_error(id, "ff0e::1") == EINVAL);  // the ID's source is IPv4
+  CHECK(join_error(id, "not an address") == EINVAL);
+
+  const uint32_t mc = join(id, "239.1.1.1").at("mc");
+  const json e = take_event();
+  CHECK(e.at("type") == 12);  // MULTICAST_JOIN
+  CHECK(e.at("mc") == mc);
+  const json& ud = e.at("ud");
+  CHECK(ud.at("qp_num") == 0xffffff);
+  CHECK(ud.at("qkey") == 0x01234567);
+  CHECK(ud.at("dgid") == "239.1.1.1");
+  CHECK(ud.at("sgid_index") == 0);
+  CHECK(ud.at("hop_limit") == 64);
+
+  // An IPv6 group on an ID bound to the port's IPv6 address: its GID index.
+  const uint32_t v6 = c.new_id(ps_udp, 4);
+  c.call({{"op", "cm_bind"}, {"cm_id", v6}, {"addr", "fd00::1"}, {"port", 0}});
+  join(v6, "ff0e::1:2");
+  const json e6 = take_event();
+  CHECK(e6.at("ud").at("dgid") == "ff0e::1:2");
+  CHECK(e6.at("ud").at("sgid_index") == 1);
+
+  // Leaving: an unknown membership is refused; a join whose event was not taken yet is withdrawn with it.
+  CHECK(c.error_of({{"op", "cm_leave_multicast"}, {"cm_id", id}, {"mc", mc + 100}}) == EADDRNOTAVAIL);
+  c.call({{"op", "cm_leave_multicast"}, {"cm_id", id}, {"mc", mc}});
+  CHECK(c.error_of({{"op", "cm_leave_multicast"}, {"cm_id", id}, {"mc", mc}}) == EADDRNOTAVAIL);
+  const uint32_t again = join(id, "239.1.1.2").at("mc");
+  c.call({{"op", "cm_leave_multicast"}, {"cm_id", id}, {"mc", again}});
+  CHECK(take_event().value("none", false));
+}
+
 }  // namespace
 }  // namespace uroce::test::service
