@@ -64,6 +64,7 @@ class Guest:
 
     def __init__(self, work, name, ip):
         self.name, self.ip = name, ip
+        self.roce_ip = ip  # rxe's address is the VM kernel's
         self.share = os.path.join(work, name, "share")
 
     def script(self, name):

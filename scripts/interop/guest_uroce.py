@@ -16,6 +16,7 @@ class GuestUroce:
     def __init__(self, guest, build):
         self.guest = guest
         self.ip = guest.ip  # the VM's kernel address: TCP (the programs' exchange); RoCE is PCI_IP's
+        self.roce_ip = PCI_IP
         self.name = f"uroce-pci in {guest.name}"
         self.uroced = os.path.join(build, "emulator", "uroced")
         self.uroce_run = os.path.join(build, "verbs_shim", "uroce-run")

@@ -79,7 +79,7 @@ class HostJob:
 class HostSide:
     """Programs through uroce-run against one uroced, in the namespace."""
     device, gid = "uroce0", "0"
-    ip = UROCE_IP
+    ip = roce_ip = UROCE_IP
 
     def __init__(self, build, netns, run_dir):
         self.uroce_run = os.path.join(build, "verbs_shim", "uroce-run")

@@ -234,8 +234,8 @@ def markdown(cells, accel, kernel, started):
     passed = sum(c.ok for c in cells)
     out += ["", f"{passed} of {len(cells)} cells passed. Traffic counts from `uroce explain` over each cell's capture "
             "(uroced's, or the bridge's for rxe ↔ rxe); every frame's ICRC checked by `uroce dissect`. "
-            "No lossy UD cells (`ibv_ud_pingpong`, `udaddy`): UD does not retransmit, so one lost datagram "
-            "stalls them by design.", ""]
+            "No lossy UD cells (`ibv_ud_pingpong`, `udaddy`, `mckey`): UD does not retransmit, so one lost "
+            "datagram stalls them by design.", ""]
     remarks = [c for c in cells if c.ok and c.info]
     if remarks:
         out += ["## Remarks (PASS*)", ""]

@@ -24,12 +24,13 @@ class Program:
         # perftest's latency tests have the same race: the client ends once it has its peer's last message.
         self.last_ack_race = (name.startswith("ibv_") and "pingpong" in name) or (
             name.startswith("ib_") and name.endswith("_lat"))
-        # UD has no retransmission: one lost datagram stalls a pingpong (or udaddy) for good, so no lossy cell.
-        self.lossy = "ud_pingpong" not in name and not name.startswith("udaddy")
-        # rping and udaddy talk only rdma_cm: no TCP socket says when the server listens. The harness waits
-        # `cm_listen_wait` seconds instead and runs the client again (twice at most) if it was refused
+        # UD has no retransmission: one lost datagram stalls a pingpong (or udaddy, or mckey's receiver) for
+        # good, so no lossy cell.
+        self.lossy = "ud_pingpong" not in name and not name.startswith(("udaddy", "mckey"))
+        # rping, udaddy and mckey talk only rdma_cm: no TCP socket says when the server listens. The harness
+        # waits `cm_listen_wait` seconds instead and runs the client again (twice at most) if it was refused
         # (REJECTED: a REQ before rdma_listen; UNREACHABLE: a SIDR_REQ before it).
-        self.cm_only = name.startswith(("rping", "udaddy"))
+        self.cm_only = name.startswith(("rping", "udaddy", "mckey"))
         # A qperf server serves clients until it is stopped: its end says nothing.
         self.server_persists = name.startswith("qperf")
         # qperf's server sends its rdma_cm port to the client before it calls rdma_listen (cm_open_server in
@@ -128,6 +129,23 @@ def udaddy():
     return server, client
 
 
+def mckey_result(out):
+    return "10 datagrams to 239.1.1.1" if "data transfers complete" in out and "joined dgid" in out else None
+
+
+def mckey():
+    # The server receives (it ends only once it has all 10 datagrams), the client sends; both join the group
+    # with rdma_join_multicast and attach their QP. The client sends 3 s after its join, by then the
+    # receiver is a member: its kernel (rxe) or its daemon (uroce) has joined the group on the bridge. Each
+    # binds to its own RoCE address (uroce in a VM has one of its own, beside the VM kernel's).
+    def server(side, port):
+        return ["mckey", "-m", "239.1.1.1", "-b", side.roce_ip, "-C", "10"]
+
+    def client(side, port, ip, _server_side):
+        return ["mckey", "-m", "239.1.1.1", "-b", side.roce_ip, "-s", "-C", "10"]
+    return server, client
+
+
 def pingpong(program, *extra, n="300"):
     def server(side, port):
         return [program, "-d", side.device, "-g", side.gid, "-p", str(port), "-n", n, *extra]
@@ -195,4 +213,5 @@ PROGRAMS = {p.name: p for p in [
     _p("pyverbs_peer.py", pyverbs(), pyverbs_result),
     _p("rping -C 20 -S 4096 -V", rping(20, 4096), rping_result),
     _p("udaddy", udaddy(), udaddy_result),
+    _p("mckey", mckey(), mckey_result),
 ]}

@@ -36,6 +36,7 @@ rc_lat:
 
 class Side:
     device, gid, ip = "rxe0", "1", "10.99.0.1"
+    roce_ip = ip
 
     @staticmethod
     def script(name):
@@ -54,18 +55,22 @@ def main():
     assert programs.rping_result("cma event RDMA_CM_EVENT_REJECTED, error 8\n") is None
     assert programs.udaddy_result("udaddy: starting client\ntest complete\nreturn status 0\n")
     assert programs.udaddy_result("udaddy: event: RDMA_CM_EVENT_UNREACHABLE, error: 1\n") is None
+    assert programs.mckey_result("mckey: joined dgid: ::ffff:239.1.1.1 mlid 0x0 sl 0\n"
+                                 "receiving data transfers\ndata transfers complete\ntest complete\n")
+    assert programs.mckey_result("mckey: joined dgid: ::ffff:239.1.1.1 mlid 0x0 sl 0\n") is None
 
     # Every program's command lines are well formed on both kinds of side; lossy bandwidth cells send less.
     for p in programs.PROGRAMS.values():
         server = p.server(Side, 18000)
         client = p.client(Side, 18000, "10.99.0.254", Side)
-        assert server and client and "10.99.0.254" in client, p.name
+        # (mckey's client addresses the group, not the server)
+        assert server and client and ("10.99.0.254" in client or "239.1.1.1" in client), p.name
     bw = programs.PROGRAMS["ib_write_bw"]
     argv = bw.client(Side, 1, "10.99.0.254", Side)
     assert bw.argv(argv, 5)[argv.index("-n") + 1] == "20" and bw.argv(argv, 0) == argv
-    assert not programs.PROGRAMS["ibv_ud_pingpong"].lossy and not programs.PROGRAMS["udaddy"].lossy
+    assert not any(programs.PROGRAMS[n].lossy for n in ("ibv_ud_pingpong", "udaddy", "mckey"))
     # rdma_cm-only programs have no TCP listener to wait for; the others do.
-    assert programs.PROGRAMS["udaddy"].cm_only and programs.PROGRAMS["rping -C 20 -S 4096 -V"].cm_only
+    assert all(programs.PROGRAMS[n].cm_only for n in ("udaddy", "rping -C 20 -S 4096 -V", "mckey"))
     assert not programs.PROGRAMS["ib_write_bw"].cm_only and not programs.PROGRAMS["qperf rc_bw rc_lat"].cm_only
     assert programs.PROGRAMS["rping -C 20 -S 4096 -V"].server(Side, 1)[3] == Side.ip  # rping -s -a <own IP>
     # Lossy qperf cells send 4 KiB messages for 10 s, options before the host; its server is left alone.
