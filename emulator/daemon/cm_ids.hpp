@@ -26,6 +26,7 @@ enum class RdmaCmEvent : int {
 // rdma_cm's ID states (Linux: enum rdma_cm_state), the subset this service goes through.
 enum class CmIdState : uint8_t {
   idle,             // created, or bound
+  addr_query,       // rdma_resolve_addr waits for the peer's link-layer address (cm_address.cpp)
   addr_resolved,
   route_resolved,
   listening,

@@ -2,6 +2,8 @@
 #include "emulator/daemon/cm_service.hpp"
 
 #include <sys/eventfd.h>
+
+#include <algorithm>
 #include <time.h>
 #include <unistd.h>
 
@@ -56,6 +58,7 @@ CmService::CmService(EngineAccess& engine, boost::asio::io_context& io, PortDesc
       gsi_(engine, io, port_.gids),
       cm_(gsi_, cm_config(port_, std::random_device{}())),
       timer_(io),
+      address_timer_(io),
       rng_(std::random_device{}()) {
   next_ephemeral_ = uint16_t(32768 + rng_() % 28000);
   handlers_ = {
@@ -213,6 +216,7 @@ void CmService::destroy(uint32_t n) {
   if (it == ids_.end()) return;
   CmId& id = it->second;
   if (id.comm_id != 0) cm_.destroy(id.comm_id, now());
+  address_queries_.erase(n);
   if (id.state == CmIdState::listening) {
     const uint64_t sid = cm::service_id_of(id.port_space, id.src_port);
     if (--listens_[sid] == 0) {
@@ -328,8 +332,8 @@ json CmService::resolve_addr(uint64_t s, const json& r, std::vector<int>&) {
   }
   id.dst = dst;
   id.dst_port = uint16_t(r.value("dst_port", 0u));
-  id.state = CmIdState::addr_resolved;
-  queue_event(need_field(r, "cm_id"), RdmaCmEvent::addr_resolved, 0);
+  const int64_t timeout_ms = std::clamp<int64_t>(r.value("timeout_ms", int64_t(2000)), 1, 3'600'000);
+  resolve_neighbour(need_field(r, "cm_id"), cm::Nanos(timeout_ms) * 1'000'000);
   return {{"src", wire::to_string(id.src)}, {"src_port", id.src_port}, {"dst", wire::to_string(id.dst)},
           {"sgid_index", sgid_index(id.src)}};
 }

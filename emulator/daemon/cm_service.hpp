@@ -105,7 +105,12 @@ class CmService {
   void on_sidr_request(const cm::CmEvent& e);
   void on_sidr_response(uint32_t id, const cm::CmEvent& e);
 
-  // Multicast on UD IDs: rdma_join_multicast / rdma_leave_multicast (cm_multicast.cpp).
+  // rdma_resolve_addr waits for the peer's link-layer address (cm_address.cpp).
+  void resolve_neighbour(uint32_t id, cm::Nanos timeout);
+  void arm_address_timer();
+  void poll_address_queries();
+
+    // Multicast on UD IDs: rdma_join_multicast / rdma_leave_multicast (cm_multicast.cpp).
   nlohmann::json join_multicast(uint64_t s, const nlohmann::json& r, std::vector<int>& fds);
   nlohmann::json leave_multicast(uint64_t s, const nlohmann::json& r, std::vector<int>& fds);
 
@@ -125,6 +130,9 @@ class CmService {
   GsiLink gsi_;
   cm::ConnectionManager cm_;
   boost::asio::steady_timer timer_;
+  boost::asio::steady_timer address_timer_;         // polls address_queries_ while any is pending
+  bool address_timer_armed_ = false;
+  std::map<uint32_t, cm::Nanos> address_queries_;  // IDs in addr_query -> when they give up
   std::mt19937 rng_;
   std::map<std::string, Handler> handlers_;
   std::map<uint32_t, CmId> ids_;

@@ -8,6 +8,7 @@
 
 #include "emulator/engine/queue_service.hpp"
 #include "transport/device.hpp"
+#include "transport/wire/address.hpp"
 
 namespace uroce::emulator {
 
@@ -17,6 +18,10 @@ struct EngineContext {
   transport::Nanos now;
   // Adds what the engine, the port and the network layer counted (for `uroce stats`).
   std::function<void(nlohmann::json&)> report_counters = [](nlohmann::json&) {};
+  // Whether the port knows the link-layer address of `ip` (ARP or neighbour discovery); if not, starts
+  // finding it. Our own addresses and groups are known at once. rdma_resolve_addr waits for it, as Linux's
+  // does. (Tests' engines know every address.)
+  std::function<bool(const wire::IpAddress&)> neighbour_known = [](const wire::IpAddress&) { return true; };
 };
 
 class EngineAccess {

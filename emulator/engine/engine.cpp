@@ -149,6 +149,7 @@ unsigned Engine::run_commands(transport::Nanos now) {
                    {"imissed", ps.imissed},       {"oerrors", ps.oerrors},   {"rx_nombuf", ps.rx_nombuf},
                    {"tx_dropped", ps.tx_dropped}};
   };
+  context.neighbour_known = [this, now](const wire::IpAddress& ip) { return neighbour_known(ip, now); };
   for (Command* c : batch) {
     try {
       (*c->fn)(context);
@@ -328,6 +329,11 @@ void Engine::send_arp_output() {
 void Engine::send_nd_output() {
   for (const auto& f : nd_out_.frames) queue_copy(f);
   nd_out_.clear();
+}
+
+bool Engine::neighbour_known(const wire::IpAddress& ip, transport::Nanos now) {
+  if (ip.is_multicast()) return true;  // its MAC follows from the address
+  return ip.is_v4() ? arp_.resolve(ip.v4(), now) : nd_.resolve(ip, now);
 }
 
 void Engine::send_igmp_output() {

@@ -115,6 +115,8 @@ class Engine final : public transport::PacketSink, public EngineAccess {
   // The port's multicast groups follow the QPs attached to them (Device::multicast_groups): the receive
   // filter (PortAddresses::groups) and IGMP membership, joined and left as groups come and go.
   void sync_multicast_groups(transport::Nanos now);
+  // EngineContext::neighbour_known: the ARP or ND cache, resolving on a miss.
+  bool neighbour_known(const wire::IpAddress& ip, transport::Nanos now);
   void rest(const BackOff::Step& step, transport::Nanos now);  // a nap or a sleep
   void wait_for_wake(uint64_t timeout_ns);
   bool commands_waiting();

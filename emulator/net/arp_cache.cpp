@@ -30,6 +30,8 @@ ParkResult ArpCache::park(uint32_t ip, std::vector<uint8_t> frame, Nanos now) {
   return table_.park(ip, std::move(frame), now);
 }
 
+bool ArpCache::resolve(uint32_t ip, Nanos now) { return port_.owns_v4(ip) || table_.resolve(ip, now); }
+
 void ArpCache::learn(uint32_t ip, const wire::MacAddress& mac, Nanos now, ArpOutput& out) {
   table_.learn(ip, mac, now, out.frames);
 }

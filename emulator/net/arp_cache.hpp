@@ -48,6 +48,9 @@ class ArpCache {
   // Keeps `frame` (a whole Ethernet frame whose bytes 0..5 will be overwritten) until `ip` is resolved,
   // starting the resolution if none runs. Frames for one peer are released in the order they were parked.
   ParkResult park(uint32_t ip, std::vector<uint8_t> frame, Nanos now);
+  // Whether the peer is known; if not, starts resolving it (neighbour_table.hpp's resolve). Our own addresses
+  // are known.
+  bool resolve(uint32_t ip, Nanos now);
 
   // `ip` is at `mac` (an ARP request or reply addressed to us): creates or refreshes the entry, releasing
   // its parked frames into out.frames. `mac` must be a unicast address (the responder checks).

@@ -48,6 +48,10 @@ ParkResult NdCache::park(const wire::IpAddress& ip, std::vector<uint8_t> frame, 
   return table_.park(ip, std::move(frame), now);
 }
 
+bool NdCache::resolve(const wire::IpAddress& ip, Nanos now) {
+  return port_.owns_v6(ip.bytes.data()) || table_.resolve(ip, now);
+}
+
 void NdCache::learn(const wire::IpAddress& ip, const wire::MacAddress& mac, Nanos now, NdOutput& out) {
   table_.learn(ip, mac, now, out.frames);
 }

@@ -55,6 +55,9 @@ class NdCache {
 
   // Keeps `frame` (bytes 0..5 overwritten on release) until `ip` is resolved; starts the resolution.
   ParkResult park(const wire::IpAddress& ip, std::vector<uint8_t> frame, Nanos now);
+  // Whether the peer is known; if not, starts resolving it (neighbour_table.hpp's resolve). Our own addresses
+  // are known.
+  bool resolve(const wire::IpAddress& ip, Nanos now);
 
   // `ip` is at `mac` (an NS from it to us with its link-layer option, or an NA answering ours): creates or
   // refreshes the entry and releases its parked frames. `mac` must be unicast (the responder checks).

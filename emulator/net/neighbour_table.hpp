@@ -88,6 +88,10 @@ class NeighbourTable {
   }
 
   ParkResult park(const Address& ip, std::vector<uint8_t> frame, Nanos now);
+  // Whether the peer is known; if not, starts resolving it as park() would, with no frame to hold (a
+  // resolution already running keeps its schedule). For who must wait for the peer before going on:
+  // rdma_resolve_addr. False as well when the cache has no room for the peer.
+  bool resolve(const Address& ip, Nanos now);
   void learn(const Address& ip, const wire::MacAddress& mac, Nanos now, Frames& released);
   bool update_if_known(const Address& ip, const wire::MacAddress& mac, Nanos now, Frames& released) {
     if (!entries_.contains(ip)) return false;
@@ -122,6 +126,8 @@ class NeighbourTable {
   };
 
   Entry* make_room_and_insert(const Address& ip);
+  // New, or expired: start (again) with a broadcast/multicast request at the next poll.
+  void start_resolving(Entry& e, Nanos now);
   void release(Entry& e, Frames& into);
   Nanos probe_start(const Entry& e) const { return e.expires_at - probe_window_; }
   Nanos deadline_of(const Entry& e) const;
@@ -169,20 +175,37 @@ ParkResult NeighbourTable<Address, Hash>::park(const Address& ip, std::vector<ui
     ++counters_.parked_dropped;
     return ParkResult::dropped_destination_full;
   }
-  if (inserted || e->resolved) {
-    // New, or expired: start (again) with a broadcast/multicast request at the next poll. A resolution
-    // already running keeps its schedule.
-    if (e->resolved) ++counters_.entries_expired;
-    e->resolved = false;
-    e->used = false;
-    e->requests_sent = 0;
-    e->next_request_at = now;
-    next_deadline_ = std::min(next_deadline_, now);
-  }
+  if (inserted || e->resolved) start_resolving(*e, now);  // a resolution already running keeps its schedule
   e->parked.push_back(std::move(frame));
   ++parked_total_;
   ++counters_.parked;
   return ParkResult::queued;
+}
+
+template <class Address, class Hash>
+bool NeighbourTable<Address, Hash>::resolve(const Address& ip, Nanos now) {
+  if (lookup(ip, now)) return true;
+  Entry* e = nullptr;
+  bool inserted = false;
+  if (const auto it = entries_.find(ip); it != entries_.end()) {
+    e = &it->second;
+  } else if ((e = make_room_and_insert(ip)) == nullptr) {
+    return false;
+  } else {
+    inserted = true;
+  }
+  if (inserted || e->resolved) start_resolving(*e, now);
+  return false;
+}
+
+template <class Address, class Hash>
+void NeighbourTable<Address, Hash>::start_resolving(Entry& e, Nanos now) {
+  if (e.resolved) ++counters_.entries_expired;
+  e.resolved = false;
+  e.used = false;
+  e.requests_sent = 0;
+  e.next_request_at = now;
+  next_deadline_ = std::min(next_deadline_, now);
 }
 
 template <class Address, class Hash>

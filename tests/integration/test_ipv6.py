@@ -174,14 +174,16 @@ class Ipv6OverVeth(Ipv6Base):
 
     def test_rdma_cm_over_ipv6_between_two_daemons(self):
         """rping between two daemons by IPv6 address, configured and link-local; neither knows the other's
-        MAC, so the REQ goes out only after neighbour discovery. The capture shows the CM's REQ, REP and RTU
-        over IPv6 and no IPv4 at all."""
+        MAC, so the address is resolved only after neighbour discovery, and an address nobody has is an
+        ADDR_ERROR. The capture shows the CM's REQ, REP and RTU over IPv6 and no IPv4 at all."""
         capture = os.path.join(self.dir.name, "cm.pcap")
         with two_namespaces_with_veth() as (ns, veth):
             a, b = self.two_daemons(ns, veth, capture)
             link_local_a = self.gids(a.socket)[2][1]
             test_rdmacm.rping(UROCE_RUN, a.socket, b.socket, ADDRESSES[0][1], None, 20, 4096)
             test_rdmacm.rping(UROCE_RUN, a.socket, b.socket, link_local_a, None, 5, 64)
+            # An address nobody on the link has: no Neighbor Advertisement, ADDR_ERROR -110.
+            test_rdmacm.rping_nobody_there(UROCE_RUN, b.socket, "fd00:75::99")
             for d in self.daemons:
                 cm = stats(UROCE, d.socket)["cm"]
                 self.assertGreaterEqual(cm["rx_mads"], 2, cm)

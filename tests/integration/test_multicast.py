@@ -74,7 +74,8 @@ class MulticastLoopback(MulticastBase):
     def test_unicast_address_refused(self):
         d = Daemon(UROCED, self.dir.name, "lo", ["--ip", "192.0.2.1"])
         self.daemons.append(d)
-        p = self.mckey(d.socket, "192.0.2.7", "-b", "192.0.2.1")
+        # The port's own address: its address resolution succeeds at once, the join is what refuses it.
+        p = self.mckey(d.socket, "192.0.2.1", "-b", "192.0.2.1")
         out, _ = p.communicate(timeout=TIMEOUT)
         self.assertNotEqual(p.returncode, 0, out)
         self.assertIn("mckey: failure joining: Invalid argument", out)

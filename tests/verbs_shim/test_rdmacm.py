@@ -9,7 +9,8 @@ it; (b) veth: two uroced in two network namespaces over a veth pair (root only),
 10.77.0.1, the client through 10.77.0.2 - the programs address each other by the daemons' IPs.
 
 Cases: rping with data verification (-V -C N), rping to a port nobody listens on (the client must see
-RDMA_CM_EVENT_REJECTED, uroced's CM answers the REQ with a REJ), ucmatose, ib_write_bw -R / ib_send_lat -R,
+RDMA_CM_EVENT_REJECTED, uroced's CM answers the REQ with a REJ), rping to an address nobody has
+(RDMA_CM_EVENT_ADDR_ERROR -110 after rping's 2 s address timeout: ARP got no answer), ucmatose, ib_write_bw -R / ib_send_lat -R,
 udaddy (UD), udaddy to nobody (RDMA_CM_EVENT_UNREACHABLE), ib_send_bw -c UD -R, rdma_server/rdma_client
 (the synchronous API: rdma_create_ep, rdma_get_request).
 Exits 0 only if every case passed; daemons are stopped by PID.
@@ -97,6 +98,20 @@ def rping_nobody_listens(uroce_run, client_socket, server_ip):
     return "rejected (no listener)"
 
 
+def rping_nobody_there(uroce_run, client_socket, absent_ip):
+    """rdma_resolve_addr waits for the peer's MAC (ARP), as on Linux: an address nobody has gives
+    ADDR_ERROR with -ETIMEDOUT once rping's 2 s timeout passes, not a REQ that times out after 100 s."""
+    start = time.time()
+    out = subprocess.run([uroce_run, "--socket", client_socket, "rping", "-c", "-a", absent_ip, "-p", port(),
+                          "-C", "1"], capture_output=True, text=True, timeout=TIMEOUT)
+    elapsed = time.time() - start
+    text = out.stdout + out.stderr
+    assert out.returncode != 0, f"rping to an absent host succeeded?\n{text}"
+    assert "RDMA_CM_EVENT_ADDR_ERROR, error -110" in text, f"rping to an absent host: no ADDR_ERROR -110:\n{text}"
+    assert 1.5 < elapsed < 10, f"ADDR_ERROR after {elapsed:.1f} s, not after rping's 2 s timeout"
+    return f"ADDR_ERROR -110 after {elapsed:.1f} s"
+
+
 def ucmatose(uroce_run, server_socket, client_socket, server_ip):
     p = port()
     client_out, _ = server_client(uroce_run, server_socket, client_socket,
@@ -176,12 +191,14 @@ def main():
             extra = ["--capture", capture] if capture else []
             with SETUPS[name](a.uroced, work, extra) as (daemons, server_socket, client_socket):
                 server_ip, client_ip = ("192.0.2.1", "192.0.2.1") if name == "loopback" else ("10.77.0.1", "10.77.0.2")
+                absent_ip = "192.0.2.99" if name == "loopback" else "10.77.0.99"
                 cases = [
                     ("rping -C 10 -S 64 -V", lambda: rping(a.uroce_run, server_socket, client_socket, server_ip,
                                                             client_ip, 10, 64)),
                     ("rping -C 50 -S 4096 -V", lambda: rping(a.uroce_run, server_socket, client_socket, server_ip,
                                                               client_ip, 50, 4096)),
                     ("rping, nobody listening", lambda: rping_nobody_listens(a.uroce_run, client_socket, server_ip)),
+                    ("rping, nobody there", lambda: rping_nobody_there(a.uroce_run, client_socket, absent_ip)),
                     ("ucmatose", lambda: ucmatose(a.uroce_run, server_socket, client_socket, server_ip)),
                     ("ib_write_bw -R", lambda: perftest(a.uroce_run, server_socket, client_socket, server_ip,
                                                         "ib_write_bw", ["-n", "200", "-s", "4096"])),

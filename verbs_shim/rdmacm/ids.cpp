@@ -107,10 +107,11 @@ CMA_EXPORT int rdma_bind_addr(rdma_cm_id* cm_id, sockaddr* addr) {
   });
 }
 
-CMA_EXPORT int rdma_resolve_addr(rdma_cm_id* cm_id, sockaddr* src, sockaddr* dst, int /*timeout_ms*/) {
+CMA_EXPORT int rdma_resolve_addr(rdma_cm_id* cm_id, sockaddr* src, sockaddr* dst, int timeout_ms) {
   Id* id = to_impl(cm_id);
   const int rc = guarded([&] {
-    json req = {{"op", "cm_resolve_addr"}, {"cm_id", id->handle}, {"dst", ip_text(dst)}, {"dst_port", port_of(dst)}};
+    json req = {{"op", "cm_resolve_addr"}, {"cm_id", id->handle}, {"dst", ip_text(dst)}, {"dst_port", port_of(dst)},
+                {"timeout_ms", timeout_ms}};
     if (src != nullptr && src->sa_family != AF_UNSPEC) req["src"] = ip_text(src);
     const json r = call(req);
     fill_src(id, r);

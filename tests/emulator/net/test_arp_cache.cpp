@@ -257,3 +257,36 @@ TEST_CASE("requests come from our address nearest the peer, with the port's VLAN
   REQUIRE(none.poll(0).frames.size() == 1);
   CHECK(get32(&none.out.frames[0][28]) == 0);  // no IPv4 address: an RFC 5227 probe
 }
+
+TEST_CASE("resolve() starts a resolution with nothing parked and says when the peer is known", "[arp_cache]") {
+  Cache c;
+  CHECK(c.cache.resolve(our_ip, 0));  // our own address: known, nothing sent
+  CHECK(c.cache.next_deadline() == never);
+
+  const Nanos t0 = seconds(1);
+  CHECK_FALSE(c.cache.resolve(peer_ip, t0));
+  CHECK(c.cache.resolving(peer_ip));
+  CHECK(c.cache.next_deadline() == t0);
+  const auto first = c.poll(t0).frames;
+  REQUIRE(first.size() == 1);
+  CHECK(is_request_for(first[0], peer_ip, MacAddress::broadcast()));
+  // Asking again while it runs keeps its schedule: no second request before the retry interval.
+  CHECK_FALSE(c.cache.resolve(peer_ip, t0 + 1));
+  CHECK(c.poll(t0 + 1).frames.empty());
+
+  c.cache.learn(peer_ip, peer_mac, t0 + seconds(1) / 2, c.out);
+  CHECK(c.out.frames.empty());  // nothing was parked
+  CHECK(c.cache.resolve(peer_ip, t0 + seconds(1) / 2));
+  CHECK(c.counters.arp_parked == 0);
+
+  SECTION("a peer that never answers: the resolution fails, and a new resolve() starts another") {
+    Cache u;
+    CHECK_FALSE(u.cache.resolve(peer_ip, 0));
+    for (int i = 0; i <= 3; ++i) u.poll(seconds(i));
+    CHECK(u.counters.arp_requests_sent == 3);
+    CHECK(u.counters.arp_resolution_failures == 1);
+    CHECK_FALSE(u.cache.resolving(peer_ip));
+    CHECK_FALSE(u.cache.resolve(peer_ip, seconds(4)));
+    CHECK(u.poll(seconds(4)).frames.size() == 1);
+  }
+}

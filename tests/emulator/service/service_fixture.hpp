@@ -112,6 +112,10 @@ class InlineEngine final : public EngineAccess {
   InlineEngine(transport::Device& device, engine::QueueService& queues) : context_{device, queues, 0} {}
   void run_on_engine(const std::function<void(EngineContext&)>& fn) override { fn(context_); }
   void set_now(transport::Nanos now) { context_.now = now; }
+  // Which addresses the port's ARP/ND knows (every one unless a test says otherwise).
+  void set_neighbour_known(std::function<bool(const wire::IpAddress&)> known) {
+    context_.neighbour_known = std::move(known);
+  }
 
  private:
   EngineContext context_;

@@ -118,6 +118,59 @@ TEST_CASE("UD rdma_cm requests: bad ones are refused, the QP attributes are the 
   CHECK(c.error_of({{"op", "cm_init_qp_attr"}, {"cm_id", id}, {"state", "sqd"}}) == EINVAL);
 }
 
+TEST_CASE("rdma_resolve_addr waits for the peer's MAC: ADDR_RESOLVED once known, ADDR_ERROR -110 if never",
+          "[cm][address]") {
+  CmHarness c({ip("10.0.0.1")});
+  bool answered = false;  // has 10.0.0.2 answered ARP?
+  c.h.engine->set_neighbour_known([&](const wire::IpAddress& a) { return a == ip("10.0.0.2") && answered; });
+  const auto take_event = [&] { return c.call({{"op", "cm_get_event"}, {"channel", c.channel}}); };
+  const auto run_timers = [&](int ms) {  // (an io_context that ran out of work must be restarted)
+    c.io.restart();
+    c.io.run_for(std::chrono::milliseconds(ms));
+  };
+  const auto resolve = [&](uint32_t id, const char* dst, int timeout_ms) {
+    c.call({{"op", "cm_resolve_addr"}, {"cm_id", id}, {"dst", dst}, {"timeout_ms", timeout_ms}});
+  };
+
+  // Our own address and groups need nobody: resolved at once.
+  resolve(c.new_id(ps_tcp, 2), "10.0.0.1", 50);
+  CHECK(take_event().at("type") == 0);
+  resolve(c.new_id(ps_udp, 4), "239.1.1.1", 50);
+  CHECK(take_event().at("type") == 0);
+
+  // A peer that answers after a while: no event, no route resolution until then.
+  const uint32_t late = c.new_id(ps_tcp, 2);
+  resolve(late, "10.0.0.2", 5000);
+  CHECK(take_event().value("none", false));
+  CHECK(c.error_of({{"op", "cm_resolve_route"}, {"cm_id", late}}) == EINVAL);
+  run_timers(30);
+  CHECK(take_event().value("none", false));
+  answered = true;
+  run_timers(30);
+  const json resolved = take_event();
+  CHECK(resolved.at("type") == 0);
+  CHECK(resolved.at("cm_id") == late);
+  c.call({{"op", "cm_resolve_route"}, {"cm_id", late}});
+  CHECK(take_event().at("type") == 2);  // ROUTE_RESOLVED
+
+  // A peer that never answers: ADDR_ERROR with -ETIMEDOUT after the caller's timeout; the ID may try again.
+  const uint32_t lost = c.new_id(ps_tcp, 2);
+  resolve(lost, "10.0.0.3", 40);
+  run_timers(100);
+  const json error = take_event();
+  CHECK(error.at("type") == 1);  // ADDR_ERROR
+  CHECK(error.at("status") == -ETIMEDOUT);
+  resolve(lost, "10.0.0.3", 40);
+
+  // An ID destroyed while it waits is forgotten: no event, no crash when the timer fires.
+  const uint32_t gone = c.new_id(ps_tcp, 2);
+  resolve(gone, "10.0.0.4", 20);
+  c.call({{"op", "cm_destroy_id"}, {"cm_id", gone}});
+  c.call({{"op", "cm_destroy_id"}, {"cm_id", lost}});
+  run_timers(60);
+  CHECK(take_event().value("none", false));
+}
+
 TEST_CASE("rdma_cm multicast: joins answered with the group's address handle, bad ones refused", "[cm][multicast]") {
   CmHarness c({ip("10.0.0.1"), ip("fd00::1")});
   const auto take_event = [&] { return c.call({{"op", "cm_get_event"}, {"channel", c.channel}}); };
