@@ -146,8 +146,11 @@ void Explainer::add_roce(const Record& r, const Frame& f, Flow& flow) {
         if (bth.dest_qp == gsi_qpn) {
           add_mad(r, f, flow);
         } else {
-          say(r.number, &flow, fmt::format("UD SEND of {} bytes from QP 0x{:06x} (Q_Key 0x{:08x}){}",
-                                           f.roce.payload.size(), f.roce.headers.deth.src_qp,
+          // QP 0xFFFFFF: a multicast datagram, for every QP attached to the group its IP destination names.
+          const std::string to_group =
+              bth.dest_qp == multicast_qpn ? fmt::format(" to multicast group {}", to_string(f.dst_ip())) : "";
+          say(r.number, &flow, fmt::format("UD SEND of {} bytes from QP 0x{:06x}{} (Q_Key 0x{:08x}){}",
+                                           f.roce.payload.size(), f.roce.headers.deth.src_qp, to_group,
                                            f.roce.headers.deth.qkey,
                                            info.has(hdr_immdt) ? fmt::format(" with immediate 0x{:08x}", f.roce.headers.immdt) : ""));
         }

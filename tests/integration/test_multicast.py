@@ -12,7 +12,7 @@ MULTICAST_JOIN event's address handle and Q_Key, the QP attached to the group, d
   receiver is a member and a Leave Group after, both well-formed to tshark.
 - rdma_join_multicast on an ID of the wrong kind or with a unicast address fails (mckey prints the error).
 
-Usage: test_multicast.py UROCED UROCE_RUN
+Usage: test_multicast.py UROCED UROCE_RUN UROCE
 """
 import os
 import subprocess
@@ -22,7 +22,7 @@ import unittest
 
 from daemon_harness import Daemon, DaemonTestCase, is_root, tshark, two_namespaces_with_veth  # noqa: E402
 
-UROCED = UROCE_RUN = None
+UROCED = UROCE_RUN = UROCE = None
 TIMEOUT = 60
 MESSAGES = 10
 
@@ -100,6 +100,9 @@ class MulticastVeth(MulticastBase):
                 "infiniband.bth.destqp == 0xffffff && infiniband.bth.opcode == 101")
         self.assertEqual(len(tshark("-r", caps[1], "-Y", roce)), MESSAGES)
         self.assertEqual(len(tshark("-r", caps[0], "-Y", roce)), MESSAGES)
+        # `uroce explain` names the group each datagram went to.
+        explained = subprocess.run([UROCE, "explain", caps[0]], capture_output=True, text=True, timeout=60).stdout
+        self.assertEqual(explained.count("to multicast group 239.1.1.1"), MESSAGES, explained)
         # The receiver's daemon joined and left the group on the wire; nothing malformed. (Its capture also
         # holds what it received: the sender's daemon's IGMP, from 10.77.7.2.)
         igmp = tshark("-r", caps[0], "-Y", "igmp && ip.src == 10.77.7.1", "-T", "fields", "-e", "igmp.type",
@@ -117,6 +120,6 @@ class MulticastVeth(MulticastBase):
 
 
 if __name__ == "__main__":
-    UROCED, UROCE_RUN = sys.argv[1:3]
-    del sys.argv[1:3]
+    UROCED, UROCE_RUN, UROCE = sys.argv[1:4]
+    del sys.argv[1:4]
     unittest.main(verbosity=2)
