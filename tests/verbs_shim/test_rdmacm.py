@@ -10,7 +10,8 @@ it; (b) veth: two uroced in two network namespaces over a veth pair (root only),
 
 Cases: rping with data verification (-V -C N), rping to a port nobody listens on (the client must see
 RDMA_CM_EVENT_REJECTED, uroced's CM answers the REQ with a REJ), rping to an address nobody has
-(RDMA_CM_EVENT_ADDR_ERROR -110 after rping's 2 s address timeout: ARP got no answer), ucmatose, ib_write_bw -R / ib_send_lat -R,
+(RDMA_CM_EVENT_ADDR_ERROR -110 after rping's 2 s address timeout: ARP got no answer), librdmacm calls
+no program makes (rdmacm_calls.py: rdma_migrate_id to synchronous and back, multicast errors), ucmatose, ib_write_bw -R / ib_send_lat -R,
 udaddy (UD), udaddy to nobody (RDMA_CM_EVENT_UNREACHABLE), ib_send_bw -c UD -R, rdma_server/rdma_client
 (the synchronous API: rdma_create_ep, rdma_get_request).
 Exits 0 only if every case passed; daemons are stopped by PID.
@@ -112,6 +113,15 @@ def rping_nobody_there(uroce_run, client_socket, absent_ip):
     return f"ADDR_ERROR -110 after {elapsed:.1f} s"
 
 
+def rdmacm_calls(uroce_run, socket, own_ip):
+    """librdmacm calls no rdmacm-utils program makes (rdmacm_calls.py, through ctypes)."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rdmacm_calls.py")
+    out = subprocess.run([uroce_run, "--socket", socket, sys.executable, script, own_ip], capture_output=True,
+                         text=True, timeout=TIMEOUT)
+    assert out.returncode == 0 and "ALL PASSED" in out.stdout, f"rdmacm_calls.py:\n{out.stdout}{out.stderr}"
+    return f"{out.stdout.count('PASS ')} checks"
+
+
 def ucmatose(uroce_run, server_socket, client_socket, server_ip):
     p = port()
     client_out, _ = server_client(uroce_run, server_socket, client_socket,
@@ -199,6 +209,7 @@ def main():
                                                               client_ip, 50, 4096)),
                     ("rping, nobody listening", lambda: rping_nobody_listens(a.uroce_run, client_socket, server_ip)),
                     ("rping, nobody there", lambda: rping_nobody_there(a.uroce_run, client_socket, absent_ip)),
+                    ("rdma_migrate_id and other calls", lambda: rdmacm_calls(a.uroce_run, client_socket, client_ip)),
                     ("ucmatose", lambda: ucmatose(a.uroce_run, server_socket, client_socket, server_ip)),
                     ("ib_write_bw -R", lambda: perftest(a.uroce_run, server_socket, client_socket, server_ip,
                                                         "ib_write_bw", ["-n", "200", "-s", "4096"])),

@@ -186,21 +186,34 @@ CMA_EXPORT int rdma_set_option(rdma_cm_id* cm_id, int level, int optname, void* 
   return guarded([&] { return call({{"op", "cm_set_option"}, {"cm_id", id->handle}, {"name", name}, {"value", value}}), 0; });
 }
 
+// To another channel, or with none to synchronous operation (librdmacm: a channel of its own, whose events
+// the ID's calls then wait for).
 CMA_EXPORT int rdma_migrate_id(rdma_cm_id* cm_id, rdma_event_channel* channel) {
   Id* id = to_impl(cm_id);
-  if (channel == nullptr) {
-    errno = ENOSYS;  // moving an ID to synchronous operation is not supported
+  if (cm_id == nullptr || (channel == nullptr && id->sync)) {
+    errno = EINVAL;
     return -1;
   }
-  return guarded([&] {
+  const bool to_sync = channel == nullptr;
+  if (to_sync && (channel = rdma_create_event_channel()) == nullptr) return -1;
+  const int rc = guarded([&] {
     call({{"op", "cm_migrate_id"}, {"cm_id", id->handle}, {"channel", to_impl(channel)->handle}});
-    if (id->sync) {
-      rdma_destroy_event_channel(id->id.channel);
-      id->sync = false;
-    }
-    id->id.channel = channel;
     return 0;
   });
+  if (rc != 0) {
+    if (to_sync) rdma_destroy_event_channel(channel);
+    return rc;
+  }
+  if (id->sync) {
+    if (id->id.event != nullptr) {
+      rdma_ack_cm_event(id->id.event);
+      id->id.event = nullptr;
+    }
+    rdma_destroy_event_channel(id->id.channel);
+  }
+  id->sync = to_sync;
+  id->id.channel = channel;
+  return 0;
 }
 
 CMA_EXPORT __be16 rdma_get_src_port(rdma_cm_id* id) {

@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""librdmacm calls no rdmacm-utils program makes, called directly through ctypes: run under uroce-run, so
+that librdmacm.so.1 is uroce's. Prints one PASS line per check and "ALL PASSED"; the first failure exits 1.
+
+- rdma_migrate_id(id, NULL) makes an ID synchronous (librdmacm gives it a channel of its own): its
+  rdma_resolve_addr then returns only once ADDR_RESOLVED came, with the event in id->event; migrating a
+  synchronous ID to NULL again is EINVAL; migrating it back to a channel delivers its events there.
+- rdma_join_multicast on an ID with no address is EINVAL; rdma_leave_multicast of a group never joined is
+  EADDRNOTAVAIL.
+
+  uroce-run --socket SOCK python3 rdmacm_calls.py ADDRESS   (ADDRESS: the daemon's IPv4 address)
+"""
+import ctypes
+import errno
+import socket
+import struct
+import sys
+
+RDMA_PS_UDP, RDMA_PS_TCP = 0x0111, 0x0106
+RDMA_CM_EVENT_ADDR_RESOLVED = 0
+lib = ctypes.CDLL("librdmacm.so.1", use_errno=True)
+lib.rdma_create_event_channel.restype = ctypes.c_void_p
+lib.rdma_destroy_event_channel.argtypes = [ctypes.c_void_p]
+lib.rdma_create_id.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_int]
+lib.rdma_destroy_id.argtypes = [ctypes.c_void_p]
+lib.rdma_migrate_id.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+lib.rdma_resolve_addr.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+lib.rdma_get_cm_event.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]
+lib.rdma_ack_cm_event.argtypes = [ctypes.c_void_p]
+lib.rdma_join_multicast.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+lib.rdma_leave_multicast.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+
+
+def fail(what):
+    print(f"FAIL {what}: errno {ctypes.get_errno()} ({errno.errorcode.get(ctypes.get_errno(), '?')})")
+    sys.exit(1)
+
+
+def sockaddr_in(ip, port=0):
+    return ctypes.create_string_buffer(struct.pack("=H", socket.AF_INET) + struct.pack("!H", port) +
+                                       socket.inet_aton(ip) + bytes(8), 16)
+
+
+def new_id(channel, ps=RDMA_PS_TCP):
+    cm_id = ctypes.c_void_p()
+    if lib.rdma_create_id(channel, ctypes.byref(cm_id), None, ps) != 0:
+        fail("rdma_create_id")
+    return cm_id
+
+
+# struct rdma_cm_id (rdma_cma.h, x86-64): verbs, channel, context, qp (8 each), route (struct rdma_route:
+# rdma_addr = 128 + 128 + 40, path_rec, num_paths: 312), ps and port_num (8 with padding), then event.
+CHANNEL_OFFSET, EVENT_OFFSET = 8, 352
+
+
+def field(cm_id, offset):
+    return ctypes.c_void_p.from_address(cm_id.value + offset).value
+
+
+def event_type(event):
+    # struct rdma_cm_event: id (8), listen_id (8), event (int)
+    return ctypes.c_int.from_address(event + 16).value
+
+
+def main():
+    address = sys.argv[1]
+    channel = lib.rdma_create_event_channel()
+    if not channel:
+        fail("rdma_create_event_channel")
+
+    cm_id = new_id(channel)
+    if field(cm_id, CHANNEL_OFFSET) != channel:
+        fail("the layout assumed for struct rdma_cm_id (channel)")
+    if lib.rdma_migrate_id(cm_id, None) != 0:
+        fail("rdma_migrate_id(id, NULL)")
+    own = field(cm_id, CHANNEL_OFFSET)
+    if own in (None, channel):
+        fail("a synchronous ID has a channel of its own")
+    # Synchronous: returns once the event came, and the event is the ID's.
+    if lib.rdma_resolve_addr(cm_id, None, sockaddr_in(address), 2000) != 0:
+        fail("rdma_resolve_addr on a synchronous ID")
+    event = field(cm_id, EVENT_OFFSET)
+    if not event or event_type(event) != RDMA_CM_EVENT_ADDR_RESOLVED:
+        fail("a synchronous rdma_resolve_addr leaves ADDR_RESOLVED in id->event")
+    print("PASS rdma_migrate_id(id, NULL): synchronous, rdma_resolve_addr waits and leaves its event in id->event")
+
+    if lib.rdma_migrate_id(cm_id, None) == 0 or ctypes.get_errno() != errno.EINVAL:
+        fail("migrating a synchronous ID to NULL again is EINVAL")
+    if lib.rdma_migrate_id(cm_id, channel) != 0:
+        fail("rdma_migrate_id back to a channel")
+    if field(cm_id, CHANNEL_OFFSET) != channel or field(cm_id, EVENT_OFFSET):
+        fail("back on the channel, with no event held")
+    if lib.rdma_resolve_addr(cm_id, None, sockaddr_in(address), 2000) != 0:
+        fail("rdma_resolve_addr after migrating back")
+    ev = ctypes.c_void_p()
+    if lib.rdma_get_cm_event(channel, ctypes.byref(ev)) != 0 or event_type(ev.value) != RDMA_CM_EVENT_ADDR_RESOLVED:
+        fail("the event comes on the channel the ID was migrated to")
+    lib.rdma_ack_cm_event(ev)
+    print("PASS rdma_migrate_id back to a channel: EINVAL for NULL twice, events on the new channel")
+
+    ud = new_id(channel, RDMA_PS_UDP)
+    if lib.rdma_join_multicast(ud, sockaddr_in("239.1.1.1"), None) == 0 or ctypes.get_errno() != errno.EINVAL:
+        fail("rdma_join_multicast with no address is EINVAL")
+    if lib.rdma_leave_multicast(ud, sockaddr_in("239.1.1.1")) == 0 or ctypes.get_errno() != errno.EADDRNOTAVAIL:
+        fail("rdma_leave_multicast of a group never joined is EADDRNOTAVAIL")
+    print("PASS rdma_join_multicast before an address: EINVAL; leaving a group never joined: EADDRNOTAVAIL")
+
+    for i in (cm_id, ud):
+        if lib.rdma_destroy_id(i) != 0:
+            fail("rdma_destroy_id")
+    lib.rdma_destroy_event_channel(channel)
+    print("ALL PASSED")
+
+
+if __name__ == "__main__":
+    main()
