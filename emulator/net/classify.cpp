@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "emulator/net/hop_by_hop.hpp"
 #include "emulator/net/multicast.hpp"
 #include "transport/wire/bytes.hpp"
 #include "transport/wire/ip.hpp"
@@ -144,6 +145,30 @@ Classification& classify_icmpv6_echo(Classification& c, const uint8_t* ip, const
   return accept(c, FrameClass::icmp_echo_request);
 }
 
+// An IPv6 packet whose first extension header is Hop-by-Hop. The only such packet that is ours is an MLD
+// message (RFC 2710 §3 puts its Router Alert there) to a group we listen to (`listened_group`): all-nodes,
+// one of our solicited-node groups or one of the port's groups. Anything else behind the header stays dropped,
+// as every packet with an extension header was before MLD.
+Classification& classify_hop_by_hop(Classification& c, const uint8_t* b, size_t l3, size_t payload_length,
+                                    bool listened_group) {
+  // To our unicast address: no MLD query comes that way.
+  if (!listened_group) return drop(c, DropReason::other_ip_protocol);
+  const uint8_t* ip = b + l3;
+  const size_t hop_by_hop = l3 + wire::ipv6_header_size;
+  HopByHop h;
+  if (const auto reason = parse_hop_by_hop(b + hop_by_hop, payload_length, h)) return drop(c, *reason);
+  const size_t l4 = hop_by_hop + h.length;
+  const size_t length = payload_length - h.length;
+  if (h.next_header != ip_proto_icmpv6 || length == 0 || !is_mld_type(b[l4])) {
+    return drop(c, DropReason::other_ip_protocol);
+  }
+  c.l4_offset = uint32_t(l4);
+  const auto reason = parse_mld_query(wire::IpAddress::from_v6_bytes(ip + 8), wire::IpAddress::from_v6_bytes(ip + 24),
+                                      ip[7], h.mld_router_alert, b + l4, length, c.mld);
+  if (reason) return drop(c, *reason);
+  return accept(c, FrameClass::mld);
+}
+
 Classification& classify_ipv6(Classification& c, std::span<const uint8_t> f, size_t l3,
                               const PortAddresses& port) {
   const uint8_t* b = f.data();
@@ -159,8 +184,12 @@ Classification& classify_ipv6(Classification& c, std::span<const uint8_t> f, siz
   const bool nd_group = !unicast && is_nd_group(p + 24, port);
   const bool joined_group = !unicast && port.has_group(wire::IpAddress::from_v6_bytes(p + 24));
   if (!unicast && !nd_group && !joined_group) return drop(c, DropReason::not_for_our_ip);
+  // RoCEv2 never uses IPv6 extension headers, nor does neighbour discovery as we send and answer it; MLD
+  // always does (Hop-by-Hop, for its Router Alert).
+  if (p[6] == ipv6_next_header_hop_by_hop) {
+    return classify_hop_by_hop(c, b, l3, payload_length, nd_group || joined_group);
+  }
   const size_t l4 = l3 + wire::ipv6_header_size;
-  // RoCEv2 never uses IPv6 extension headers, nor does neighbour discovery as we send and answer it.
   if (p[6] == ip_proto_icmpv6) {
     if (!unicast && !nd_group) return drop(c, DropReason::not_for_our_ip);  // no ND or ping to an app group
     c.l4_offset = uint32_t(l4);
@@ -230,6 +259,7 @@ void count(NetCounters& counters, const Classification& c) {
     case FrameClass::icmp_echo_request: ++counters.rx_icmp_echo_requests; break;
     case FrameClass::nd: ++counters.rx_nd; break;
     case FrameClass::igmp: ++counters.rx_igmp; break;
+    case FrameClass::mld: ++counters.rx_mld; break;
     case FrameClass::drop: ++counters.dropped(c.reason); break;
   }
 }

@@ -1,11 +1,11 @@
 // The first thing the engine does with a received frame: decide who handles it (the RoCE transport, the ARP
-// responder, the ICMP echo responder, neighbour discovery, IGMP membership) or why it is dropped.
+// responder, the ICMP echo responder, neighbour discovery, IGMP or MLD membership) or why it is dropped.
 //
 // Only the headers needed to route the frame are checked (Ethernet, one optional 802.1Q tag, IPv4/IPv6,
-// UDP, ARP, ICMP and ICMPv6 echo requests; ICMPv6 neighbour discovery and IGMP queries, which are parsed
-// and validated whole here). A RoCEv2 frame is not parsed past its UDP header here:
-// transport::Device::receive parses the BTH onwards and verifies the ICRC itself, so doing it here too
-// would parse every data packet twice.
+// UDP, ARP, ICMP and ICMPv6 echo requests; ICMPv6 neighbour discovery, IGMP queries and MLD queries with
+// the Hop-by-Hop header before them, which are parsed and validated whole here). A RoCEv2 frame is not
+// parsed past its UDP header here: transport::Device::receive parses the BTH onwards and verifies the ICRC
+// itself, so doing it here too would parse every data packet twice.
 //
 // classify() is total: any bytes, any length; it never reads outside `frame` (a fuzz target holds it to
 // that).
@@ -17,6 +17,7 @@
 #include "emulator/net/counters.hpp"
 #include "emulator/net/drop_reason.hpp"
 #include "emulator/net/igmp_frames.hpp"
+#include "emulator/net/mld_frames.hpp"
 #include "emulator/net/nd_frames.hpp"
 #include "emulator/net/port_addresses.hpp"
 #include "transport/wire/ethernet.hpp"
@@ -30,6 +31,7 @@ enum class FrameClass : uint8_t {
   icmp_echo_request,  // ICMPv4 or ICMPv6 echo request to one of our addresses, checksums valid: icmp.hpp answers
   nd,                 // valid IPv6 Neighbor Solicitation/Advertisement (RFC 4861 §7.1): nd_responder.hpp
   igmp,               // valid IGMP Membership Query to all-hosts or one of our groups: IgmpMembership::on_query
+  mld,                // valid MLD query to all-nodes, one of our groups or solicited-node groups: MldMembership
   drop,               // see Classification::reason
 };
 
@@ -40,6 +42,7 @@ struct Classification {
   wire::ArpPacket arp;                                 // kind == arp
   NdMessage nd;                                        // kind == nd
   IgmpQuery igmp;                                      // kind == igmp
+  MldQuery mld;                                        // kind == mld
   wire::IpVersion ip_version = wire::IpVersion::v4;    // roce, icmp_echo_request
   uint32_t l3_offset = 0;  // the IP or ARP header
   uint32_t l4_offset = 0;  // the UDP or ICMP header

@@ -16,6 +16,7 @@ void for_each_counter(const NetCounters& c, const std::function<void(std::string
   visit("rx_icmp_echo_requests", c.rx_icmp_echo_requests);
   visit("rx_nd", c.rx_nd);
   visit("rx_igmp", c.rx_igmp);
+  visit("rx_mld", c.rx_mld);
   visit("arp_requests_received", c.arp_requests_received);
   visit("arp_replies_received", c.arp_replies_received);
   visit("arp_replies_sent", c.arp_replies_sent);
@@ -43,6 +44,9 @@ void for_each_counter(const NetCounters& c, const std::function<void(std::string
   visit("igmp_queries_received", c.igmp_queries_received);
   visit("igmp_reports_sent", c.igmp_reports_sent);
   visit("igmp_leaves_sent", c.igmp_leaves_sent);
+  visit("mld_queries_received", c.mld_queries_received);
+  visit("mld_reports_sent", c.mld_reports_sent);
+  visit("mld_dones_sent", c.mld_dones_sent);
   visit("icmp_echo_replied", c.icmp_echo_replied);
   visit("icmp_echo_too_large", c.icmp_echo_too_large);
   for (size_t i = 0; i < drop_reason_count; ++i) {

@@ -18,6 +18,7 @@ struct NetCounters {
   uint64_t rx_icmp_echo_requests = 0;
   uint64_t rx_nd = 0;                  // valid IPv6 Neighbor Solicitations and Advertisements
   uint64_t rx_igmp = 0;                // valid IGMP Membership Queries to all-hosts or one of our groups
+  uint64_t rx_mld = 0;                 // valid MLD queries to all-nodes, one of our groups or solicited-node groups
   std::array<uint64_t, drop_reason_count> dropped_by_reason{};
 
   // The ARP responder.
@@ -51,6 +52,10 @@ struct NetCounters {
   uint64_t igmp_queries_received = 0;  // queries handed to IgmpMembership, whether they covered a group of ours
   uint64_t igmp_reports_sent = 0;      // unsolicited (joins) and answering queries
   uint64_t igmp_leaves_sent = 0;
+  // MLD membership (mld.hpp).
+  uint64_t mld_queries_received = 0;   // queries handed to MldMembership, whether they covered a group of ours
+  uint64_t mld_reports_sent = 0;       // unsolicited (joins) and answering queries
+  uint64_t mld_dones_sent = 0;
   // ICMP.
   uint64_t icmp_echo_replied = 0;
   uint64_t icmp_echo_too_large = 0;    // request whose reply would exceed the reply size bound

@@ -14,6 +14,7 @@ std::string_view to_string(DropReason r) {
     case DropReason::ipv4_fragment: return "ipv4_fragment";
     case DropReason::other_icmpv6_type: return "other_icmpv6_type";
     case DropReason::igmp_not_a_query: return "igmp_not_a_query";
+    case DropReason::mld_not_a_query: return "mld_not_a_query";
     case DropReason::truncated_ethernet: return "truncated_ethernet";
     case DropReason::truncated_arp: return "truncated_arp";
     case DropReason::truncated_ip: return "truncated_ip";
@@ -30,6 +31,8 @@ std::string_view to_string(DropReason r) {
     case DropReason::truncated_igmp: return "truncated_igmp";
     case DropReason::bad_igmp_checksum: return "bad_igmp_checksum";
     case DropReason::bad_igmp_message: return "bad_igmp_message";
+    case DropReason::bad_hop_by_hop: return "bad_hop_by_hop";
+    case DropReason::bad_mld_message: return "bad_mld_message";
   }
   return "unknown";
 }

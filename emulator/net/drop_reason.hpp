@@ -14,12 +14,13 @@ enum class DropReason : uint8_t {
   not_for_our_ip,         // IP packet to none of the port's addresses, or to a group it takes no such packet for
   unsupported_ethertype,  // not IPv4, IPv6 or ARP (after at most one 802.1Q tag)
   unsupported_arp,        // ARP that is not IPv4 over Ethernet
-  other_ip_protocol,      // IP but neither UDP nor ICMP nor IGMP (TCP, IPv6 extension headers ...)
+  other_ip_protocol,      // IP but neither UDP nor ICMP nor IGMP (TCP, IPv6 extension headers other than MLD's ...)
   other_udp_port,         // UDP to a port other than 4791
   other_icmp_type,        // ICMPv4 that is not an echo request
   ipv4_fragment,          // nothing the NIC answers is ever fragmented, and it reassembles nothing
   other_icmpv6_type,      // ICMPv6 that is not an echo request, Neighbor Solicitation or Advertisement
   igmp_not_a_query,       // IGMP other than a Membership Query: other members' reports and leaves
+  mld_not_a_query,        // MLD other than a Multicast Listener Query: other listeners' v1/v2 reports and dones
   // Malformed: the frame contradicts itself (is_malformed()).
   truncated_ethernet,
   truncated_arp,
@@ -37,9 +38,14 @@ enum class DropReason : uint8_t {
   truncated_igmp,         // IGMP shorter than its 8-byte header
   bad_igmp_checksum,
   bad_igmp_message,       // a query of a length no IGMP version has (RFC 3376 §7.1), or sources past its end
+  bad_hop_by_hop,         // IPv6 Hop-by-Hop header past the packet's end, an option past the header's end, or
+                          // an option RFC 8200 §4.2 has a node that does not know it discard the packet for
+  bad_mld_message,        // an MLD query failing RFC 2710 §5 / RFC 3810 §5.1, §6.2: hop limit not 1, source not
+                          // link-local, no Router Alert, a unicast group, a length no MLD version has, sources
+                          // past its end
 };
 
-inline constexpr size_t drop_reason_count = size_t(DropReason::bad_igmp_message) + 1;
+inline constexpr size_t drop_reason_count = size_t(DropReason::bad_mld_message) + 1;
 
 // The counter name: "not_for_our_mac", ...
 std::string_view to_string(DropReason r);

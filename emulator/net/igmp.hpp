@@ -7,7 +7,7 @@
 //   - a frame classified FrameClass::igmp (a Membership Query): on_query(frame.igmp, now);
 //   - whenever now >= next_deadline(): poll(now, out), then transmit out.frames in order.
 //
-// What it does, RFC 2236 §3 with its timers:
+// What it does, RFC 2236 §3 with its timers (kept by MembershipTimers, which MldMembership shares):
 //   - join: an unsolicited Membership Report at once (the first member on the link must not wait for the
 //     next query, which may be 125 s away), repeated once unsolicited_report_interval later in case the
 //     first was lost;
@@ -30,23 +30,16 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
-#include <random>
-#include <span>
 #include <vector>
 
 #include "emulator/net/counters.hpp"
 #include "emulator/net/igmp_frames.hpp"
+#include "emulator/net/membership_timers.hpp"
 #include "emulator/net/port_addresses.hpp"
 #include "emulator/net/time.hpp"
 #include "transport/wire/address.hpp"
 
 namespace uroce::emulator::net {
-
-// Between a join's report and its one repetition. RFC 2236 §8.10's default is 10 s, but an application
-// that joins (mckey, rdma_join_multicast) starts sending or expecting traffic at once: a lost first report
-// would leave it without the group's traffic for 10 s. RFC 3376 §8.11 lowered the same interval to 1 s for
-// that reason, and RFC 2236 §8 makes its timers configurable.
-inline constexpr Nanos unsolicited_report_interval = seconds(1);
 
 // What poll() hands back. The engine keeps one and clear()s it, so the vector's storage is reused.
 struct IgmpOutput {
@@ -57,7 +50,7 @@ struct IgmpOutput {
 class IgmpMembership {
  public:
   // Reads the port's MAC, VLAN tag and first IPv4 address once, as ArpCache does. The random delays are
-  // seeded from the MAC, so that hosts of one link answer at different times but a run is repeatable.
+  // seeded from the MAC (seed_from_mac).
   IgmpMembership(const PortAddresses& port, NetCounters& counters);
   IgmpMembership(const PortAddresses& port, NetCounters& counters, uint64_t seed);
 
@@ -68,35 +61,18 @@ class IgmpMembership {
 
   // Appends the messages due at `now` to out.frames.
   void poll(Nanos now, IgmpOutput& out);
-  // When poll() has something to do at the latest; `never` if nothing is pending. O(1): cached, lowered by
-  // events, so it may come early (that poll finds nothing to do and settles it), never late.
-  Nanos next_deadline() const { return next_deadline_; }
+  // When poll() has something to do at the latest; `never` if nothing is pending (MembershipTimers).
+  Nanos next_deadline() const { return timers_.next_deadline(); }
 
-  bool is_member(uint32_t group) const;
-  size_t groups() const { return groups_.size(); }
+  bool is_member(uint32_t group) const { return timers_.is_member(wire::IpAddress::from_v4(group)); }
+  size_t groups() const { return timers_.groups(); }
 
  private:
-  struct Group {
-    uint32_t address = 0;
-    Nanos report_at = never;     // the next report, unsolicited or answering a query
-    bool repeat_pending = false;  // the join's second unsolicited report is still to be scheduled
-  };
-
-  // write_igmp_report or write_igmp_leave.
-  using Writer = size_t (*)(std::span<uint8_t>, const wire::MacAddress&, uint32_t, uint32_t, std::optional<uint16_t>);
-
-  size_t index_of(uint32_t group) const;  // groups_.size() when not a member
-  void report_no_later_than(Group& g, Nanos at);
-  void send(Writer write, uint32_t group, uint64_t& counter, IgmpOutput& out);
-
-  wire::MacAddress mac_;
-  std::optional<uint16_t> vlan_tci_;
+  MembershipSender sender_;
   std::optional<uint32_t> source_;
   NetCounters& counters_;
-  std::vector<Group> groups_;    // a handful: linear scans
-  std::vector<uint32_t> leaves_;  // Leave Group messages due at the next poll
-  std::mt19937_64 rng_;
-  Nanos next_deadline_ = never;
+  MembershipTimers timers_;
+  MembershipDue due_;  // poll()'s scratch, kept for its storage
 };
 
 }  // namespace uroce::emulator::net

@@ -14,8 +14,6 @@ std::vector<wire::IpAddress> ipv6_addresses(const PortAddresses& port) {
   return out;
 }
 
-bool is_link_local(const wire::IpAddress& a) { return a.bytes[0] == 0xfe && (a.bytes[1] & 0xc0) == 0x80; }
-
 }  // namespace
 
 size_t IpAddressHash::operator()(const wire::IpAddress& a) const noexcept {

@@ -32,6 +32,8 @@ bool is_unspecified(const wire::IpAddress& a) { return a == wire::IpAddress{}; }
 
 bool is_multicast(const wire::IpAddress& a) { return a.bytes[0] == 0xff; }
 
+bool is_link_local(const wire::IpAddress& a) { return a.bytes[0] == 0xfe && (a.bytes[1] & 0xc0) == 0x80; }
+
 wire::IpAddress solicited_node_address(const wire::IpAddress& a) {
   wire::IpAddress g;
   g.bytes = {0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01, 0xff, a.bytes[13], a.bytes[14], a.bytes[15]};

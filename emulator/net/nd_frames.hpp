@@ -54,6 +54,7 @@ struct NdMessage {
 // Address helpers. Addresses are the 16 bytes of wire::IpAddress (never v4-mapped here).
 bool is_unspecified(const wire::IpAddress& a);                               // ::
 bool is_multicast(const wire::IpAddress& a);                                 // ff00::/8
+bool is_link_local(const wire::IpAddress& a);                                // fe80::/10
 wire::IpAddress solicited_node_address(const wire::IpAddress& a);            // ff02::1:ffXX:XXXX
 wire::IpAddress all_nodes_address();                                         // ff02::1
 wire::MacAddress multicast_mac(const wire::IpAddress& group);                // 33:33 + the last 4 bytes

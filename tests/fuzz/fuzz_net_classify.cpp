@@ -1,15 +1,19 @@
 // libFuzzer target: arbitrary bytes through emulator/net's receive path, the way the engine runs it:
 // classify(), then the ARP responder (feeding an ArpCache), the ND responder (feeding an NdCache) or the
-// ICMP echo responder, or IGMP queries into an IgmpMembership. Beyond "no crash, no UB, no leak" (the
-// sanitizers), it checks properties that must hold for every input:
+// ICMP echo responder, or IGMP and MLD queries into an IgmpMembership and an MldMembership. Beyond "no
+// crash, no UB, no leak" (the sanitizers), it checks properties that must hold for every input:
 //   - what classify() accepts as RoCEv2, the wire parser decodes as RoCEv2 up to the same UDP header;
 //   - every ARP reply, Neighbor Advertisement and ICMP echo reply we build is itself well-formed: classified
 //     by its receiver as ARP, as a valid NA (RFC 4861 §7.1.2), or as an ICMP message (not an echo
 //     request) that passed every header and checksum check;
 //   - every IGMP report and leave we send is well-formed: a member of the group hears a valid IGMP message
-//     that is not a query.
+//     that is not a query;
+//   - likewise every MLD report and done: a listener of the group hears, behind a valid Hop-by-Hop header,
+//     an MLD message with a good checksum that is not a query, sent with hop limit 1.
 #include <cstdint>
+#include <algorithm>
 #include <cstdlib>
+#include <initializer_list>
 #include <span>
 
 #include "emulator/net/arp_cache.hpp"
@@ -17,6 +21,7 @@
 #include "emulator/net/classify.hpp"
 #include "emulator/net/icmp.hpp"
 #include "emulator/net/igmp.hpp"
+#include "emulator/net/mld.hpp"
 #include "emulator/net/nd_cache.hpp"
 #include "emulator/net/nd_responder.hpp"
 #include "transport/wire/frame.hpp"
@@ -27,7 +32,8 @@ using namespace uroce::emulator::net;
 namespace {
 
 // Short addresses the fuzzer finds by comparison tracing: MAC 02:00:00:00:00:01, 10.0.0.1, fd00::1, and
-// members for the groups 224.0.0.5 and ff0e::5 (RoCE to them is accepted, IGMP queries reach the membership).
+// members for the groups 224.0.0.5 and ff0e::5 (RoCE to them is accepted, IGMP and MLD queries reach the
+// memberships; MLD queries also do at all-nodes and fd00::1's solicited-node group ff02::1:ff00:1).
 PortAddresses make_port() {
   PortAddresses p;
   p.mac = {{0x02, 0, 0, 0, 0, 0x01}};
@@ -44,6 +50,16 @@ void check(bool ok) {
   if (!ok) std::abort();
 }
 
+wire::IpAddress v6(std::initializer_list<uint8_t> bytes) {
+  wire::IpAddress a;
+  std::copy(bytes.begin(), bytes.end(), a.bytes.begin());
+  return a;
+}
+
+const wire::IpAddress mld_group = v6({0xff, 0x0e, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5});
+const wire::IpAddress solicited_group = v6({0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, 0, 0, 1});
+const wire::IpAddress all_routers = v6({0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2});
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -57,6 +73,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static IgmpMembership igmp = [] {
     IgmpMembership m(port, counters);
     m.join(0xe0000005, 0);
+    return m;
+  }();
+  static MldMembership mld = [] {
+    MldMembership m(port, counters);
+    m.join(mld_group, 0);
+    m.join(solicited_group, 0);
     return m;
   }();
   static Nanos now = 0;
@@ -126,6 +148,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         igmp.join(0xe0000005, now);
       }
       break;
+    case FrameClass::mld:
+      mld.on_query(c.mld, now);
+      if (c.mld.max_response % 3 == 0) {
+        mld.leave(mld_group, now);
+        mld.join(mld_group, now);
+      }
+      break;
     case FrameClass::drop:
       break;
   }
@@ -139,6 +168,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const auto& frame : sent.frames) {
       const Classification r = classify(frame, member);
       check(r.kind == FrameClass::drop && r.reason == DropReason::igmp_not_a_query);
+    }
+  }
+  if (mld.next_deadline() <= now) {
+    MldOutput sent;
+    mld.poll(now, sent);
+    // Another listener of both groups, which also hears all-routers (ff02::2), where dones go.
+    PortAddresses listener;
+    listener.mac = {{0x02, 0, 0, 0, 0, 0x02}};
+    listener.groups = {mld_group, solicited_group, all_routers};
+    for (const auto& frame : sent.frames) {
+      const Classification r = classify(frame, listener);
+      check(r.kind == FrameClass::drop && r.reason == DropReason::mld_not_a_query && frame[r.l3_offset + 7] == 1);
     }
   }
   if (cache.next_deadline() <= now) cache.poll(now, released);

@@ -1,5 +1,6 @@
 // Frames for the emulator/net tests, written byte by byte from the RFC layouts (RFC 826, 791, 768, 792,
-// 8200, 4861, 1112, 2236, 3376) and never with the code under test, so that a test comparing the two is a real check.
+// 8200, 4861, 1112, 2236, 3376, 2710, 3810, 2711) and never with the code under test, so that a test
+// comparing the two is a real check.
 #pragma once
 
 #include <algorithm>
@@ -392,6 +393,103 @@ inline Bytes roce_to_group_v6(const uint8_t* group) {
   std::copy(m.bytes.begin(), m.bytes.end(), f.begin());
   return f;
 }
+
+// --- MLD (RFC 2710 §3, RFC 3810 §5.1, RFC 2711's Router Alert in RFC 8200 §4.3's Hop-by-Hop header)
+
+inline const uint8_t peer_link_local[16] = {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2};  // fe80::2
+inline const uint8_t our_link_local[16] = {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};   // fe80::1
+inline const uint8_t all_routers_ip6[16] = {0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2};     // ff02::2
+
+// An MLD message: type, code 0, checksum (right for src -> dst unless bad_checksum), max response code,
+// reserved, `group` (:: when null), then `tail` (the rest of a v2 query).
+inline Bytes mld_message(uint8_t type, uint16_t max_resp, const uint8_t* group, const uint8_t* src,
+                         const uint8_t* dst, const Bytes& tail = {}, bool bad_checksum = false) {
+  Bytes b{type, 0, 0, 0, uint8_t(max_resp >> 8), uint8_t(max_resp), 0, 0};
+  if (group != nullptr) b.insert(b.end(), group, group + 16);
+  b.resize(24);  // a null group: ::
+  b.insert(b.end(), tail.begin(), tail.end());
+  set_checksum(b, uint16_t(ref_icmpv6_checksum(src, dst, b) ^ (bad_checksum ? 1 : 0)));
+  return b;
+}
+
+// The fields of a v2 query after the group (RFC 3810 §5.1): S/QRV 2, QQIC 125, `sources` addresses, of
+// which only `present` are there.
+inline Bytes mld_v2_tail(uint16_t sources, uint16_t present) {
+  Bytes b{0x02, 125};
+  put16(b, sources);
+  for (uint16_t i = 0; i < present; ++i) b.insert(b.end(), peer_ip6, peer_ip6 + 16);
+  return b;
+}
+
+// A Hop-by-Hop Options header: next header, length 0, Router Alert (value 0, MLD), PadN of no data.
+inline Bytes router_alert_hop_by_hop(uint8_t next_header = 58) { return {next_header, 0, 5, 2, 0, 0, 1, 0}; }
+
+// Ethernet + IPv6 (next header 0, Hop-by-Hop `hop_by_hop`, then `message`) from `src` to `dst` at dst's 33:33
+// MAC, with `hop_limit`.
+inline Bytes mld_frame(const uint8_t* src, const uint8_t* dst, const Bytes& message, uint8_t hop_limit = 1,
+                       const Bytes& hop_by_hop = router_alert_hop_by_hop(),
+                       std::optional<uint16_t> vlan = std::nullopt) {
+  Bytes payload = hop_by_hop;
+  payload.insert(payload.end(), message.begin(), message.end());
+  Bytes f = ipv6_frame(src, dst, 0, payload, vlan);
+  const MacAddress m = mcast_mac(dst);
+  std::copy(m.bytes.begin(), m.bytes.end(), f.begin());
+  f[(vlan ? 18 : 14) + 7] = hop_limit;
+  return f;
+}
+
+// A router's general MLDv1 query (max response 10 s) to all-nodes, from its link-local address.
+inline Bytes mld_general_query_frame() {
+  return mld_frame(peer_link_local, all_nodes_ip6, mld_message(130, 10000, nullptr, peer_link_local, all_nodes_ip6));
+}
+
+// The Ethernet header of a frame we sent, read back: its MACs, its tag if any, and where its L3 header starts.
+struct SentEthernet {
+  MacAddress eth_dst, eth_src;
+  std::optional<uint16_t> vlan;
+  size_t l3 = 14;
+};
+
+inline SentEthernet read_ethernet(const Bytes& f) {
+  SentEthernet e;
+  e.eth_dst = get_mac(f.data());
+  e.eth_src = get_mac(f.data() + 6);
+  if (get16(f.data() + 12) == 0x8100) {
+    e.vlan = get16(f.data() + 14);
+    e.l3 = 18;
+  }
+  return e;
+}
+
+// A multicast membership under test (IgmpMembership or MldMembership) with its port and counters, and what
+// its poll() produced, each frame read back by `read_sent`.
+template <class MembershipT, class Output, class Sent, Sent (*read_sent)(const Bytes&)>
+struct MembershipFixture {
+  PortAddresses port;
+  NetCounters counters;
+  MembershipT membership;
+  Output out;
+
+  MembershipFixture(PortAddresses p, uint64_t seed) : port(std::move(p)), membership(port, counters, seed) {}
+
+  std::vector<Sent> poll(Nanos now) {
+    out.clear();
+    membership.poll(now, out);
+    std::vector<Sent> sent;
+    for (const auto& f : out.frames) sent.push_back(read_sent(f));
+    return sent;
+  }
+
+  // Polls at every deadline up to `until`, returning when each frame left.
+  std::vector<std::pair<Nanos, Sent>> run_until(Nanos until) {
+    std::vector<std::pair<Nanos, Sent>> sent;
+    while (membership.next_deadline() <= until) {
+      const Nanos t = membership.next_deadline();
+      for (const Sent& s : poll(t)) sent.emplace_back(t, s);
+    }
+    return sent;
+  }
+};
 
 // A neighbour cache under test (ArpCache or NdCache) with its port, counters and what the last poll()
 // produced.

@@ -53,6 +53,10 @@ std::vector<std::pair<const char*, Bytes>> valid_frames() {
       {"IGMPv2 general query", general_query_frame()},
       {"IGMPv3 group query", igmp_frame(group_a, igmp_message(0x11, 20, group_a, igmp_v3_tail(1, 1)))},
       {"IGMP report", igmp_frame(group_a, igmp_message(0x16, 0, group_a))},
+      {"MLDv1 general query", mld_general_query_frame()},
+      {"MLDv2 group query", mld_frame(peer_link_local, group6,
+                                      mld_message(130, 1000, group6, peer_link_local, group6, mld_v2_tail(1, 1)))},
+      {"MLD report", mld_frame(peer_link_local, group6, mld_message(131, 0, group6, peer_link_local, group6))},
   };
 }
 
@@ -316,6 +320,15 @@ TEST_CASE("random and mutated bytes: classify is total and agrees with the wire 
       REQUIRE(c.l3_end - c.l4_offset >= 8);
       REQUIRE(b[c.l4_offset] == 0x11);
       REQUIRE(ref_checksum(b.data() + c.l4_offset, c.l3_end - c.l4_offset) == 0);
+    } else if (c.kind == FrameClass::mld) {
+      ++accepted;
+      REQUIRE(parsed.kind == wire::FrameKind::other_ip);
+      REQUIRE(parsed.ipv6.next_header == 0);
+      REQUIRE(parsed.ipv6.hop_limit == 1);
+      REQUIRE(c.l3_end - c.l4_offset >= 24);
+      REQUIRE(b[c.l4_offset] == 130);
+      const Bytes message(b.begin() + c.l4_offset, b.begin() + c.l3_end);
+      REQUIRE(ref_icmpv6_checksum(parsed.ipv6.src.bytes.data(), parsed.ipv6.dst.bytes.data(), message) == 0);
     } else if (c.reason == DropReason::truncated_ethernet) {
       REQUIRE(parsed.error == wire::ParseError::truncated_ethernet);
     }
@@ -332,7 +345,9 @@ TEST_CASE("count() adds each classified frame to one counter", "[classify][count
   count(counters, classify_bytes(ipv4_frame({}, udp(4791, roce_body()), other_mac)));
   count(counters, classify_bytes(Bytes(3, 0)));
   count(counters, classify_bytes(general_query_frame(), joined));
+  count(counters, classify_bytes(mld_general_query_frame()));
   CHECK(counters.rx_igmp == 1);
+  CHECK(counters.rx_mld == 1);
   CHECK(counters.rx_roce == 2);
   CHECK(counters.rx_arp == 1);
   CHECK(counters.rx_icmp_echo_requests == 1);
@@ -445,5 +460,123 @@ TEST_CASE("IGMP queries to all-hosts or our groups are for the membership; other
     // IGMP to our unicast address: no query comes that way.
     CHECK(reason_of(ipv4_frame({.protocol = 2}, igmp_message(0x11, 100, 0)), joined) ==
           DropReason::other_ip_protocol);
+  }
+}
+
+TEST_CASE("MLD queries to all-nodes, our groups or our solicited-node groups are for the membership",
+          "[classify][mld]") {
+  SECTION("a general v1 query to all-nodes, with or without groups of our own") {
+    for (const PortAddresses* p : {&port, &joined}) {
+      const Classification c = classify_bytes(mld_general_query_frame(), *p);
+      REQUIRE(c.kind == FrameClass::mld);
+      CHECK(c.mld.group == wire::IpAddress{});
+      CHECK(c.mld.max_response == seconds(10));
+      CHECK(c.ip_version == wire::IpVersion::v6);
+      CHECK(c.l4_offset == 14 + 40 + 8);
+      CHECK(c.l3_end == 14 + 40 + 8 + 24);
+    }
+  }
+  SECTION("a group-specific v2 query to one of our groups, tagged") {
+    const Bytes f = mld_frame(peer_link_local, group6,
+                              mld_message(130, 3000, group6, peer_link_local, group6, mld_v2_tail(0, 0)), 1,
+                              router_alert_hop_by_hop(), 0x0042);
+    const Classification c = classify_bytes(f, joined);
+    REQUIRE(c.kind == FrameClass::mld);
+    CHECK(c.mld.group == wire::IpAddress::from_v6_bytes(group6));
+    CHECK(c.mld.max_response == seconds(3));
+    CHECK(c.eth.vlan_id() == 0x42);
+    CHECK(c.l4_offset == 18 + 40 + 8);
+    // Not one of our groups: its MAC is not taken.
+    CHECK(reason_of(f) == DropReason::not_for_our_mac);
+  }
+  SECTION("a query for the solicited-node group of one of our addresses") {
+    const auto solicited = solicited_ip6(our_ip6);
+    const Classification c = classify_bytes(
+        mld_frame(peer_link_local, solicited.data(),
+                  mld_message(130, 1000, solicited.data(), peer_link_local, solicited.data())));
+    REQUIRE(c.kind == FrameClass::mld);
+    CHECK(c.mld.group == wire::IpAddress::from_v6_bytes(solicited.data()));
+  }
+  SECTION("a longer Hop-by-Hop header, its options padded with Pad1 and an unknown skippable option") {
+    const Bytes hbh{58, 1, 0, 0, 5, 2, 0, 0, 0x1e, 2, 0xab, 0xcd, 1, 2, 0, 0};
+    const Classification c = classify_bytes(
+        mld_frame(peer_link_local, all_nodes_ip6, mld_message(130, 1000, nullptr, peer_link_local, all_nodes_ip6),
+                  1, hbh));
+    REQUIRE(c.kind == FrameClass::mld);
+    CHECK(c.l4_offset == 14 + 40 + 16);
+  }
+}
+
+TEST_CASE("other MLD, broken MLD and anything else behind a Hop-by-Hop header are dropped", "[classify][mld]") {
+  const Bytes query = mld_message(130, 1000, nullptr, peer_link_local, all_nodes_ip6);
+  SECTION("other listeners' reports and dones") {
+    CHECK(reason_of(mld_frame(peer_link_local, group6, mld_message(131, 0, group6, peer_link_local, group6)),
+                    joined) == DropReason::mld_not_a_query);
+    // A v1 report for a host sharing our solicited-node group, and one from a host without an address yet.
+    const auto solicited = solicited_ip6(our_ip6);
+    CHECK(reason_of(mld_frame(unspecified_ip6, solicited.data(),
+                              mld_message(131, 0, solicited.data(), unspecified_ip6, solicited.data()))) ==
+          DropReason::mld_not_a_query);
+    // Dones go to all-routers and v2 reports to ff02::16, whose MACs we do not take.
+    CHECK(reason_of(mld_frame(peer_link_local, all_routers_ip6,
+                              mld_message(132, 0, group6, peer_link_local, all_routers_ip6)),
+                    joined) == DropReason::not_for_our_mac);
+  }
+  SECTION("queries failing RFC 3810 §6.2, or their checksum") {
+    CHECK(reason_of(mld_frame(peer_link_local, all_nodes_ip6, query, 255)) == DropReason::bad_mld_message);
+    CHECK(reason_of(mld_frame(peer_ip6, all_nodes_ip6, mld_message(130, 1000, nullptr, peer_ip6, all_nodes_ip6))) ==
+          DropReason::bad_mld_message);
+    const Bytes no_router_alert{58, 0, 1, 4, 0, 0, 0, 0};  // PadN only
+    CHECK(reason_of(mld_frame(peer_link_local, all_nodes_ip6, query, 1, no_router_alert)) ==
+          DropReason::bad_mld_message);
+    const Bytes other_router_alert{58, 0, 5, 2, 0, 1, 1, 0};  // value 1: RSVP, not MLD
+    CHECK(reason_of(mld_frame(peer_link_local, all_nodes_ip6, query, 1, other_router_alert)) ==
+          DropReason::bad_mld_message);
+    CHECK(reason_of(mld_frame(peer_link_local, all_nodes_ip6,
+                              mld_message(130, 1000, nullptr, peer_link_local, all_nodes_ip6, {}, true))) ==
+          DropReason::bad_icmp_checksum);
+    CHECK(reason_of(mld_frame(peer_link_local, all_nodes_ip6, Bytes{130, 0})) == DropReason::truncated_icmp);
+  }
+  SECTION("a malformed Hop-by-Hop header") {
+    // Longer (16 bytes) than the packet's 8-byte payload.
+    CHECK(reason_of(mld_frame(peer_link_local, all_nodes_ip6, {}, 1, Bytes{58, 1, 5, 2, 0, 0, 1, 0})) ==
+          DropReason::bad_hop_by_hop);
+    // Shorter than 8 bytes.
+    CHECK(reason_of(mld_frame(peer_link_local, all_nodes_ip6, {}, 1, Bytes{58, 0, 1, 0})) ==
+          DropReason::bad_hop_by_hop);
+    // An option running past the header's end.
+    CHECK(reason_of(mld_frame(peer_link_local, all_nodes_ip6, query, 1, Bytes{58, 0, 5, 2, 0, 0, 1, 1})) ==
+          DropReason::bad_hop_by_hop);
+    // A Router Alert of the wrong length (RFC 2711: 2 bytes).
+    CHECK(reason_of(mld_frame(peer_link_local, all_nodes_ip6, query, 1, Bytes{58, 0, 5, 4, 0, 0, 0, 0})) ==
+          DropReason::bad_hop_by_hop);
+    // An unknown option whose type says to discard the packet (high bits 01).
+    CHECK(reason_of(mld_frame(peer_link_local, all_nodes_ip6, query, 1, Bytes{58, 0, 0x5e, 0, 5, 2, 0, 0})) ==
+          DropReason::bad_hop_by_hop);
+  }
+  SECTION("anything but MLD behind a Hop-by-Hop header, as before MLD") {
+    CHECK(reason_of(mld_frame(peer_link_local, group6, udp(4791, roce_body()), 1, router_alert_hop_by_hop(17)),
+                    joined) == DropReason::other_ip_protocol);
+    CHECK(reason_of(mld_frame(peer_link_local, all_nodes_ip6,
+                              icmpv6_echo(128, 1, 1, pattern(8), peer_link_local, all_nodes_ip6))) ==
+          DropReason::other_ip_protocol);
+    CHECK(reason_of(mld_frame(peer_link_local, all_nodes_ip6, {}, 1)) == DropReason::other_ip_protocol);
+    // To our unicast address: no MLD query comes that way, and RoCE never has extension headers.
+    Bytes to_us = router_alert_hop_by_hop();
+    to_us.insert(to_us.end(), query.begin(), query.end());
+    CHECK(reason_of(ipv6_frame(peer_link_local, our_ip6, 0, to_us)) == DropReason::other_ip_protocol);
+    CHECK(reason_of(ipv6_frame(peer_ip6, our_ip6, 0, udp(4791, roce_body()))) == DropReason::other_ip_protocol);
+    // To a group we do not listen to, which shares one of ours' MAC.
+    CHECK(reason_of(mld_frame(peer_link_local, group6_alias, query), joined) == DropReason::not_for_our_ip);
+  }
+  SECTION("MLD without a Hop-by-Hop header is no MLD we take") {
+    const Bytes bare = ipv6_frame(peer_link_local, all_nodes_ip6, 58, query);
+    CHECK(reason_of(bare) == DropReason::other_icmpv6_type);
+  }
+  SECTION("RoCE and neighbour discovery are unchanged") {
+    CHECK(classify_bytes(roce_v6_frame()).kind == FrameClass::roce);
+    CHECK(classify_bytes(roce_to_group_v6(group6), joined).kind == FrameClass::roce);
+    CHECK(classify_bytes(peer_ns()).kind == FrameClass::nd);
+    CHECK(classify_bytes(peer_na()).kind == FrameClass::nd);
   }
 }

@@ -17,9 +17,7 @@ namespace wire = uroce::wire;
 namespace {
 
 // The fields of one IGMP frame we sent, read back at fixed offsets.
-struct SentIgmp {
-  MacAddress eth_dst, eth_src;
-  std::optional<uint16_t> vlan;
+struct SentIgmp : SentEthernet {
   uint32_t ip_src = 0, ip_dst = 0;
   uint8_t type = 0;
   uint32_t group = 0;
@@ -27,15 +25,9 @@ struct SentIgmp {
 
 SentIgmp read_sent(const Bytes& f) {
   SentIgmp s;
-  s.eth_dst = get_mac(f.data());
-  s.eth_src = get_mac(f.data() + 6);
-  size_t l3 = 14;
-  if (get16(f.data() + 12) == 0x8100) {
-    s.vlan = get16(f.data() + 14);
-    l3 = 18;
-  }
-  REQUIRE(f.size() == l3 + 24 + 8);
-  const uint8_t* ip = f.data() + l3;
+  static_cast<SentEthernet&>(s) = read_ethernet(f);
+  REQUIRE(f.size() == s.l3 + 24 + 8);
+  const uint8_t* ip = f.data() + s.l3;
   s.ip_src = get32(ip + 12);
   s.ip_dst = get32(ip + 16);
   s.type = ip[24];
@@ -73,32 +65,10 @@ void check_message(const SentIgmp& s, uint8_t type, uint32_t group, uint32_t src
   CHECK(s.eth_src == our_mac);
 }
 
-struct Membership {
-  PortAddresses port;
-  NetCounters counters;
-  IgmpMembership igmp;
-  IgmpOutput out;
+struct Membership : MembershipFixture<IgmpMembership, IgmpOutput, SentIgmp, read_sent> {
+  IgmpMembership& igmp = membership;
 
-  explicit Membership(PortAddresses p = test_port(), uint64_t seed = 7)
-      : port(std::move(p)), igmp(port, counters, seed) {}
-
-  std::vector<SentIgmp> poll(Nanos now) {
-    out.clear();
-    igmp.poll(now, out);
-    std::vector<SentIgmp> sent;
-    for (const auto& f : out.frames) sent.push_back(read_sent(f));
-    return sent;
-  }
-
-  // Polls at every deadline up to `until`, returning when each frame left.
-  std::vector<std::pair<Nanos, SentIgmp>> run_until(Nanos until) {
-    std::vector<std::pair<Nanos, SentIgmp>> sent;
-    while (igmp.next_deadline() <= until) {
-      const Nanos t = igmp.next_deadline();
-      for (const SentIgmp& s : poll(t)) sent.emplace_back(t, s);
-    }
-    return sent;
-  }
+  explicit Membership(PortAddresses p = test_port(), uint64_t seed = 7) : MembershipFixture(std::move(p), seed) {}
 };
 
 IgmpQuery query(uint32_t group, Nanos max_response) { return IgmpQuery{.group = group, .max_response = max_response}; }

@@ -1,4 +1,4 @@
-// An outside opinion: the ARP, ICMP, neighbour discovery and IGMP frames we build, as Wireshark's
+// An outside opinion: the ARP, ICMP, neighbour discovery, IGMP and MLD frames we build, as Wireshark's
 // dissectors decode them. Skipped (with a warning) when tshark is not installed.
 #include <catch2/catch.hpp>
 
@@ -12,6 +12,7 @@
 #include "emulator/net/arp_responder.hpp"
 #include "emulator/net/icmp.hpp"
 #include "emulator/net/igmp.hpp"
+#include "emulator/net/mld.hpp"
 #include "emulator/net/nd_cache.hpp"
 #include "emulator/net/nd_frames.hpp"
 #include "emulator/net/nd_responder.hpp"
@@ -205,4 +206,43 @@ TEST_CASE("tshark decodes our IGMPv2 report and leave: TTL 1, Router Alert, chec
   // The summary's wording varies between Wireshark versions ("Membership Report group ..." in 4.0).
   CHECK_THAT(lines[0], Catch::Contains("Membership Report"));
   CHECK_THAT(lines[1], Catch::Contains("Leave Group"));
+}
+
+TEST_CASE("tshark decodes our MLDv1 report and done: hop limit 1, Router Alert, checksum good", "[tshark][mld]") {
+  if (!have_tshark()) {
+    WARN("tshark not installed: comparison skipped");
+    return;
+  }
+  // Through MldMembership, as the engine gets them: a join's report, then a done, on a tagged port with a
+  // link-local address; then a report from :: on a port without one.
+  PortAddresses port = test_port(0x0064);
+  port.ips.push_back(uroce::wire::IpAddress::from_v6_bytes(our_link_local));
+  NetCounters counters;
+  MldMembership mld(port, counters);
+  MldOutput out;
+  mld.join(uroce::wire::IpAddress::from_v6_bytes(group6), 0);
+  mld.poll(0, out);
+  mld.leave(uroce::wire::IpAddress::from_v6_bytes(group6), 1);
+  mld.poll(1, out);
+  MldMembership without_link_local(test_port(), counters);
+  without_link_local.join(solicited_node_address(uroce::wire::IpAddress::from_v6_bytes(our_ip6)), 0);
+  without_link_local.poll(0, out);
+  REQUIRE(out.frames.size() == 3);
+
+  const auto lines = tshark_fields_of(
+      out.frames, "-e eth.dst -e eth.src -e vlan.id -e ipv6.src -e ipv6.dst -e ipv6.hlim -e ipv6.nxt "
+                  "-e ipv6.opt.type -e ipv6.opt.router_alert -e icmpv6.type -e icmpv6.code "
+                  "-e icmpv6.checksum.status -e icmpv6.mld.multicast_address -e _ws.malformed "
+                  "-e _ws.expert.severity -e _ws.col.Info");
+  // Hop limit 1, next header 0 (Hop-by-Hop) with options Router Alert (5, value 0: MLD) and PadN (1), then
+  // type 131 or 132 with a good checksum; nothing malformed, no expert warning.
+  const std::vector<std::string> expected{
+      "33:33:00:00:12:34|02:00:00:00:00:01|100|fe80::1|ff0e::1234|1|0|0x05,0x01|0|131|0|1|ff0e::1234|||",
+      "33:33:00:00:00:02|02:00:00:00:00:01|100|fe80::1|ff02::2|1|0|0x05,0x01|0|132|0|1|ff0e::1234|||",
+      "33:33:ff:00:00:01|02:00:00:00:00:01||::|ff02::1:ff00:1|1|0|0x05,0x01|0|131|0|1|ff02::1:ff00:1|||",
+  };
+  REQUIRE(lines.size() == expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) CHECK(lines[i].starts_with(expected[i]));
+  CHECK_THAT(lines[0], Catch::Contains("Multicast Listener Report"));
+  CHECK_THAT(lines[1], Catch::Contains("Multicast Listener Done"));
 }
