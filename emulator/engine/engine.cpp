@@ -59,6 +59,7 @@ Engine::Engine(port::DpdkPort& port, EngineConfig config)
       nd_responder_(addresses_, nd_, net_counters_),
       icmp_(addresses_.mac, net_counters_),
       igmp_(addresses_, net_counters_),
+      mld_(addresses_, net_counters_),
       loss_rng_(config_.loss_seed),
       back_off_(config_.back_off) {
   device_.set_gids(config_.addresses);
@@ -193,7 +194,12 @@ void Engine::run() {
     const size_t size =
         net::write_nd_frame(frame, net::multicast_mac(na.ip_dst), addresses_.mac, addresses_.vlan_tci, na);
     queue_copy({frame, size});
+    // Neighbour discovery's solicitations for it come to its solicited-node group: report it (MLD), so that
+    // a switch snooping MLD forwards them to the port, as Linux reports the groups of its addresses.
+    mld_.join(net::solicited_node_address(ip), clock_.now());
   }
+  mld_.poll(clock_.now(), mld_out_);
+  send_mld_output();
   flush_tx();
   while (!stop_.load(std::memory_order_acquire)) {
     const transport::Nanos now = clock_.now();
@@ -204,7 +210,8 @@ void Engine::run() {
     } else {
       // Timers only matter once idle: finding the next one walks every QP.
       const transport::Nanos transport_deadline = device_.next_deadline();
-      step = back_off_.idle(now, std::min({transport_deadline, arp_.next_deadline(), nd_.next_deadline(), igmp_.next_deadline()}),
+      step = back_off_.idle(now, std::min({transport_deadline, arp_.next_deadline(), nd_.next_deadline(), igmp_.next_deadline(),
+                                       mld_.next_deadline()}),
                             transport_deadline != transport::never);
     }
     if (step.kind != BackOff::Kind::poll) rest(step, now);
@@ -243,6 +250,10 @@ bool Engine::turn(transport::Nanos now) {
   if (now >= igmp_.next_deadline()) {
     igmp_.poll(now, igmp_out_);
     send_igmp_output();
+  }
+  if (now >= mld_.next_deadline()) {
+    mld_.poll(now, mld_out_);
+    send_mld_output();
   }
   work += flush_tx();
   // Completion events last: writing a sleeping application's channel wakes it, and the scheduler may give
@@ -310,6 +321,9 @@ void Engine::handle_frame(std::span<const uint8_t> frame, transport::Nanos now, 
     case net::FrameClass::igmp:
       igmp_.on_query(c.igmp, now);
       return;
+    case net::FrameClass::mld:
+      mld_.on_query(c.mld, now);
+      return;
     case net::FrameClass::icmp_echo_request: {
       const size_t size = icmp_.on_frame(frame, c, scratch_);
       if (size != 0) queue_copy({scratch_.data(), size});
@@ -341,6 +355,11 @@ void Engine::send_igmp_output() {
   igmp_out_.clear();
 }
 
+void Engine::send_mld_output() {
+  for (const auto& f : mld_out_.frames) queue_copy(f);
+  mld_out_.clear();
+}
+
 void Engine::sync_multicast_groups(transport::Nanos now) {
   if (device_.multicast_generation() == multicast_generation_) return;
   multicast_generation_ = device_.multicast_generation();
@@ -348,17 +367,28 @@ void Engine::sync_multicast_groups(transport::Nanos now) {
   const auto contains = [](const std::vector<wire::IpAddress>& v, const wire::IpAddress& g) {
     return std::find(v.begin(), v.end(), g) != v.end();
   };
-  // IGMP speaks for IPv4 groups only; IPv6 ones would need MLD (not sent: see docs/daemon.md).
   for (const wire::IpAddress& g : addresses_.groups) {
-    if (g.is_v4() && !contains(groups, g)) igmp_.leave(g.v4(), now);
+    if (contains(groups, g)) continue;
+    if (g.is_v4()) {
+      igmp_.leave(g.v4(), now);
+    } else {
+      mld_.leave(g, now);
+    }
   }
   for (const wire::IpAddress& g : groups) {
-    if (g.is_v4() && !contains(addresses_.groups, g)) igmp_.join(g.v4(), now);
+    if (contains(addresses_.groups, g)) continue;
+    if (g.is_v4()) {
+      igmp_.join(g.v4(), now);
+    } else {
+      mld_.join(g, now);
+    }
   }
   for (const wire::IpAddress& g : groups) spdlog::debug("multicast group {} has members", wire::to_string(g));
   addresses_.groups = std::move(groups);
   igmp_.poll(now, igmp_out_);  // a join's first report goes at once
   send_igmp_output();
+  mld_.poll(now, mld_out_);
+  send_mld_output();
 }
 
 void Engine::queue_copy(std::span<const uint8_t> frame) {

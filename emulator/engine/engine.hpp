@@ -32,6 +32,7 @@
 #include "emulator/net/counters.hpp"
 #include "emulator/net/icmp.hpp"
 #include "emulator/net/igmp.hpp"
+#include "emulator/net/mld.hpp"
 #include "emulator/net/nd_cache.hpp"
 #include "emulator/net/nd_responder.hpp"
 #include "emulator/net/port_addresses.hpp"
@@ -112,8 +113,10 @@ class Engine final : public transport::PacketSink, public EngineAccess {
   void send_arp_output();
   void send_nd_output();
   void send_igmp_output();
+  void send_mld_output();
   // The port's multicast groups follow the QPs attached to them (Device::multicast_groups): the receive
-  // filter (PortAddresses::groups) and IGMP membership, joined and left as groups come and go.
+  // filter (PortAddresses::groups) and IGMP (IPv4) or MLD (IPv6) membership, joined and left as groups
+  // come and go.
   void sync_multicast_groups(transport::Nanos now);
   // EngineContext::neighbour_known: the ARP or ND cache, resolving on a miss.
   bool neighbour_known(const wire::IpAddress& ip, transport::Nanos now);
@@ -133,9 +136,11 @@ class Engine final : public transport::PacketSink, public EngineAccess {
   net::NdResponder nd_responder_;
   net::IcmpEchoResponder icmp_;
   net::IgmpMembership igmp_;
+  net::MldMembership mld_;
   net::ArpOutput arp_out_;
   net::NdOutput nd_out_;
   net::IgmpOutput igmp_out_;
+  net::MldOutput mld_out_;
   uint64_t multicast_generation_ = 0;  // Device::multicast_generation() when the groups were last synced
   std::unique_ptr<Capture> capture_;
   EngineCounters counters_;

@@ -146,7 +146,7 @@ class Ipv6OverVeth(Ipv6Base):
                 self.assertEqual(d.stop(), 0, d.read_log())
 
         # Neighbour discovery as Wireshark sees it: NS and NA present, every one well-formed, checksums good.
-        nd = tshark("-r", capture, "-Y", "icmpv6", "-T", "fields",
+        nd = tshark("-r", capture, "-Y", "icmpv6.type == 135 || icmpv6.type == 136", "-T", "fields",
                     "-e", "icmpv6.type", "-e", "icmpv6.checksum.status", "-e", "ipv6.hlim")
         types = [line.split("\t")[0] for line in nd]
         print(f"  capture: {len(nd)} ICMPv6 frames: {types.count('135')} NS, {types.count('136')} NA", flush=True)
@@ -155,6 +155,11 @@ class Ipv6OverVeth(Ipv6Base):
         for line in nd:
             _, status, hlim = line.split("\t")
             self.assertEqual((status, hlim), ("1", "255"), line)  # checksum Good, hop limit 255
+        # Each daemon reported its solicited-node groups with MLD (so that an MLD-snooping switch forwards NS
+        # to it): from its link-local address, hop limit 1, checksum good.
+        mld = tshark("-r", capture, "-Y", "icmpv6.type == 131", "-T", "fields", "-e", "icmpv6.mld.multicast_address",
+                     "-e", "icmpv6.checksum.status", "-e", "ipv6.hlim", "-e", "ipv6.src")
+        self.assertIn("ff02::1:ff00:1\t1\t1\tfe80::", "\n".join(mld))  # fd00:75::1's group
         self.assertEqual(tshark("-r", capture, "-Y", "_ws.malformed || (icmpv6 && _ws.expert.severity >= 0x00600000)"),
                          [])
         # The RoCE frames: all IPv6, none IPv4; uroce dissect verifies every ICRC.

@@ -7,9 +7,10 @@ MULTICAST_JOIN event's address handle and Q_Key, the QP attached to the group, d
   fails it by timeout). The same with an IPv6 group, and with no bind address (the group's family picks the
   source address).
 - Two daemons over a veth pair in two network namespaces: the receiver on one, the sender on the other.
-  The sender's capture must show the datagrams to 239.1.1.1 at MAC 01:00:5e:01:01:01, destination QP
-  0xFFFFFF; the receiver's capture must show its daemon's IGMPv2 Membership Report for the group while the
-  receiver is a member and a Leave Group after, both well-formed to tshark.
+  The captures must show the datagrams to 239.1.1.1 at MAC 01:00:5e:01:01:01, destination QP 0xFFFFFF;
+  the receiver's daemon's IGMPv2 Membership Report for the group while the receiver is a member and a
+  Leave Group after, both well-formed to tshark. The same over IPv6 (ff0e::1:2) with MLD Reports and Done,
+  and the MLD Reports of the daemon's solicited-node groups.
 - rdma_join_multicast on an ID of the wrong kind or with a unicast address fails (mckey prints the error).
 
 Usage: test_multicast.py UROCED UROCE_RUN UROCE
@@ -83,18 +84,44 @@ class MulticastLoopback(MulticastBase):
 
 @unittest.skipUnless(is_root(), "network namespaces need root")
 class MulticastVeth(MulticastBase):
-    def test_group_across_a_veth_with_igmp(self):
+    def across_a_veth(self, addresses, group):
+        """Receiver on daemon a (addresses[0]), sender on daemon b; returns both daemons' captures."""
         with two_namespaces_with_veth() as (ns, veth):
             caps = [os.path.join(self.dir.name, n + ".pcap") for n in ("a", "b")]
             for i, name in enumerate(("a", "b")):
                 self.daemons.append(Daemon(UROCED, self.dir.name, name,
-                                           ["--port", f"net_af_packet0,iface={veth[i]}", "--ip", f"10.77.7.{i + 1}",
+                                           ["--port", f"net_af_packet0,iface={veth[i]}", "--ip", addresses[i],
                                             "--capture", caps[i]], netns=ns[i]))
             a, b = self.daemons
-            self.group_traffic([(a.socket, ("-b", "10.77.7.1"))], (b.socket, ("-b", "10.77.7.2")), "239.1.1.1")
+            self.group_traffic([(a.socket, ("-b", addresses[0]))], (b.socket, ("-b", addresses[1])), group)
             time.sleep(0.5)  # the receiver's leave reaches the wire
             for d in self.daemons:
                 self.assertEqual(d.stop(), 0, d.read_log())
+        # Nothing malformed, and no IGMP or ICMPv6 (MLD) warning. (tshark warns about every RoCEv2 frame over
+        # IPv6: its UDP checksum is zero, as rxe sends it too.)
+        warned = "_ws.malformed || ((igmp || icmpv6) && _ws.expert.severity >= 0x00600000)"
+        self.assertEqual(tshark("-r", caps[0], "-Y", warned), [])
+        return caps
+
+    def test_ipv6_group_across_a_veth_with_mld(self):
+        """An IPv6 group: the datagrams at 33:33:00:01:00:02, the receiver's daemon reporting the group with
+        MLD (from its link-local address, hop limit 1) and saying Done when it leaves; each daemon also
+        reports the solicited-node groups of its addresses, which neighbour discovery needs."""
+        caps = self.across_a_veth(("fd00:77::1", "fd00:77::2"), "ff0e::1:2")
+        roce = ("udp.dstport == 4791 && ipv6.dst == ff0e::1:2 && eth.dst == 33:33:00:01:00:02 && "
+                "infiniband.bth.destqp == 0xffffff")
+        self.assertEqual(len(tshark("-r", caps[0], "-Y", roce)), MESSAGES)
+        # The receiver's daemon's MAC: the source of its unsolicited Neighbor Advertisement.
+        mac_a = tshark("-r", caps[0], "-Y", "ipv6.src == fd00:77::1", "-T", "fields", "-e", "eth.src")[0]
+        mld = tshark("-r", caps[0], "-Y", f"(icmpv6.type == 131 || icmpv6.type == 132) && ipv6.src == fe80::/10 && "
+                     f"ipv6.hlim == 1 && eth.src == {mac_a}",
+                     "-T", "fields", "-e", "icmpv6.type", "-e", "ipv6.dst", "-e", "icmpv6.mld.multicast_address")
+        self.assertEqual(mld.count("131\tff0e::1:2\tff0e::1:2"), 2, mld)  # at once, and again 1 s later
+        self.assertEqual(mld.count("132\tff02::2\tff0e::1:2"), 1, mld)
+        self.assertIn("131\tff02::1:ff00:1\tff02::1:ff00:1", mld)  # fd00:77::1's solicited-node group
+
+    def test_group_across_a_veth_with_igmp(self):
+        caps = self.across_a_veth(("10.77.7.1", "10.77.7.2"), "239.1.1.1")
 
         roce = ("udp.dstport == 4791 && ip.dst == 239.1.1.1 && eth.dst == 01:00:5e:01:01:01 && "
                 "infiniband.bth.destqp == 0xffffff && infiniband.bth.opcode == 101")
@@ -113,7 +140,6 @@ class MulticastVeth(MulticastBase):
         self.assertEqual(reports[0].split("\t"), ["0x16", "239.1.1.1", "239.1.1.1", "1", "1"], igmp)
         self.assertEqual(len(leaves), 1, igmp)
         self.assertEqual(leaves[0].split("\t"), ["0x17", "224.0.0.2", "239.1.1.1", "1", "1"], igmp)
-        self.assertEqual(tshark("-r", caps[0], "-Y", "_ws.malformed || _ws.expert.severity >= 0x00600000"), [])
         # mckey's sender joins too, and librdmacm attaches its QP on every full-member join: its daemon
         # reports the group as well.
         self.assertGreaterEqual(len(tshark("-r", caps[1], "-Y", "igmp.type == 0x16")), 1)
