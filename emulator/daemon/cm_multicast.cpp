@@ -37,7 +37,8 @@ json CmService::join_multicast(uint64_t s, const json& r, std::vector<int>&) {
     if (!source) throw ServiceError(EADDRNOTAVAIL, "the port has no address of the group's family");
     id.src = port_.gids[*source];
   } else if (id.src.is_v4() != group.is_v4()) {
-    throw ServiceError(EINVAL, wire::to_string(id.src) + " and " + wire::to_string(group) + " are of different families");
+    throw ServiceError(EINVAL,
+                       wire::to_string(id.src) + " and " + wire::to_string(group) + " are of different families");
   }
   const uint32_t handle = next_membership_++;
   id.groups.emplace(handle, group);

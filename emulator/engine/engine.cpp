@@ -198,8 +198,7 @@ void Engine::run() {
     // a switch snooping MLD forwards them to the port, as Linux reports the groups of its addresses.
     mld_.join(net::solicited_node_address(ip), clock_.now());
   }
-  mld_.poll(clock_.now(), mld_out_);
-  send_mld_output();
+  poll_due(mld_, mld_out_, clock_.now());
   flush_tx();
   while (!stop_.load(std::memory_order_acquire)) {
     const transport::Nanos now = clock_.now();
@@ -210,9 +209,9 @@ void Engine::run() {
     } else {
       // Timers only matter once idle: finding the next one walks every QP.
       const transport::Nanos transport_deadline = device_.next_deadline();
-      step = back_off_.idle(now, std::min({transport_deadline, arp_.next_deadline(), nd_.next_deadline(), igmp_.next_deadline(),
-                                       mld_.next_deadline()}),
-                            transport_deadline != transport::never);
+      const transport::Nanos net_deadline =
+          std::min({arp_.next_deadline(), nd_.next_deadline(), igmp_.next_deadline(), mld_.next_deadline()});
+      step = back_off_.idle(now, std::min(transport_deadline, net_deadline), transport_deadline != transport::never);
     }
     if (step.kind != BackOff::Kind::poll) rest(step, now);
   }
@@ -239,22 +238,10 @@ bool Engine::turn(transport::Nanos now) {
   bool pending = device_.has_pending_work();
   device_.run(now);
   work += queues_.deliver_completions();
-  if (now >= arp_.next_deadline()) {
-    arp_.poll(now, arp_out_);
-    send_arp_output();
-  }
-  if (now >= nd_.next_deadline()) {
-    nd_.poll(now, nd_out_);
-    send_nd_output();
-  }
-  if (now >= igmp_.next_deadline()) {
-    igmp_.poll(now, igmp_out_);
-    send_igmp_output();
-  }
-  if (now >= mld_.next_deadline()) {
-    mld_.poll(now, mld_out_);
-    send_mld_output();
-  }
+  poll_due(arp_, arp_out_, now);
+  poll_due(nd_, nd_out_, now);
+  poll_due(igmp_, igmp_out_, now);
+  poll_due(mld_, mld_out_, now);
   work += flush_tx();
   // Completion events last: writing a sleeping application's channel wakes it, and the scheduler may give
   // it this core at once; the frames of this turn (the ACK its peer waits for) are on the wire by then.
@@ -308,14 +295,14 @@ void Engine::handle_frame(std::span<const uint8_t> frame, transport::Nanos now, 
       uint8_t reply[net::max_arp_frame_size];
       const size_t size = arp_responder_.on_frame(c, now, reply, arp_out_);
       if (size != 0) queue_copy({reply, size});
-      send_arp_output();
+      send_output(arp_out_);
       return;
     }
     case net::FrameClass::nd: {
       uint8_t reply[net::max_nd_frame_size];
       const size_t size = nd_responder_.on_frame(c, now, reply, nd_out_);
       if (size != 0) queue_copy({reply, size});
-      send_nd_output();
+      send_output(nd_out_);
       return;
     }
     case net::FrameClass::igmp:
@@ -335,29 +322,9 @@ void Engine::handle_frame(std::span<const uint8_t> frame, transport::Nanos now, 
   }
 }
 
-void Engine::send_arp_output() {
-  for (const auto& f : arp_out_.frames) queue_copy(f);
-  arp_out_.clear();
-}
-
-void Engine::send_nd_output() {
-  for (const auto& f : nd_out_.frames) queue_copy(f);
-  nd_out_.clear();
-}
-
 bool Engine::neighbour_known(const wire::IpAddress& ip, transport::Nanos now) {
   if (ip.is_multicast()) return true;  // its MAC follows from the address
   return ip.is_v4() ? arp_.resolve(ip.v4(), now) : nd_.resolve(ip, now);
-}
-
-void Engine::send_igmp_output() {
-  for (const auto& f : igmp_out_.frames) queue_copy(f);
-  igmp_out_.clear();
-}
-
-void Engine::send_mld_output() {
-  for (const auto& f : mld_out_.frames) queue_copy(f);
-  mld_out_.clear();
 }
 
 void Engine::sync_multicast_groups(transport::Nanos now) {
@@ -385,10 +352,22 @@ void Engine::sync_multicast_groups(transport::Nanos now) {
   }
   for (const wire::IpAddress& g : groups) spdlog::debug("multicast group {} has members", wire::to_string(g));
   addresses_.groups = std::move(groups);
-  igmp_.poll(now, igmp_out_);  // a join's first report goes at once
-  send_igmp_output();
-  mld_.poll(now, mld_out_);
-  send_mld_output();
+  poll_due(igmp_, igmp_out_, now);  // a join's first report is due at once
+  poll_due(mld_, mld_out_, now);
+}
+
+// What a network-layer protocol (ARP, ND, IGMP, MLD) handed back: its frames go out, its output is reused.
+template <class Output>
+void Engine::send_output(Output& out) {
+  for (const auto& f : out.frames) queue_copy(f);
+  out.clear();
+}
+
+template <class Protocol, class Output>
+void Engine::poll_due(Protocol& protocol, Output& out, transport::Nanos now) {
+  if (now < protocol.next_deadline()) return;
+  protocol.poll(now, out);
+  send_output(out);
 }
 
 void Engine::queue_copy(std::span<const uint8_t> frame) {

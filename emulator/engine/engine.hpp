@@ -110,10 +110,11 @@ class Engine final : public transport::PacketSink, public EngineAccess {
   unsigned run_commands(transport::Nanos now);
   void queue_copy(std::span<const uint8_t> frame);
   unsigned flush_tx();
-  void send_arp_output();
-  void send_nd_output();
-  void send_igmp_output();
-  void send_mld_output();
+  template <class Output>
+  void send_output(Output& out);
+  // Lets ARP, ND, IGMP or MLD do what is due by `now` (its poll()) and sends what it made.
+  template <class Protocol, class Output>
+  void poll_due(Protocol& protocol, Output& out, transport::Nanos now);
   // The port's multicast groups follow the QPs attached to them (Device::multicast_groups): the receive
   // filter (PortAddresses::groups) and IGMP (IPv4) or MLD (IPv6) membership, joined and left as groups
   // come and go.
