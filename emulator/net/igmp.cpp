@@ -4,7 +4,10 @@ namespace uroce::emulator::net {
 
 namespace {
 
-bool is_reportable_group(uint32_t group) { return (group >> 28) == 0xe && group != igmp_all_hosts; }
+// A group (224.0.0.0/4, the transport's is_multicast), but never all-hosts (RFC 2236 §6).
+bool is_reportable_group(uint32_t group) {
+  return wire::IpAddress::from_v4(group).is_multicast() && group != igmp_all_hosts;
+}
 
 std::optional<uint32_t> first_ipv4(const PortAddresses& port) {
   const std::vector<uint32_t> ours = port.ipv4_addresses();
