@@ -92,7 +92,9 @@ Id* new_connection_id(Id* listener, const json& m) {
   id->id.qp_type = listener->id.qp_type;
   id->id.verbs = device_context();
   id->id.port_num = 1;
-  id->sync = listener->sync;
+  // Never synchronous here, even under a synchronous listener: it shares the listener's channel, which is not
+  // its own to destroy; rdma_get_request gives it a channel of its own and makes it synchronous then.
+  id->sync = false;
   rdma_addr& a = id->id.route.addr;
   set_ip(&a.src_addr, m.value("src", std::string()), m.value("src_port", uint16_t(0)));
   set_ip(&a.dst_addr, m.value("dst", std::string()), m.value("dst_port", uint16_t(0)));
