@@ -89,6 +89,17 @@ def sh(*cmd, check=True):
     return subprocess.run(cmd, check=check, capture_output=True, text=True)
 
 
+def daemon_side_link(netns, ifname):
+    """Readies the interface `ifname` in `netns` for a uroced on it: no kernel address, ARP off and IPv6 off
+    (the daemon does ARP and neighbour discovery itself, and the kernel neither answers for the daemon's
+    address nor sends noise), MTU 4200 (a 4096-byte RoCE MTU), up; and the namespace's lo up."""
+    sh("ip", "netns", "exec", netns, "sysctl", "-qw", f"net.ipv6.conf.{ifname}.disable_ipv6=1", check=False)
+    sh("ip", "-n", netns, "link", "set", ifname, "arp", "off")
+    sh("ip", "-n", netns, "link", "set", ifname, "mtu", "4200")
+    sh("ip", "-n", netns, "link", "set", ifname, "up")
+    sh("ip", "-n", netns, "link", "set", "lo", "up")
+
+
 @contextlib.contextmanager
 def two_namespaces_with_veth():
     """Two network namespaces joined by a veth pair, names unique to this process. The kernel side of
@@ -102,11 +113,7 @@ def two_namespaces_with_veth():
             sh("ip", "netns", "add", n)
         sh("ip", "link", "add", veth[0], "netns", ns[0], "type", "veth", "peer", "name", veth[1], "netns", ns[1])
         for n, v in zip(ns, veth):
-            sh("ip", "netns", "exec", n, "sysctl", "-qw", f"net.ipv6.conf.{v}.disable_ipv6=1", check=False)
-            sh("ip", "-n", n, "link", "set", v, "arp", "off")
-            sh("ip", "-n", n, "link", "set", v, "mtu", "4200")
-            sh("ip", "-n", n, "link", "set", v, "up")
-            sh("ip", "-n", n, "link", "set", "lo", "up")
+            daemon_side_link(n, v)
         yield ns, veth
     finally:
         for n in ns:
@@ -172,13 +179,16 @@ def loopback_setup(uroced, workdir, extra=()):
 
 
 @contextlib.contextmanager
-def veth_setup(uroced, workdir, extra=()):
+def veth_setup(uroced, workdir, extra=(), ipv6=False):
+    """ipv6: each daemon also has an IPv6 address, fd00:77::1 and fd00:77::2 (GID 1, neighbour discovery)."""
     with two_namespaces_with_veth() as (ns, ifs):
         daemons = []
         with _stopped_at_exit(daemons):  # inside: the daemons stop before their namespaces go
             for i, name in enumerate(("va", "vb")):
+                v6 = ["--ip", f"fd00:77::{i + 1}"] if ipv6 else []
                 daemons.append(Daemon(uroced, workdir, name, ["--port", f"net_af_packet0,iface={ifs[i]}",
-                                                              "--ip", f"10.77.0.{i + 1}", *extra], netns=ns[i]))
+                                                              "--ip", f"10.77.0.{i + 1}", *v6, *extra],
+                                      netns=ns[i]))
             yield daemons, daemons[0].socket, daemons[1].socket
 
 
