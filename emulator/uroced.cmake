@@ -2,7 +2,7 @@
 # (emulator/dpdk.cmake): `uroced` with its drivers linked in, and `uroced-all-pmds` on Debian's shared DPDK
 # with every driver it ships, which uroced runs instead when a port needs an mlx4/mlx5 driver.
 add_library(uroce_emulator_options STATIC ${CMAKE_CURRENT_SOURCE_DIR}/daemon/options.cpp)
-target_link_libraries(uroce_emulator_options PUBLIC uroce_emulator_port CLI11::CLI11 spdlog::spdlog uroce_wire)
+target_link_libraries(uroce_emulator_options PUBLIC uroce_emulator_port uroce_emulator_net CLI11::CLI11 spdlog::spdlog uroce_wire)
 foreach(flavour static shared)
   if(flavour STREQUAL "static")
     set(daemon uroced)

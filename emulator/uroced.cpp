@@ -46,6 +46,7 @@ int serve(const DaemonOptions& o) {
 
   engine::EngineConfig config;
   config.addresses = o.addresses;
+  config.routes = o.routes;
   // A real port also has its IPv6 link-local address (fe80::/64 from its MAC, RFC 4291), as a GID after
   // the configured ones: GID 0 stays the first --ip (rxe and ConnectX put the link-local GID first).
   if (!o.port.empty() && !o.no_link_local) {
@@ -78,6 +79,7 @@ int serve(const DaemonOptions& o) {
   description.port_name = o.port.empty() ? "loopback" : o.port;
   description.mac = config.mac.value_or(port->mac());
   description.gids = config.addresses;
+  description.routes = config.routes;
   description.ip_mtu = config.ip_mtu;
   description.active_mtu = engine.active_mtu();
   description.link_up = port->link().up || o.port.empty();
@@ -100,6 +102,9 @@ int serve(const DaemonOptions& o) {
     server.stop();                // and as a "shutdown" event; then their objects are freed
     engine.stop();
   });
+  for (const bool v4 : {true, false}) {
+    if (const auto g = config.routes.gateway(v4)) spdlog::info("gateway {}", uroce::wire::to_string(*g));
+  }
   spdlog::info("uroced ready: port {} ({}), address {}, control socket {}", description.port_name,
                uroce::wire::to_string(description.mac), uroce::wire::to_string(o.addresses.front()), o.socket);
   std::thread control([&] { io.run(); });

@@ -2,7 +2,9 @@
 // once the port knows the destination's MAC (ARP for IPv4, neighbour discovery for IPv6), and a peer that
 // does not answer within the caller's timeout_ms gives ADDR_ERROR with status -ETIMEDOUT (rping: "cma event
 // RDMA_CM_EVENT_ADDR_ERROR, error -110"), instead of a connection that fails when the REQ's retries run out
-// a hundred seconds later. Our own addresses and multicast groups need no resolution.
+// a hundred seconds later. Our own addresses and multicast groups need no resolution. A destination beyond
+// the port's subnets is resolved through its gateway (the engine asks for the gateway's MAC); with no
+// gateway there is no route, and ADDR_ERROR comes at once with -ENETUNREACH.
 //
 // The caches live on the engine thread, which sends the requests and hears the answers; the CM polls them
 // (one engine call per poll for every pending query) every address_poll_interval while queries pend.
@@ -25,6 +27,14 @@ constexpr std::chrono::milliseconds address_poll_interval{10};
 void CmService::resolve_neighbour(uint32_t n, cm::Nanos timeout) {
   CmId& id = ids_.at(n);
   bool known = is_local(id.dst) || id.dst.is_multicast();
+  if (!known && !port_.routes.next_hop(id.dst)) {
+    // Off the link with no gateway: Linux's route lookup fails at once with ENETUNREACH (rping: "cma event
+    // RDMA_CM_EVENT_ADDR_ERROR, error -101").
+    spdlog::info("rdma_cm: no route to {}", wire::to_string(id.dst));
+    id.state = CmIdState::idle;
+    queue_event(n, RdmaCmEvent::addr_error, -ENETUNREACH);
+    return;
+  }
   if (!known) engine_.run_on_engine([&](EngineContext& c) { known = c.neighbour_known(id.dst); });
   if (known) {
     id.state = CmIdState::addr_resolved;

@@ -18,6 +18,7 @@ void describe_options(CLI::App& app, DaemonOptions& o) {
       "  uroced --port net_af_packet0,iface=veth0 --ip 10.0.0.1 --socket /run/uroce/a.sock\n"
       "  uroced --port net_memif0,role=server,socket=/run/memif.sock --ip 10.0.1.1\n"
       "  uroced --port net_af_packet0,iface=veth0 --ip 10.0.0.1 --ip fd00:75::1   (GIDs: those two, then fe80::)\n"
+      "  uroced --port net_af_packet0,iface=veth0 --ip 10.81.1.1/24 --gateway 10.81.1.254   (routed RoCEv2)\n"
       "  uroced --config /etc/uroce/uroced.toml   (same names as the options: port = \"...\")");
   app.set_config("--config", "", "read options from a TOML file (keys are the long option names)");
   app.allow_config_extras(CLI::config_extras_mode::error);  // a misspelt key is an error, not ignored
@@ -25,8 +26,13 @@ void describe_options(CLI::App& app, DaemonOptions& o) {
                  "DPDK devargs of the Ethernet port: a vdev (net_af_packet0,iface=IF / net_memif0,... / "
                  "net_tap0,... / net_pcap0,...) or a PCI address; default: the internal loopback");
   app.add_option("--ip", o.ip_text,
-                 "an IPv4 or IPv6 address of the port (repeatable; GID index order; a real port also gets "
-                 "its fe80:: link-local address after these, unless --no-link-local)");
+                 "an IPv4 or IPv6 address of the port, with its prefix length or not (10.0.0.1/24: other "
+                 "destinations go through --gateway; 10.0.0.1: every destination is on the link) "
+                 "(repeatable; GID index order; a real port also gets its fe80:: link-local address after "
+                 "these, unless --no-link-local)");
+  app.add_option("--gateway", o.gateway_text,
+                 "the router for destinations outside the port's subnets: one IPv4 and one IPv6 at most, "
+                 "each inside a subnet of an --ip (routed RoCEv2)");
   app.add_flag("--no-link-local", o.no_link_local,
                "do not add the port's IPv6 link-local address (from its MAC) as the last GID");
   app.add_option("--mtu", o.mtu, "set the port's IP MTU (the RoCE path MTU follows, as in rxe)")->check(
@@ -64,23 +70,24 @@ void describe_options(CLI::App& app, DaemonOptions& o) {
 }
 
 void finish_options(DaemonOptions& o) {
+  std::vector<net::Subnet> subnets;
   for (const std::string& text : o.ip_text) {
-    uint8_t v4[4];
-    uint8_t v6[16];
-    if (inet_pton(AF_INET, text.c_str(), v4) == 1) {
-      o.addresses.push_back(wire::IpAddress::from_v4_bytes(v4));
-    } else if (inet_pton(AF_INET6, text.c_str(), v6) == 1) {
-      const wire::IpAddress a = wire::IpAddress::from_v6_bytes(v6);
-      // A v4-mapped address is how an IPv4 GID is written: take it as that IPv4 address. Multicast and ::
-      // can be no interface's address.
-      if (!a.is_v4() && (v6[0] == 0xff || a == wire::IpAddress{})) {
-        throw std::invalid_argument("--ip " + text + ": not a unicast address");
-      }
-      o.addresses.push_back(a);
-    } else {
-      throw std::invalid_argument("--ip " + text + ": not an IPv4 or IPv6 address");
-    }
+    const auto subnet = net::parse_subnet(text);
+    if (!subnet) throw std::invalid_argument("--ip " + text + ": not an IPv4 or IPv6 address (with a valid /prefix)");
+    const wire::IpAddress& a = subnet->address;
+    // A v4-mapped address is how an IPv4 GID is written: take it as that IPv4 address. Multicast and ::
+    // can be no interface's address.
+    if (a.is_multicast() || a == wire::IpAddress{}) throw std::invalid_argument("--ip " + text + ": not a unicast address");
+    o.addresses.push_back(a);
+    subnets.push_back(*subnet);
   }
+  std::vector<wire::IpAddress> gateways;
+  for (const std::string& text : o.gateway_text) {
+    const auto g = wire::parse_ip(text);
+    if (!g) throw std::invalid_argument("--gateway " + text + ": not an IPv4 or IPv6 address");
+    gateways.push_back(*g);
+  }
+  o.routes = net::Routes(subnets, gateways);  // (throws std::invalid_argument, which names the gateway)
   if (o.addresses.empty()) {
     if (!o.port.empty()) throw std::invalid_argument("--port needs at least one --ip for the port");
     uint8_t v4[4];

@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
+#include "emulator/net/routes.hpp"
 #include "emulator/port/eal_args.hpp"
 #include "transport/wire/address.hpp"
 
@@ -23,6 +24,8 @@ struct DaemonOptions {
   std::string port;                 // DPDK devargs; empty: the internal loopback
   std::vector<std::string> ip_text;
   std::vector<wire::IpAddress> addresses;  // the --ip addresses, in order (the link-local one is not here)
+  std::vector<std::string> gateway_text;
+  net::Routes routes;               // the --ip subnets and the --gateway routers
   bool no_link_local = false;       // a real port gets no fe80:: GID after the configured addresses
   unsigned mtu = 0;                 // 0: keep the port's
   std::string socket = default_socket_path;

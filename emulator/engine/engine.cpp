@@ -324,7 +324,9 @@ void Engine::handle_frame(std::span<const uint8_t> frame, transport::Nanos now, 
 
 bool Engine::neighbour_known(const wire::IpAddress& ip, transport::Nanos now) {
   if (ip.is_multicast()) return true;  // its MAC follows from the address
-  return ip.is_v4() ? arp_.resolve(ip.v4(), now) : nd_.resolve(ip, now);
+  const auto hop = config_.routes.next_hop(ip);
+  if (!hop) return false;  // no route: never known (the CM refuses such a destination before asking)
+  return hop->is_v4() ? arp_.resolve(hop->v4(), now) : nd_.resolve(*hop, now);
 }
 
 void Engine::sync_multicast_groups(transport::Nanos now) {
@@ -400,15 +402,21 @@ void Engine::transmit(const transport::OutPacket& p) {
   // MAC follows from its address (RFC 1112, RFC 2464).
   const bool multicast = av.dgid.is_multicast();
   const bool local = v4 ? addresses_.owns_v4(av.dgid.v4()) : addresses_.owns_v6(av.dgid.bytes.data());
+  // Anyone else: the next hop's MAC, the destination's own on the link, the gateway's beyond it.
   std::optional<wire::MacAddress> mac;
+  wire::IpAddress hop = av.dgid;
   if (multicast) {
     mac = net::multicast_mac_of(av.dgid);
   } else if (local) {
     mac = addresses_.mac;
-  } else if (v4) {
-    mac = arp_.lookup(av.dgid.v4(), now_);
   } else {
-    mac = nd_.lookup(av.dgid, now_);
+    const auto next = config_.routes.next_hop(av.dgid);
+    if (!next) {
+      ++counters_.tx_no_route;
+      return;
+    }
+    hop = *next;
+    mac = v4 ? arp_.lookup(hop.v4(), now_) : nd_.lookup(hop, now_);
   }
   if (mac) addressing.dst_mac = *mac;
   const wire::FrameSpec spec = transport::frame_spec_for(p, addressing);
@@ -417,9 +425,9 @@ void Engine::transmit(const transport::OutPacket& p) {
     std::vector<uint8_t> frame(size);
     wire::build_frame(spec, frame);
     if (v4) {
-      arp_.park(av.dgid.v4(), std::move(frame), now_);
+      arp_.park(hop.v4(), std::move(frame), now_);
     } else {
-      nd_.park(av.dgid, std::move(frame), now_);
+      nd_.park(hop, std::move(frame), now_);
     }
     return;
   }

@@ -36,6 +36,7 @@
 #include "emulator/net/nd_cache.hpp"
 #include "emulator/net/nd_responder.hpp"
 #include "emulator/net/port_addresses.hpp"
+#include "emulator/net/routes.hpp"
 #include "emulator/port/dpdk_port.hpp"
 #include "emulator/protocol/shared_region.hpp"
 #include "transport/device.hpp"
@@ -47,6 +48,7 @@ namespace uroce::emulator::engine {
 
 struct EngineConfig {
   std::vector<wire::IpAddress> addresses;  // the port's IP addresses, GID table order
+  net::Routes routes;                      // on-link subnets and gateways (everything on the link by default)
   std::string capture_path;                // empty: no capture
   bool capture_received = true;            // false on the loopback, where what is received was just sent
   double rx_loss = 0;                      // fraction of received RoCE frames dropped on purpose (tests)
@@ -73,7 +75,7 @@ struct EngineCounters {
   uint64_t rx_bursts = 0;
   uint64_t tx_frames = 0;
   uint64_t tx_no_mbuf = 0;         // a frame could not be sent: the mbuf pool was empty
-  uint64_t tx_no_route = 0;        // no source address of the destination's family
+  uint64_t tx_no_route = 0;        // no source address of the destination's family, or off the link with no gateway
   uint64_t rx_injected_loss = 0;   // dropped by EngineConfig::rx_loss
 };
 

@@ -17,10 +17,11 @@ constexpr uint32_t ps_tcp = 0x0106, ps_udp = 0x0111, ps_ib = 0x013f;
 
 // A CM service on the harness's device whose port has `gids`; session 1 holds one event channel.
 struct CmHarness {
-  explicit CmHarness(std::vector<wire::IpAddress> gids) {
+  explicit CmHarness(std::vector<wire::IpAddress> gids, emulator::net::Routes routes = {}) {
     emulator::PortDescription port;
     port.port_name = "sim";
     port.gids = std::move(gids);
+    port.routes = std::move(routes);
     cm = std::make_unique<CmService>(*h.engine, io, port);
     channel = call({{"op", "cm_create_channel"}}).at("channel");
   }
@@ -220,6 +221,32 @@ TEST_CASE("rdma_cm multicast: joins answered with the group's address handle, ba
   const uint32_t again = join(id, "239.1.1.2").at("mc");
   c.call({{"op", "cm_leave_multicast"}, {"cm_id", id}, {"mc", again}});
   CHECK(take_event().value("none", false));
+}
+
+TEST_CASE("rdma_resolve_addr beyond the port's subnets: through the gateway, or ENETUNREACH at once", "[cm][address]") {
+  using emulator::net::Subnet;
+  const auto take_event = [](CmHarness& c) { return c.call({{"op", "cm_get_event"}, {"channel", c.channel}}); };
+  const auto resolve = [](CmHarness& c, uint32_t id, const char* dst) {
+    c.call({{"op", "cm_resolve_addr"}, {"cm_id", id}, {"dst", dst}, {"timeout_ms", 2000}});
+  };
+  {
+    // No gateway: no route, ADDR_ERROR -ENETUNREACH with no waiting; on the link it resolves as ever.
+    CmHarness c({ip("10.0.0.1")}, emulator::net::Routes({Subnet{ip("10.0.0.1"), 24}}, {}));
+    const uint32_t far = c.new_id(ps_tcp, 2);
+    resolve(c, far, "10.9.9.9");
+    const json error = take_event(c);
+    CHECK(error.at("type") == 1);  // ADDR_ERROR
+    CHECK(error.at("status") == -ENETUNREACH);
+    CHECK(error.at("cm_id") == far);
+    resolve(c, c.new_id(ps_tcp, 2), "10.0.0.2");
+    CHECK(take_event(c).at("type") == 0);
+  }
+  {
+    // A gateway: the destination beyond it is resolved (the engine finds the gateway's MAC).
+    CmHarness c({ip("10.0.0.1")}, emulator::net::Routes({Subnet{ip("10.0.0.1"), 24}}, {ip("10.0.0.254")}));
+    resolve(c, c.new_id(ps_tcp, 2), "10.9.9.9");
+    CHECK(take_event(c).at("type") == 0);  // ADDR_RESOLVED
+  }
 }
 
 }  // namespace
