@@ -55,7 +55,7 @@ mkdir -p "$(dirname "$out")"
 scripts/deps.sh >/dev/null
 if ((do_build)); then
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-  cmake --build "$build" --target uroce uroced uroce_verbs_shim >/dev/null
+  cmake --build "$build" --target uroce uroced uroce_verbs_shim uroce_rdmacm_shim >/dev/null
 fi
 build=$(cd "$build" && pwd)
 
