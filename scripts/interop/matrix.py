@@ -134,7 +134,8 @@ class Runner:
             c_argv = program.argv(program.client(client, port, server_ip, server), cell.loss)
             for attempt in range(3):
                 c_rc, c_out = client.start(c_argv, program.limit).wait()
-                refused = "RDMA_CM_EVENT_REJECTED" in c_out or "RDMA_CM_EVENT_UNREACHABLE" in c_out
+                refused = any(r in c_out for r in ("RDMA_CM_EVENT_REJECTED", "RDMA_CM_EVENT_UNREACHABLE",
+                                                   "Connection refused"))  # (the last: rsockets)
                 if c_rc == 0 or not program.cm_only or not refused or attempt == 2:
                     break
                 cell.info.append(f"client refused (attempt {attempt + 1}: the server was not listening yet), run again")

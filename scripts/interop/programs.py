@@ -11,6 +11,9 @@ PERF_BW = re.compile(r"^\s*(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$", 
 QPERF = re.compile(r"^\s*(bw|latency)\s+=\s+([\d.]+ \S+)", re.M)
 PYVERBS = re.compile(r"^pyverbs_peer: all (\d+) checks passed", re.M)
 RPING = re.compile(r"^ping data: ", re.M)
+# rstream's and riostream's result line with -S/-C: name bytes xfers iters total time Gb/sec usec/xfer
+RSOCKET = re.compile(r"^custom\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+([\d.]+)s\s+([\d.]+)\s+([\d.]+)\s*$", re.M)
+RSOCKETS = ("rstream", "riostream")  # the rows of librdmacm's rsocket programs
 
 
 class Program:
@@ -22,15 +25,18 @@ class Program:
         # completion, so if its ACK of the server's last message is lost, the server retransmits to a QP
         # that is gone and never completes (rxe retries for ever; uroce gives up with retry-exceeded).
         # perftest's latency tests have the same race: the client ends once it has its peer's last message.
+        # rstream and riostream (rsockets) too: the client's rsocket closes once it has its peer's disconnect
+        # message, and the server's rshutdown waits for that message's ACK.
         self.last_ack_race = (name.startswith("ibv_") and "pingpong" in name) or (
-            name.startswith("ib_") and name.endswith("_lat"))
+            name.startswith("ib_") and name.endswith("_lat")) or name.startswith(RSOCKETS)
         # UD has no retransmission: one lost datagram stalls a pingpong (or udaddy, or mckey's receiver) for
         # good, so no lossy cell.
         self.lossy = "ud_pingpong" not in name and not name.startswith(("udaddy", "mckey"))
-        # rping, udaddy and mckey talk only rdma_cm: no TCP socket says when the server listens. The harness
-        # waits `cm_listen_wait` seconds instead and runs the client again (twice at most) if it was refused
-        # (REJECTED: a REQ before rdma_listen; UNREACHABLE: a SIDR_REQ before it).
-        self.cm_only = name.startswith(("rping", "udaddy", "mckey"))
+        # rping, udaddy, mckey and the rsocket programs talk only rdma_cm: no TCP socket says when the server
+        # listens. The harness waits `cm_listen_wait` seconds instead and runs the client again (twice at
+        # most) if it was refused (REJECTED: a REQ before rdma_listen; UNREACHABLE: a SIDR_REQ before it;
+        # "Connection refused": an rsocket's rconnect got the REJ).
+        self.cm_only = name.startswith(("rping", "udaddy", "mckey") + RSOCKETS)
         # A qperf server serves clients until it is stopped: its end says nothing.
         self.server_persists = name.startswith("qperf")
         # qperf's server sends its rdma_cm port to the client before it calls rdma_listen (cm_open_server in
@@ -146,6 +152,28 @@ def mckey():
     return server, client
 
 
+def rsocket_result(out):
+    """rstream's or riostream's result line; none if the receiver found a byte wrong (-T v)."""
+    m = RSOCKET.search(out)
+    if not m or "verification failed" in out:
+        return None
+    return f"{m.group(4)} moved, {float(m.group(6)):.2f} Gb/s"
+
+
+def rsocket_stream(program, size, count):
+    # rsockets over RC, both sides the program's default address (the server listens on 0.0.0.0). -T b:
+    # blocking calls (waiting on the CQ's channel; the default busy loop would take a CPU from the TCG guest
+    # or from uroced); -T v: the receiving side checks every byte of every transfer.
+    options = ["-S", str(size), "-C", str(count), "-T", "b", "-T", "v"]
+
+    def server(side, port):
+        return [program, "-p", str(port), *options]
+
+    def client(side, port, ip, _server_side):
+        return [program, "-s", ip, "-p", str(port), *options]
+    return server, client
+
+
 def pingpong(program, *extra, n="300"):
     def server(side, port):
         return [program, "-d", side.device, "-g", side.gid, "-p", str(port), "-n", n, *extra]
@@ -214,4 +242,6 @@ PROGRAMS = {p.name: p for p in [
     _p("rping -C 20 -S 4096 -V", rping(20, 4096), rping_result),
     _p("udaddy", udaddy(), udaddy_result),
     _p("mckey", mckey(), mckey_result),
+    _p("rstream -S 4096 -C 100 -T b -T v", rsocket_stream("rstream", 4096, 100), rsocket_result),
+    _p("riostream -S 4096 -C 100 -T b -T v", rsocket_stream("riostream", 4096, 100), rsocket_result),
 ]}

@@ -27,6 +27,9 @@ ATOMIC_BW = """ #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec] 
 LAT_WITH_NAN = """ #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec]
  2       200          301.76         722264.65      921.08   	       13480.27     	-nan   		220723.65 		722264.65
 """
+RSTREAM = """name      bytes   xfers   iters   total       time     Gb/sec    usec/xfer
+custom    4k      100     1       800k        0.05s      0.13     246.51
+"""
 QPERF = """rc_bw:
     bw  =  6.75 MB/sec
 rc_lat:
@@ -58,6 +61,9 @@ def main():
     assert programs.mckey_result("mckey: joined dgid: ::ffff:239.1.1.1 mlid 0x0 sl 0\n"
                                  "receiving data transfers\ndata transfers complete\ntest complete\n")
     assert programs.mckey_result("mckey: joined dgid: ::ffff:239.1.1.1 mlid 0x0 sl 0\n") is None
+    assert programs.rsocket_result(RSTREAM) == "800k moved, 0.13 Gb/s"
+    assert programs.rsocket_result(RSTREAM + "data verification failed byte 4097\n") is None
+    assert programs.rsocket_result(RSTREAM.splitlines()[0] + "\nrconnect: Connection refused\n") is None
 
     # Every program's command lines are well formed on both kinds of side; lossy bandwidth cells send less.
     for p in programs.PROGRAMS.values():
@@ -70,7 +76,16 @@ def main():
     assert bw.argv(argv, 5)[argv.index("-n") + 1] == "20" and bw.argv(argv, 0) == argv
     assert not any(programs.PROGRAMS[n].lossy for n in ("ibv_ud_pingpong", "udaddy", "mckey"))
     # rdma_cm-only programs have no TCP listener to wait for; the others do.
-    assert all(programs.PROGRAMS[n].cm_only for n in ("udaddy", "rping -C 20 -S 4096 -V", "mckey"))
+    rsockets = [n for n in programs.PROGRAMS if n.startswith(("rstream ", "riostream "))]
+    assert len(rsockets) == 2, rsockets
+    assert all(programs.PROGRAMS[n].cm_only for n in ["udaddy", "rping -C 20 -S 4096 -V", "mckey", *rsockets])
+    # rsockets: RC, so lossy cells too, with the exit race of a server waiting for its last message's ACK;
+    # blocking calls and the data verified on both sides.
+    for n in rsockets:
+        r = programs.PROGRAMS[n]
+        assert r.lossy and r.last_ack_race and not r.server_persists, n
+        for argv in (r.server(Side, 1), r.client(Side, 1, "10.99.0.254", Side)):
+            assert " -T b -T v" in " ".join(argv) and argv[0] == n.split()[0], argv
     assert not programs.PROGRAMS["ib_write_bw"].cm_only and not programs.PROGRAMS["qperf rc_bw rc_lat"].cm_only
     assert programs.PROGRAMS["rping -C 20 -S 4096 -V"].server(Side, 1)[3] == Side.ip  # rping -s -a <own IP>
     # Lossy qperf cells send 4 KiB messages for 10 s, options before the host; its server is left alone.
