@@ -1,0 +1,326 @@
+#!/usr/bin/env python3
+"""Routed RoCEv2: two uroced on two different IP networks, joined by a Linux router (the kernel's IPv4 and
+IPv6 forwarding in a network namespace of its own), as RoCE hosts in two racks are joined by a layer-3 switch.
+
+Topology, built here (root only), every name unique to this process and removed at the end:
+
+    namespace A                    namespace R (the router)                  namespace B
+    uroced 10.81.1.1/24  --veth--  10.81.1.254/24     10.81.2.254/24  --veth--  uroced 10.81.2.1/24
+           fd81:1::1/64            fd81:1::fe/64      fd81:2::fe/64                    fd81:2::1/64
+    --gateway 10.81.1.254, fd81:1::fe                        --gateway 10.81.2.254, fd81:2::fe
+
+The daemons' veth ends carry no kernel address (ARP and IPv6 off there: uroced owns the address); R's ends
+carry the router's addresses, with net.ipv4.ip_forward=1 and net.ipv6.conf.all.forwarding=1. The only way
+from A to B is through R's kernel. Each case starts its daemons afresh (each with a capture of its own) and
+stops them by PID before it reads the captures.
+
+1. rping -V -C 20 -S 4096 (every ping's data verified) from A to 10.81.2.1, server in B. A's capture: the
+   RoCE frames A sends to 10.81.2.1 leave with TTL 64 to R's MAC (the gateway's, found by ARP: A never asks
+   ARP for 10.81.2.1); B's capture: the same frames arrive with TTL 63 from R's MAC on the other link, so
+   they were routed (a bridge would keep the TTL and A's MAC). And the replies the other way, likewise.
+2. The same over IPv6 (rping -a fd81:2::1): hop limit 64 at A, 63 at B; the gateway found by neighbour
+   discovery, no Neighbor Solicitation for fd81:2::1 from A.
+3. ib_send_bw -R (perftest, rdma_cm) from A to 10.81.2.1: both sides exit 0, the client prints its
+   bandwidth table line (65536 bytes, 1000 iterations, a nonzero average).
+4. Negative: (a) rping from A to 10.81.3.7, a network R has no route to: A sends the CM REQ to the gateway
+   (capture: to R's MAC), R answers ICMP unreachable or drops it; the client must fail, within 10 s, not
+   hang. This asks more than waiting out the CM's 15 REQ retries (RDMA_CM_EVENT_UNREACHABLE -110 after
+   ~100 s), which is what rdma_cm does when nothing answers; it needs the daemon to act on R's ICMP error.
+   (b) A fourth uroced in a namespace C (a veth pair of its own, nothing else on it) with --ip 10.81.4.1/24
+   --ip fd81:4::1/64 and no --gateway: rping to 10.81.9.9 and to fd81:9::9 must print
+   RDMA_CM_EVENT_ADDR_ERROR, error -101 (ENETUNREACH, as on Linux) within 2 s, having asked nobody (no ARP
+   or Neighbor Solicitation on C's link), not -110 after a resolution timeout.
+
+Prints PASS or FAIL for each case; exits 0 only if every case passed (and prints SKIP and exits 0 when not
+root or when rping, ib_send_bw or tshark is missing, as the other veth tests do).
+
+  test_routing.py --uroced build/.../emulator/uroced --uroce-run build/.../verbs_shim/uroce-run
+                  [--case N]... [--workdir DIR (kept: captures and daemon logs)]
+"""
+import argparse
+import contextlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "verbs_shim"))
+
+from daemon_harness import Daemon, daemon_side_link, is_root, sh, tshark  # noqa: E402
+import test_rdmacm  # noqa: E402
+
+TAG = f"u{os.getpid()}"
+PINGS = 20
+PING_SIZE = 4096
+NEGATIVE_BOUND = 10     # s: how long the rping into an unroutable network may take to fail (4a)
+NEGATIVE_KILL = 15      # s: when it is stopped as hung
+ENETUNREACH_BOUND = 2   # s: ADDR_ERROR -101 must come before rping's own 2 s resolution timeout (4b)
+
+# The two routed sides: (namespace key, IPv4, IPv6, IPv4 gateway, IPv6 gateway).
+SIDES = {"A": ("10.81.1.1", "fd81:1::1", "10.81.1.254", "fd81:1::fe"),
+         "B": ("10.81.2.1", "fd81:2::1", "10.81.2.254", "fd81:2::fe")}
+PREFIX = {4: 24, 6: 64}
+FAMILY = {4: ("ip", "ip.ttl"), 6: ("ipv6", "ipv6.hlim")}
+NOT_ICMP = "!icmp && !icmpv6"  # an ICMP error quotes the IP and UDP headers of the frame it is about
+
+
+def link(here, there):
+    """The name of namespace `here`'s end of the veth to namespace `there`."""
+    return f"{TAG}{here}{there}".lower()
+
+
+def mac(ns, ifname):
+    return json.loads(sh("ip", "-n", ns, "-j", "link", "show", "dev", ifname).stdout)[0]["address"]
+
+
+@contextlib.contextmanager
+def routed_topology():
+    """Namespaces A, R, B (and C) as in the docstring; yields {key: namespace name}."""
+    ns = {k: f"{TAG}-{k}" for k in "ARBC"}
+    try:
+        for n in ns.values():
+            sh("ip", "netns", "add", n)
+        r = ns["R"]
+        sh("ip", "netns", "exec", r, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+        sh("ip", "netns", "exec", r, "sysctl", "-qw", "net.ipv6.conf.all.forwarding=1")
+        sh("ip", "-n", r, "link", "set", "lo", "up")
+        for side, (_, _, gw4, gw6) in SIDES.items():
+            sh("ip", "link", "add", link(side, "R"), "netns", ns[side], "type", "veth",
+               "peer", "name", link("R", side), "netns", r)
+            daemon_side_link(ns[side], link(side, "R"))
+            router_end = link("R", side)
+            sh("ip", "-n", r, "link", "set", router_end, "mtu", "4200")
+            sh("ip", "-n", r, "addr", "add", f"{gw4}/{PREFIX[4]}", "dev", router_end)
+            # nodad: the gateway must answer neighbour discovery at once, not after duplicate detection.
+            sh("ip", "-n", r, "addr", "add", f"{gw6}/{PREFIX[6]}", "dev", router_end, "nodad")
+            sh("ip", "-n", r, "link", "set", router_end, "up")
+        # C: a veth pair of its own, both ends in C; nothing answers there.
+        sh("ip", "link", "add", link("C", "X"), "netns", ns["C"], "type", "veth", "peer", "name", link("X", "C"),
+           "netns", ns["C"])
+        daemon_side_link(ns["C"], link("C", "X"))
+        daemon_side_link(ns["C"], link("X", "C"))
+        yield ns
+    finally:
+        for n in ns.values():
+            sh("ip", "netns", "del", n, check=False)
+
+
+class Routing:
+    def __init__(self, args, workdir, ns):
+        self.uroced = args.uroced
+        self.uroce_run = args.uroce_run
+        self.work = workdir
+        self.ns = ns
+        self.mac = {"A": mac(ns["A"], link("A", "R")), "B": mac(ns["B"], link("B", "R")),
+                    "RA": mac(ns["R"], link("R", "A")), "RB": mac(ns["R"], link("R", "B"))}
+
+    def daemon(self, side, case, addresses, gateways, iface):
+        name = f"{side.lower()}{case}"
+        capture = os.path.join(self.work, name + ".pcap")
+        args = ["--port", f"net_af_packet0,iface={iface}", "--capture", capture]
+        for a in addresses:
+            args += ["--ip", a]
+        for g in gateways:
+            args += ["--gateway", g]
+        return Daemon(self.uroced, self.work, name, args, netns=self.ns[side]), capture
+
+    def routed_daemon(self, side, case):
+        v4, v6, gw4, gw6 = SIDES[side]
+        return self.daemon(side, case, [f"{v4}/{PREFIX[4]}", f"{v6}/{PREFIX[6]}"], [gw4, gw6], link(side, "R"))
+
+    @contextlib.contextmanager
+    def daemons(self, started):
+        """Stops the daemons of `started` ((daemon, capture) pairs, filled by the caller) by PID at the end,
+        all signalled first, then each waited for; a daemon that did not exit 0 fails the case."""
+        try:
+            yield started
+        finally:
+            for d, _ in started:
+                d.request_stop()
+            codes = [(d, d.stop()) for d, _ in started]
+        for d, rc in codes:
+            assert rc == 0, f"uroced exited with {rc}:\n{d.read_log()[-3000:]}"
+
+    # --- capture checks ----------------------------------------------------------------------------------
+
+    def roce(self, capture, family, src, dst):
+        """(hop count, eth.src, eth.dst) of every RoCEv2 frame from src to dst in the capture."""
+        ip, hops = FAMILY[family]
+        rows = tshark("-r", capture, "-Y", f"udp.port == 4791 && {ip}.src == {src} && {ip}.dst == {dst} && {NOT_ICMP}",
+                      "-T", "fields", "-e", hops, "-e", "eth.src", "-e", "eth.dst")
+        return [tuple(r.split("\t")) for r in rows]
+
+    def check_direction(self, family, caps, frm, to, minimum):
+        """Every RoCE frame from side `frm` to side `to`: sent (frm's capture) with hop count 64 to the
+        gateway's MAC, received (to's capture) with 63 from the router's MAC on to's link."""
+        src, dst = SIDES[frm][0 if family == 4 else 1], SIDES[to][0 if family == 4 else 1]
+        sent = self.roce(caps[frm], family, src, dst)
+        got = self.roce(caps[to], family, src, dst)
+        what = f"IPv{family} RoCE {src} -> {dst}"
+        assert len(got) >= minimum, f"{what}: {len(got)} frames at {to} (fewer than {minimum})"
+        assert len(sent) >= len(got), f"{what}: {len(sent)} frames sent by {frm}, {len(got)} received by {to}"
+        want_sent = ("64", self.mac[frm], self.mac["R" + frm])
+        want_got = ("63", self.mac["R" + to], self.mac[to])
+        bad_sent = [r for r in sent if r != want_sent]
+        bad_got = [r for r in got if r != want_got]
+        assert not bad_sent, (f"{what}: {len(bad_sent)} of {len(sent)} frames leave {frm} not as "
+                              f"(hops, eth.src, eth.dst) = {want_sent}, e.g. {bad_sent[:3]}")
+        assert not bad_got, (f"{what}: {len(bad_got)} of {len(got)} frames reach {to} not as "
+                             f"(hops, eth.src, eth.dst) = {want_got} (routed), e.g. {bad_got[:3]}")
+        return len(sent), len(got)
+
+    def asked_for(self, capture, family, address):
+        """The ARP requests / Neighbor Solicitations in the capture that ask for `address`."""
+        if family == 4:
+            return tshark("-r", capture, "-Y", f"arp.opcode == 1 && arp.dst.proto_ipv4 == {address}")
+        return tshark("-r", capture, "-Y", f"icmpv6.type == 135 && icmpv6.nd.ns.target_address == {address}")
+
+    def check_routed(self, family, caps):
+        i = 0 if family == 4 else 1
+        a_to_b = self.check_direction(family, caps, "A", "B", PINGS)
+        b_to_a = self.check_direction(family, caps, "B", "A", PINGS)
+        # A, which spoke first, had to ask for its gateway's MAC (B may have learnt R's from R's own query).
+        assert self.asked_for(caps["A"], family, SIDES["A"][2 + i]), \
+            f"A never asked its link for its gateway {SIDES['A'][2 + i]}"
+        for side, other in (("A", "B"), ("B", "A")):
+            asked = self.asked_for(caps[side], family, SIDES[other][i])
+            assert not asked, f"{side} asked its link for the off-link {SIDES[other][i]}: {asked[:3]}"
+        return (f"A->B {a_to_b[0]} frames hops 64 at A, {a_to_b[1]} hops 63 from R's MAC at B; "
+                f"B->A {b_to_a[0]}/{b_to_a[1]} likewise; gateways resolved, no neighbour query for the far side")
+
+    # --- the cases ---------------------------------------------------------------------------------------
+
+    def rping_across(self, case, family):
+        started = []
+        with self.daemons(started):
+            started += [self.routed_daemon("A", case), self.routed_daemon("B", case)]
+            (a, _), (b, _) = started
+            server_ip = SIDES["B"][0 if family == 4 else 1]
+            test_rdmacm.rping(self.uroce_run, b.socket, a.socket, server_ip, None, PINGS, PING_SIZE)
+        caps = {"A": started[0][1], "B": started[1][1]}
+        return f"{PINGS} pings of {PING_SIZE} B verified; " + self.check_routed(family, caps)
+
+    def case1(self):
+        return self.rping_across(1, 4)
+
+    def case2(self):
+        return self.rping_across(2, 6)
+
+    def case3(self):
+        started = []
+        with self.daemons(started):
+            started += [self.routed_daemon("A", 3), self.routed_daemon("B", 3)]
+            (a, _), (b, _) = started
+            common = ["ib_send_bw", "-R", "-d", "uroce0", "-p", test_rdmacm.port(), "-s", "65536", "-n", "1000"]
+            client_out, _ = test_rdmacm.server_client(
+                self.uroce_run, b.socket, a.socket, common, [*common, SIDES["B"][0]], "ib_send_bw -R",
+                retry_on=("Couldn't", "Unable", "REJECTED", "Failed"))
+        # " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]"
+        line = re.search(r"^\s*65536\s+1000\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$", client_out, re.M)
+        assert line, f"ib_send_bw -R printed no bandwidth line for 65536 B x 1000:\n{client_out}"
+        assert float(line.group(2)) > 0, f"ib_send_bw -R: average bandwidth 0:\n{client_out}"
+        return f"both exited 0; {line.group(0).strip()!r}"
+
+    def case4(self):
+        started = []
+        with self.daemons(started):
+            started += [self.routed_daemon("A", 4),
+                        self.daemon("C", 4, ["10.81.4.1/24", "fd81:4::1/64"], [], link("C", "X"))]
+            (a, cap_a), (c, cap_c) = started
+            # (a) Into a network the router has no route to.
+            start = time.time()
+            try:
+                out = subprocess.run([self.uroce_run, "--socket", a.socket, "rping", "-c", "-a", "10.81.3.7",
+                                      "-p", test_rdmacm.port(), "-C", "1"], capture_output=True, text=True,
+                                     timeout=NEGATIVE_KILL)
+                elapsed, text, rc = time.time() - start, out.stdout + out.stderr, out.returncode
+            except subprocess.TimeoutExpired as e:  # run() has killed it (by PID: uroce-run execs rping)
+                elapsed, rc = time.time() - start, None
+                text = "".join(x.decode(errors="replace") if isinstance(x, bytes) else x
+                               for x in (e.stdout, e.stderr) if x)
+            # (b) No gateway: ENETUNREACH at once, for each family.
+            unreach = []
+            for far in ("10.81.9.9", "fd81:9::9"):
+                t0 = time.time()
+                o = subprocess.run([self.uroce_run, "--socket", c.socket, "rping", "-c", "-a", far,
+                                    "-p", test_rdmacm.port(), "-C", "1"], capture_output=True, text=True,
+                                   timeout=test_rdmacm.TIMEOUT)
+                unreach.append((far, time.time() - t0, o.returncode, o.stdout + o.stderr))
+        # A's REQ went to the gateway's MAC; what R did about it (ICMP unreachable, or nothing) is evidence.
+        req = tshark("-r", cap_a, "-Y", f"udp.port == 4791 && ip.dst == 10.81.3.7 && {NOT_ICMP}", "-T", "fields",
+                     "-e", "eth.dst", "-e", "ip.ttl")
+        icmp = tshark("-r", cap_a, "-Y", "icmp.type == 3 && ip.src == 10.81.1.254", "-T", "fields", "-e", "icmp.code")
+        evidence = (f"A sent {len(req)} RoCE frames to 10.81.3.7 (first: {req[:1]}); "
+                    f"R sent {len(icmp)} ICMP unreachable (codes {sorted(set(icmp))})")
+        failures = []
+        if rc is None:
+            failures.append(f"(a) rping to 10.81.3.7 still running after {NEGATIVE_KILL} s (hung; stopped): "
+                            f"{text.strip()!r}; {evidence}")
+        elif rc == 0:
+            failures.append(f"(a) rping to 10.81.3.7 succeeded?\n{text}")
+        elif elapsed > NEGATIVE_BOUND:
+            failures.append(f"(a) rping to 10.81.3.7 failed only after {elapsed:.1f} s: {text.strip()!r}; {evidence}")
+        if not req or any(r.split("\t")[0] != self.mac["RA"] for r in req):
+            failures.append(f"(a) the frames to 10.81.3.7 did not all go to the gateway's MAC {self.mac['RA']}: "
+                            f"{req[:3]}")
+        event = (re.findall(r"RDMA_CM_EVENT_\w+[^\n]*", text) or ["no event printed"])[-1]
+        results = [f"(a) rping to 10.81.3.7: rc {rc} after {elapsed:.1f} s, {event!r}; {evidence}"]
+        for far, t, code, text_b in unreach:
+            if code == 0 or "RDMA_CM_EVENT_ADDR_ERROR, error -101" not in text_b:
+                failures.append(f"(b) rping to {far} without a gateway: rc {code}, no 'ADDR_ERROR, error -101':\n"
+                                f"{text_b}")
+            elif t >= ENETUNREACH_BOUND:
+                failures.append(f"(b) rping to {far}: ADDR_ERROR -101 only after {t:.1f} s")
+            results.append(f"(b) rping to {far} without a gateway: ADDR_ERROR -101 after {t:.2f} s")
+            family = 4 if "." in far else 6
+            asked = self.asked_for(cap_c, family, far)
+            if asked:
+                failures.append(f"(b) C asked its link for the off-link {far}: {asked[:3]}")
+        assert not failures, "\n  ".join(failures + ["(what was seen: " + "; ".join(results) + ")"])
+        return "; ".join(results)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--uroced", required=True)
+    ap.add_argument("--uroce-run", required=True)
+    ap.add_argument("--case", type=int, action="append", choices=[1, 2, 3, 4])
+    ap.add_argument("--workdir", help="keep the captures and daemon logs here (default: a temporary directory)")
+    a = ap.parse_args()
+    if not is_root():
+        print("SKIP: routed RoCEv2 needs root (network namespaces, veth pairs, a kernel router)")
+        return 0
+    missing = [p for p in ("rping", "ib_send_bw", "tshark") if shutil.which(p) is None]
+    if missing:
+        print("SKIP: not installed: " + " ".join(missing))
+        return 0
+    names = {1: "rping -V over IPv4 through the router", 2: "rping -V over IPv6 through the router",
+             3: "ib_send_bw -R through the router", 4: "unroutable destinations fail fast"}
+    failures = 0
+    t_all = time.time()
+    with contextlib.ExitStack() as stack:
+        if a.workdir:
+            os.makedirs(a.workdir, exist_ok=True)
+            work = a.workdir
+        else:
+            work = stack.enter_context(tempfile.TemporaryDirectory(prefix="uroce-routing-"))
+        ns = stack.enter_context(routed_topology())
+        t = Routing(a, work, ns)
+        for n in a.case or [1, 2, 3, 4]:
+            t0 = time.time()
+            try:
+                result = getattr(t, f"case{n}")()
+                print(f"PASS {n}. {names[n]} ({time.time() - t0:.1f} s): {result}", flush=True)
+            except Exception as e:  # noqa: BLE001 - every case reports, the run goes on
+                failures += 1
+                print(f"FAIL {n}. {names[n]} ({time.time() - t0:.1f} s): {e}", flush=True)
+    print(f"routing tests: {'all passed' if failures == 0 else f'{failures} failed'} ({time.time() - t_all:.1f} s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
