@@ -47,6 +47,8 @@ int serve(const DaemonOptions& o) {
   engine::EngineConfig config;
   config.addresses = o.addresses;
   config.routes = o.routes;
+  config.congestion.notify = o.cnp == "on";
+  config.congestion.cnp_interval_ns = uint64_t(o.cnp_interval_us) * 1000;
   // A real port also has its IPv6 link-local address (fe80::/64 from its MAC, RFC 4291), as a GID after
   // the configured ones: GID 0 stays the first --ip (rxe and ConnectX put the link-local GID first).
   if (!o.port.empty() && !o.no_link_local) {

@@ -612,7 +612,10 @@ void Device::receive(std::span<const uint8_t> bytes, Nanos now) {
     return;
   }
   const wire::Bth& bth = f.roce.bth();
-  if (f.roce.info->transport == wire::Transport::cnp) return;  // congestion control comes later
+  if (f.roce.info->transport == wire::Transport::cnp) {
+    d.on_cnp(f);
+    return;
+  }
   if (bth.dest_qp == wire::gsi_qpn) {  // QP1 is no QueuePair: its MADs go to connection management
     d.on_gsi(f, now);
     return;
@@ -657,6 +660,7 @@ bool DeviceImpl::dispatch(QueuePair& qp, const wire::Frame& f, size_t frame_size
     }
     on_response(qp, f, now);
   }
+  if (f.ecn() == wire::Ecn::ce) on_congestion_experienced(qp, f, now);
   return true;
 }
 

@@ -38,6 +38,19 @@ struct DeviceLimits {
   uint32_t max_total_mcast_qp_attach = 0x70000;  // attachments over every group
 };
 
+// Congestion notification (the notification point of DCQCN, as RoCE NICs have it): a packet that a switch
+// marked Congestion Experienced (IP ECN 11) tells its receiver to send the sender's QP a CNP (BTH opcode
+// 0x81, BECN set), which makes a DCQCN sender (a ConnectX) slow down. At most one CNP per QP per
+// cnp_interval, as NICs pace them. CNPs go with DSCP cnp_dscp and ECT(0), as a ConnectX-4 Lx sends them
+// (TOS 0xC2: ../shared/notes/rocev2.md). Connected QPs (RC, UC) only: a UD datagram names no reply QP to
+// throttle. Reacting to CNPs (the reaction point: rate control of our own sends) is not done: they are
+// counted.
+struct CongestionConfig {
+  bool notify = true;                // send CNPs for CE-marked packets
+  uint64_t cnp_interval_ns = 50'000;  // per QP (DCQCN's N, 50 us)
+  uint8_t cnp_dscp = 48;
+};
+
 struct QpInitAttr {
   uint32_t pd = 0;
   uint32_t send_cq = 0;
@@ -83,6 +96,11 @@ struct DeviceCounters {
   // the group (the destination IP address).
   uint64_t rx_multicast = 0;
   uint64_t rx_multicast_no_members = 0;
+  // Congestion: RoCE packets to a QP that arrived marked CE, CNPs sent for them, CNPs received (counted:
+  // no rate control acts on them).
+  uint64_t rx_ecn_ce = 0;
+  uint64_t cnp_sent = 0;
+  uint64_t rx_cnp = 0;
 };
 
 // What one queue pair did (`uroce stats` per QP). NAKs by their code: PSN sequence error, invalid request,
@@ -100,6 +118,9 @@ struct QpCounters {
   uint64_t rnr_naks_received = 0;
   std::array<uint64_t, 5> naks_sent{};
   std::array<uint64_t, 5> naks_received{};
+  uint64_t rx_ecn_ce = 0;
+  uint64_t cnp_sent = 0;
+  uint64_t rx_cnp = 0;
 };
 
 // A MAD received on QP1, the General Services Interface (connection management, above the transport:
@@ -180,6 +201,7 @@ class Device {
   // send_gsi sends one MAD from QP 1 to `dest_qpn` of the port `destination` names. Without a handler,
   // MADs are counted (rx_gsi_dropped) and dropped.
   void set_gsi_handler(GsiHandler handler);
+  void set_congestion(const CongestionConfig& config);
   int send_gsi(const verbs::AddressVector& destination, uint32_t dest_qpn, std::span<const uint8_t> mad);
 
   // The CQs that got completions since the last call, each once, in the order of its first one (swapped

@@ -56,6 +56,10 @@ class DeviceImpl {
   GsiHandler gsi_handler_;                  // QP1's MADs (gsi.cpp)
   uint32_t gsi_psn_ = 0;
   void on_gsi(const wire::Frame& f, Nanos now);
+  CongestionConfig congestion_;             // CNPs (congestion.cpp)
+  // A frame accepted by `qp` arrived marked CE: a CNP to its sender unless one went within the interval.
+  void on_congestion_experienced(QueuePair& qp, const wire::Frame& f, Nanos now);
+  void on_cnp(const wire::Frame& f);
   MulticastGroups multicast_;               // UD multicast (multicast.cpp)
   void on_multicast(const wire::Frame& f, size_t frame_size, Nanos now);
 

@@ -59,6 +59,14 @@ void describe_options(CLI::App& app, DaemonOptions& o) {
   app.add_option("--max-sleep-us", o.max_sleep_us, "longest idle sleep (bounds idle rx latency)")
       ->capture_default_str()
       ->check(CLI::Range(1u, 100000u));
+  app.add_option("--cnp", o.cnp,
+                 "congestion notification: answer a RoCE packet marked ECN Congestion Experienced with a CNP to "
+                 "its sender's QP (RC, UC), as RoCE NICs do for DCQCN")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
+  app.add_option("--cnp-interval-us", o.cnp_interval_us, "at most one CNP per QP in this time")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, 1000000u));
   app.add_option("--core", o.core, "the CPU the engine runs on")->capture_default_str();
   app.add_option("--memory-mb", o.eal.memory_mb, "DPDK memory (mbuf pools)")->capture_default_str();
   app.add_option("--hugepages", o.hugepages_text, "use hugepages: auto, on, off")

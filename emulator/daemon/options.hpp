@@ -36,6 +36,8 @@ struct DaemonOptions {
   unsigned nap_us = 20;     // one timed idle nap before that (engine/back_off.hpp); 0: poll without napping
   std::string nap = "yield";  // what a nap is: "yield" (sched_yield) or "sleep" (nap_us)
   unsigned max_sleep_us = 500;
+  std::string cnp = "on";           // answer CE-marked packets with CNPs
+  unsigned cnp_interval_us = 50;
   std::string log_level_text = "info";
   spdlog::level::level_enum log_level = spdlog::level::info;
   std::string hugepages_text = "auto";

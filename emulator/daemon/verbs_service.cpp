@@ -559,7 +559,10 @@ json VerbsService::stats(Session&, uint64_t, const json&, std::vector<int>&) {
                                   {"rnr_naks_sent", q.rnr_naks_sent},
                                   {"rnr_naks_received", q.rnr_naks_received},
                                   {"naks_sent", naks(q.naks_sent)},
-                                  {"naks_received", naks(q.naks_received)}};
+                                  {"naks_received", naks(q.naks_received)},
+                                  {"rx_ecn_ce", q.rx_ecn_ce},
+                                  {"cnp_sent", q.cnp_sent},
+                                  {"rx_cnp", q.rx_cnp}};
     });
     out["qp"] = qps;
     const auto& q = c.queues.counters();

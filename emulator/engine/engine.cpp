@@ -63,6 +63,7 @@ Engine::Engine(port::DpdkPort& port, EngineConfig config)
       loss_rng_(config_.loss_seed),
       back_off_(config_.back_off) {
   device_.set_gids(config_.addresses);
+  device_.set_congestion(config_.congestion);
   // The RoCE path MTU follows the IP MTU as in rxe: the largest IB MTU whose packet (payload plus the
   // IP, UDP, BTH, largest extension header and ICRC) fits.
   const unsigned ip_mtu = config_.ip_mtu;

@@ -49,6 +49,7 @@ namespace uroce::emulator::engine {
 struct EngineConfig {
   std::vector<wire::IpAddress> addresses;  // the port's IP addresses, GID table order
   net::Routes routes;                      // on-link subnets and gateways (everything on the link by default)
+  transport::CongestionConfig congestion;  // CNPs for CE-marked packets
   std::string capture_path;                // empty: no capture
   bool capture_received = true;            // false on the loopback, where what is received was just sent
   double rx_loss = 0;                      // fraction of received RoCE frames dropped on purpose (tests)

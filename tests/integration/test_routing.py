@@ -30,6 +30,11 @@ stops them by PID before it reads the captures.
    --ip fd81:4::1/64 and no --gateway: rping to 10.81.9.9 and to fd81:9::9 must print
    RDMA_CM_EVENT_ADDR_ERROR, error -101 (ENETUNREACH, as on Linux) within 2 s, having asked nobody (no ARP
    or Neighbor Solicitation on C's link), not -110 after a resolution timeout.
+5. Congestion notification: R marks A's RoCE packets ECN Congestion Experienced (nftables, `ip ecn set ce` in
+   its forward chain, as an ECN switch under load marks them); rping -V A->B still passes, and B answers with
+   CNPs (opcode 0x81) to A's QP (the QP B's ACKs go to): TOS 0xC2 (DSCP 48, ECT(0)), BECN, PSN 0, fewer
+   than the marked packets (paced per QP), well-formed to Wireshark, all received at A through R. With
+   --cnp off on B: marked packets, no CNP.
 
 Prints PASS or FAIL for each case; exits 0 only if every case passed (and prints SKIP and exits 0 when not
 root or when rping, ib_send_bw or tshark is missing, as the other veth tests do).
@@ -117,19 +122,19 @@ class Routing:
         self.mac = {"A": mac(ns["A"], link("A", "R")), "B": mac(ns["B"], link("B", "R")),
                     "RA": mac(ns["R"], link("R", "A")), "RB": mac(ns["R"], link("R", "B"))}
 
-    def daemon(self, side, case, addresses, gateways, iface):
+    def daemon(self, side, case, addresses, gateways, iface, extra=()):
         name = f"{side.lower()}{case}"
         capture = os.path.join(self.work, name + ".pcap")
-        args = ["--port", f"net_af_packet0,iface={iface}", "--capture", capture]
+        args = ["--port", f"net_af_packet0,iface={iface}", "--capture", capture, *extra]
         for a in addresses:
             args += ["--ip", a]
         for g in gateways:
             args += ["--gateway", g]
         return Daemon(self.uroced, self.work, name, args, netns=self.ns[side]), capture
 
-    def routed_daemon(self, side, case):
+    def routed_daemon(self, side, case, extra=()):
         v4, v6, gw4, gw6 = SIDES[side]
-        return self.daemon(side, case, [f"{v4}/{PREFIX[4]}", f"{v6}/{PREFIX[6]}"], [gw4, gw6], link(side, "R"))
+        return self.daemon(side, case, [f"{v4}/{PREFIX[4]}", f"{v6}/{PREFIX[6]}"], [gw4, gw6], link(side, "R"), extra)
 
     @contextlib.contextmanager
     def daemons(self, started):
@@ -224,6 +229,58 @@ class Routing:
         assert float(line.group(2)) > 0, f"ib_send_bw -R: average bandwidth 0:\n{client_out}"
         return f"both exited 0; {line.group(0).strip()!r}"
 
+    def case5(self):
+        """R marks A's RoCE traffic Congestion Experienced, as an ECN switch under load: B answers with CNPs
+        to A's QP; with --cnp off, with none."""
+        r = self.ns["R"]
+        nft = ["ip", "netns", "exec", r, "nft"]
+        sh(*nft, "add", "table", "inet", "uroce_ce")
+        sh(*nft, "add", "chain", "inet", "uroce_ce", "marker", "{ type filter hook forward priority 0 ; }")
+        sh(*nft, "add", "rule", "inet", "uroce_ce", "marker", "ip", "saddr", SIDES["A"][0], "udp", "dport", "4791",
+           "ip", "ecn", "set", "ce")
+        results = []
+        try:
+            for cnp in ("on", "off"):
+                started = []
+                with self.daemons(started):
+                    started += [self.routed_daemon("A", f"5{cnp}"), self.routed_daemon("B", f"5{cnp}", ["--cnp", cnp])]
+                    (a, _), (b, _) = started
+                    test_rdmacm.rping(self.uroce_run, b.socket, a.socket, SIDES["B"][0], None, PINGS, PING_SIZE)
+                results.append(self.check_cnps(started[0][1], started[1][1], cnp == "on"))
+        finally:
+            sh(*nft, "delete", "table", "inet", "uroce_ce", check=False)
+        return "; ".join(results)
+
+    def check_cnps(self, cap_a, cap_b, expected):
+        a, b = SIDES["A"][0], SIDES["B"][0]
+        marked = tshark("-r", cap_b, "-Y", f"ip.src == {a} && udp.port == 4791 && ip.dsfield.ecn == 3 && {NOT_ICMP}")
+        assert marked, "no CE-marked RoCE frame from A reached B: the router did not mark"
+        fields = ["-T", "fields", "-e", "ip.dsfield", "-e", "infiniband.bth.destqp", "-e", "infiniband.bth.psn",
+                  "-e", "ip.ttl"]
+        cnp = f"ip.src == {b} && ip.dst == {a} && infiniband.bth.opcode == 129"
+        sent = [r.split("\t") for r in tshark("-r", cap_b, "-Y", cnp, *fields)]
+        got = [r.split("\t") for r in tshark("-r", cap_a, "-Y", cnp, *fields)]
+        if not expected:
+            assert not sent, f"--cnp off: B sent {len(sent)} CNPs"
+            return f"--cnp off: {len(marked)} CE-marked frames at B, no CNP"
+        assert sent, f"{len(marked)} CE-marked frames reached B, and B sent no CNP"
+        # The QP the CNPs must name: A's, where B's ACKs go.
+        acks = {q for q in tshark("-r", cap_b, "-Y", f"ip.src == {b} && ip.dst == {a} && infiniband.bth.opcode == 17",
+                                  "-T", "fields", "-e", "infiniband.bth.destqp")}
+        bad = [r for r in sent if r[0] != "0xc2" or r[1] not in acks or r[2] != "0" or r[3] != "64"]
+        assert not bad, (f"CNPs not as (TOS 0xc2, BECN, A's QP {sorted(acks)}, PSN 0, TTL 64): {bad[:3]}")
+        # Wireshark 4.0 has no field for BTH byte 4: BECN set and nothing else there is frame byte 46
+        # (Ethernet 14 + IPv4 20 + UDP 8 + BTH 4).
+        becn = tshark("-r", cap_b, "-Y", f"({cnp}) && frame[46:1] == 40")
+        assert len(becn) == len(sent), f"{len(sent) - len(becn)} of {len(sent)} CNPs without BECN (or FECN set)"
+        assert len(got) == len(sent) and all(r[3] == "63" for r in got), \
+            f"B sent {len(sent)} CNPs, A received {len(got)} (TTL 63 through R): {got[:3]}"
+        malformed = tshark("-r", cap_b, "-Y", f"({cnp}) && (_ws.malformed || _ws.expert.severity >= warning)")
+        assert not malformed, f"Wireshark finds the CNPs malformed: {malformed[:3]}"
+        assert len(sent) < len(marked), f"{len(sent)} CNPs for {len(marked)} marked frames: not paced"
+        return (f"{len(marked)} CE-marked frames at B: {len(sent)} CNPs (TOS 0xc2, BECN, PSN 0, to A's QP "
+                f"{sorted(acks)}), all {len(got)} at A through R")
+
     def case4(self):
         started = []
         with self.daemons(started):
@@ -285,7 +342,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--uroced", required=True)
     ap.add_argument("--uroce-run", required=True)
-    ap.add_argument("--case", type=int, action="append", choices=[1, 2, 3, 4])
+    ap.add_argument("--case", type=int, action="append", choices=[1, 2, 3, 4, 5])
     ap.add_argument("--workdir", help="keep the captures and daemon logs here (default: a temporary directory)")
     a = ap.parse_args()
     if not is_root():
@@ -296,7 +353,8 @@ def main():
         print("SKIP: not installed: " + " ".join(missing))
         return 0
     names = {1: "rping -V over IPv4 through the router", 2: "rping -V over IPv6 through the router",
-             3: "ib_send_bw -R through the router", 4: "unroutable destinations"}
+             3: "ib_send_bw -R through the router", 4: "unroutable destinations",
+             5: "a router marking CE: CNPs back to the sender"}
     failures = 0
     t_all = time.time()
     with contextlib.ExitStack() as stack:
@@ -307,7 +365,7 @@ def main():
             work = stack.enter_context(tempfile.TemporaryDirectory(prefix="uroce-routing-"))
         ns = stack.enter_context(routed_topology())
         t = Routing(a, work, ns)
-        for n in a.case or [1, 2, 3, 4]:
+        for n in a.case or [1, 2, 3, 4, 5]:
             t0 = time.time()
             try:
                 result = getattr(t, f"case{n}")()

@@ -77,6 +77,7 @@ struct QueuePair {
   verbs::QpAttr attr;          // as last set by modify_qp (state included)
   uint16_t udp_src_port = 0xc000;
   uint32_t multicast_groups = 0;  // groups this (UD) QP is attached to (in what was padding)
+  Nanos cnp_sent_at = never;      // the last CNP this QP sent (congestion.cpp)
 
   RingQueue<SendWqe> sq;       // posted and not yet completed, oldest first
   ReceiveQueue rq;             // own receive queue (unused with an SRQ)
