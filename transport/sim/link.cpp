@@ -15,7 +15,14 @@ LinkStats& LinkStats::operator+=(const LinkStats& o) {
   duplicated += o.duplicated;
   corrupted += o.corrupted;
   max_queue_bytes = std::max(max_queue_bytes, o.max_queue_bytes);
+  ecn_marked += o.ecn_marked;
   return *this;
+}
+
+double ecn_mark_probability(const LinkProfile& profile, uint64_t queued) {
+  if (profile.ecn_kmin == 0 || profile.bandwidth == 0 || queued < profile.ecn_kmin) return 0;
+  if (queued >= profile.ecn_kmax) return 1;  // also the step, when kmax <= kmin
+  return profile.ecn_pmax * double(queued - profile.ecn_kmin) / double(profile.ecn_kmax - profile.ecn_kmin);
 }
 
 void Link::drain(Nanos now) {
@@ -35,6 +42,7 @@ Link::Decision Link::offer(size_t bytes, Nanos now, const LinkProfile& profile, 
   enum { loss, dup, corrupt0, bit0, jitter0, corrupt1, bit1, jitter1, draw_count };
   uint64_t draw[draw_count];
   for (uint64_t& d : draw) d = rng_.next();
+  const uint64_t ecn_draw = ecn_rng_.next();
 
   Decision d;
   ++stats_.frames_sent;
@@ -51,6 +59,8 @@ Link::Decision Link::offer(size_t bytes, Nanos now, const LinkProfile& profile, 
     d.drop = DropReason::queue_full;
     return d;
   }
+  // At enqueue, on the queue the frame finds (itself not counted), as a switch's egress marks.
+  d.ecn_mark = Rng::chance(ecn_draw, ecn_mark_probability(profile, queued_));
   const Nanos start = std::max(now, busy_until_);
   const Nanos sent = start + serialization_time(bytes, profile.bandwidth);
   busy_until_ = sent;

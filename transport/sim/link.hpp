@@ -4,6 +4,9 @@
 // the same fixed number of draws from the link's own random stream, whatever happens to it, so the fate of
 // the n-th frame on a link depends only on (seed, link, n, profile): traffic on other links, or turning
 // jitter on, does not change which frames are lost, and raising the loss probability only adds losses.
+// ECN marking draws from a second stream of the link's, also exactly once per frame: one more draw in the
+// first stream would have shifted every later frame's draws, and so changed the fates that existing seeds
+// (a failing property-test seed, a test's expected losses) stand for.
 #pragma once
 
 #include <array>
@@ -28,7 +31,18 @@ struct LinkProfile {
   uint64_t bandwidth = 0;         // bytes per second; 0 = infinite (no serialization, no queue)
   uint64_t queue_limit = 0;       // bytes the queue may hold, the frame being serialized included; 0 = any
   bool blackhole = false;         // drops everything, also what is in flight when it is set
+  // ECN marking at enqueue, RED-like as DCQCN switches do it; needs a queue (bandwidth > 0), off while
+  // ecn_kmin is 0. With q the bytes queued when a frame is offered (itself not counted), the frame is
+  // marked with probability 0 below ecn_kmin, ecn_pmax * (q - kmin) / (kmax - kmin) from kmin up to
+  // ecn_kmax, 1 from ecn_kmax on; ecn_kmax <= ecn_kmin makes it a step at ecn_kmin. Only ECT frames get
+  // CE (ecn_marking.hpp); Not-ECT ones pass unmarked.
+  uint64_t ecn_kmin = 0;
+  uint64_t ecn_kmax = 0;
+  double ecn_pmax = 1.0;
 };
+
+// The probability that a frame offered while `queued` bytes wait is marked CE under `profile`.
+double ecn_mark_probability(const LinkProfile& profile, uint64_t queued);
 
 struct LinkStats {
   uint64_t frames_sent = 0;          // frames offered to the link
@@ -41,6 +55,8 @@ struct LinkStats {
   uint64_t duplicated = 0;           // extra copies created
   uint64_t corrupted = 0;            // delivered copies with a flipped bit
   uint64_t max_queue_bytes = 0;      // high-water mark of the queue
+  uint64_t ecn_marked = 0;           // ECT frames marked CE at enqueue (a few may be lost after; copies
+                                     // of a duplicated one all carry the mark and count once)
 
   uint64_t frames_dropped() const { return dropped_loss + dropped_queue_full + dropped_blackhole; }
   LinkStats& operator+=(const LinkStats& o);
@@ -56,14 +72,15 @@ class Link {
   struct Decision {
     DropReason drop = DropReason::none;
     uint8_t copies = 0;  // 0 when dropped, 2 when duplicated
+    bool ecn_mark = false;  // the queue says CE; the network marks the frame if it is ECT (even if lost)
     std::array<Copy, 2> copy{};
   };
 
-  explicit Link(uint64_t stream_seed) : rng_(stream_seed) {}
+  explicit Link(uint64_t stream_seed) : rng_(stream_seed), ecn_rng_(derive_seed(stream_seed, ecn_stream, 0)) {}
 
   // The fate of a frame of `bytes` offered at `now`; updates the queue and every counter but
   // frames_delivered/bytes_delivered/corrupted and in-flight blackhole drops, which the network counts
-  // when copies arrive.
+  // when copies arrive, and ecn_marked, which it counts when the frame turns out to be ECT.
   Decision offer(size_t bytes, Nanos now, const LinkProfile& profile, bool path_down);
 
   // Bytes waiting for or in serialization at `now` (never earlier than the last offer).
@@ -75,7 +92,10 @@ class Link {
  private:
   void drain(Nanos now);
 
+  static constexpr uint64_t ecn_stream = 0x65636e;  // "ecn": any constant, so the stream is unrelated
+
   Rng rng_;
+  Rng ecn_rng_;
   Nanos busy_until_ = 0;                                // when the serializer is free
   std::deque<std::pair<Nanos, uint64_t>> serializing_;  // (end of serialization, bytes), in order
   uint64_t queued_ = 0;

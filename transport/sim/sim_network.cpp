@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "transport/outgoing_frame.hpp"
+#include "transport/sim/ecn_marking.hpp"
 #include "transport/wire/build.hpp"
 
 namespace uroce::sim {
@@ -180,7 +181,10 @@ void SimNetwork::transmit(NodeId from, const transport::OutPacket& packet) {
   }
 
   const LinkProfile& profile = link_profile(from, to);
-  const Link::Decision d = link(from, to).offer(frame.size(), now_, profile, path_down(from, to));
+  Link& l = link(from, to);
+  const Link::Decision d = l.offer(frame.size(), now_, profile, path_down(from, to));
+  // Before the copies are made: a switch marks the one frame it enqueues, and a duplicate is a copy of it.
+  if (d.ecn_mark && mark_ce(frame)) ++l.stats().ecn_marked;
   if (d.drop != DropReason::none) {
     capture(CapturePoint::dropped, from, to, d.drop, false, frame);
     return;
