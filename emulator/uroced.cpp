@@ -49,6 +49,12 @@ int serve(const DaemonOptions& o) {
   config.routes = o.routes;
   config.congestion.notify = o.cnp == "on";
   config.congestion.cnp_interval_ns = uint64_t(o.cnp_interval_us) * 1000;
+  config.congestion.react = o.dcqcn == "on";
+  // DCQCN starts and ends at line rate: the port's speed when its driver says (the loopback has none: a
+  // 100 Gb/s NIC's).
+  if (const uint32_t mbps = o.port.empty() ? 0 : port->link().speed_mbps; mbps != 0) {
+    config.congestion.dcqcn.line_rate_bps = double(mbps) * 1e6;
+  }
   // A real port also has its IPv6 link-local address (fe80::/64 from its MAC, RFC 4291), as a GID after
   // the configured ones: GID 0 stays the first --ip (rxe and ConnectX put the link-local GID first).
   if (!o.port.empty() && !o.no_link_local) {

@@ -1,6 +1,6 @@
-// The notification point of RoCEv2 congestion control: CNPs for packets marked Congestion Experienced
-// (device.hpp, CongestionConfig). The switch marks; the receiver tells the sender's QP; the sender's NIC
-// (its reaction point, DCQCN) cuts its rate.
+// RoCEv2 congestion control (device.hpp, CongestionConfig): the notification point (CNPs for packets marked
+// Congestion Experienced) and the reaction point (each QP's DCQCN rate, dcqcn.hpp, and the pacing of its
+// sends). The switch marks; the receiver tells the sender's QP; the sender's rate drops and recovers.
 #include "transport/device_impl.hpp"
 
 namespace uroce::transport {
@@ -36,11 +36,50 @@ void DeviceImpl::on_congestion_experienced(QueuePair& qp, const wire::Frame& f, 
   sink_.transmit(packet);
 }
 
-// A CNP for one of our QPs: counted (device-wide and for the QP, if it exists). There is no rate control
-// of our sends to apply it to yet.
-void DeviceImpl::on_cnp(const wire::Frame& f) {
+// A CNP for one of our QPs: DCQCN cuts its rate (a rate is made at line rate on the first CNP).
+void DeviceImpl::on_cnp(const wire::Frame& f, Nanos now) {
   ++counters_.rx_cnp;
-  if (QueuePair* qp = find_qp(f.roce.bth().dest_qp)) ++qp->counters.rx_cnp;
+  QueuePair* qp = find_qp(f.roce.bth().dest_qp);
+  if (qp == nullptr) return;
+  ++qp->counters.rx_cnp;
+  if (!congestion_.react || (qp->type != verbs::QpType::rc && qp->type != verbs::QpType::uc)) return;
+  if (qp->attr.qp_state != verbs::QpState::rts && qp->attr.qp_state != verbs::QpState::sqd) return;
+  if (!qp->rate) qp->rate = std::make_unique<DcqcnRate>(congestion_.dcqcn, now);
+  const uint64_t before = qp->rate->cuts();
+  qp->rate->on_cnp(now);
+  if (qp->rate->cuts() != before) {
+    ++counters_.rate_cuts;
+    ++qp->counters.rate_cuts;
+  }
+}
+
+bool DeviceImpl::rate_allows(QueuePair& qp, Nanos now) {
+  if (!qp.rate || now >= qp.rate->next_send_time()) return true;
+  qp.rate_blocked = true;
+  ++counters_.paced_stops;
+  return false;
+}
+
+void DeviceImpl::on_rate_sent(QueuePair& qp, OutPacket& packet) {
+  const wire::OpcodeInfo& info = wire::opcode_info(packet.headers.bth.opcode);
+  // Data packets go ECN-capable when we react to CNPs: a switch may then mark them rather than drop them.
+  // ACKs carry no data to slow down.
+  packet.ecn_capable = congestion_.react && info.operation != wire::Operation::acknowledge &&
+                       info.operation != wire::Operation::atomic_acknowledge;
+  if (!qp.rate) return;
+  // What the packet occupies on the wire: Ethernet, IPv4, UDP, BTH, its extension headers, payload, ICRC.
+  constexpr uint64_t fixed = 14 + 20 + 8 + wire::bth_size + 4;
+  qp.rate->on_sent(fixed + info.headers_length + packet.payload.size(), now_);
+}
+
+void DeviceImpl::run_rates(QueuePair& qp, Nanos now) {
+  qp.rate->on_time(now);
+  const bool due = qp.rate->next_send_time() <= now;
+  if (qp.rate->at_line_rate() && due) qp.rate.reset();  // not limited any more: forget it
+  if (qp.rate_blocked && due) {
+    qp.rate_blocked = false;
+    schedule(qp);
+  }
 }
 
 }  // namespace uroce::transport

@@ -43,6 +43,7 @@ void DeviceImpl::transmit(QueuePair& qp, OutPacket& packet) {
   packet.src_qpn = qp.qpn;
   packet.udp_src_port = qp.udp_src_port;
   packet.headers.bth.pkey = pkey_;
+  on_rate_sent(qp, packet);
   ++counters_.tx_packets;
   ++qp.counters.tx_packets;
   qp.counters.tx_payload_bytes += packet.payload.size();
@@ -501,6 +502,7 @@ uint64_t message_length(const SendWr& wr) {
 
 int Device::post_send(uint32_t qpn, const SendWr& wr, Nanos now) {
   DeviceImpl& d = *impl_;
+  d.now_ = now;
   QueuePair* qp = d.find_qp(qpn);
   if (qp == nullptr) return EINVAL;
   const QpState st = qp->attr.qp_state;
@@ -596,6 +598,7 @@ bool transport_matches(QpType type, wire::Transport t) {
 
 void Device::receive(std::span<const uint8_t> bytes, Nanos now) {
   DeviceImpl& d = *impl_;
+  d.now_ = now;
   DeviceCounters& c = d.counters_;
   ++c.rx_frames;
   wire::Frame& f = d.frame_;
@@ -613,7 +616,7 @@ void Device::receive(std::span<const uint8_t> bytes, Nanos now) {
   }
   const wire::Bth& bth = f.roce.bth();
   if (f.roce.info->transport == wire::Transport::cnp) {
-    d.on_cnp(f);
+    d.on_cnp(f, now);
     return;
   }
   if (bth.dest_qp == wire::gsi_qpn) {  // QP1 is no QueuePair: its MADs go to connection management
@@ -666,6 +669,7 @@ bool DeviceImpl::dispatch(QueuePair& qp, const wire::Frame& f, size_t frame_size
 
 void Device::run(Nanos now) {
   DeviceImpl& d = *impl_;
+  d.now_ = now;
   // First the ACKs the responders owe for the frames received since the last run (coalesced).
   for (QueuePair* qp : d.ack_list_) d.flush_ack(*qp);
   d.ack_list_.clear();
@@ -677,6 +681,7 @@ void Device::run(Nanos now) {
       qp->req.rnr_wait_until = 0;
       d.schedule(*qp);
     }
+    if (qp->rate) d.run_rates(*qp, now);
   }
   // Requesters, each until it is blocked (window, credits, fence, no work). New QPs scheduled while this
   // runs wait for the next call, so one run() is bounded.
@@ -695,6 +700,10 @@ Nanos Device::next_deadline() const {
   for (const auto& [n, qp] : impl_->qps_) {
     t = std::min(t, qp->comp.timeout_at);
     if (qp->req.rnr_wait_until != 0) t = std::min(t, qp->req.rnr_wait_until);
+    if (qp->rate) {
+      t = std::min(t, qp->rate->next_timer());
+      if (qp->rate_blocked) t = std::min(t, qp->rate->next_send_time());
+    }
   }
   return t;
 }

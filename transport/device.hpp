@@ -12,6 +12,7 @@
 #include <span>
 #include <vector>
 
+#include "transport/dcqcn.hpp"
 #include "transport/memory/memory_backend.hpp"
 #include "transport/packet_io.hpp"
 #include "transport/verbs/work.hpp"
@@ -38,17 +39,21 @@ struct DeviceLimits {
   uint32_t max_total_mcast_qp_attach = 0x70000;  // attachments over every group
 };
 
-// Congestion notification (the notification point of DCQCN, as RoCE NICs have it): a packet that a switch
-// marked Congestion Experienced (IP ECN 11) tells its receiver to send the sender's QP a CNP (BTH opcode
-// 0x81, BECN set), which makes a DCQCN sender (a ConnectX) slow down. At most one CNP per QP per
-// cnp_interval, as NICs pace them. CNPs go with DSCP cnp_dscp and ECT(0), as a ConnectX-4 Lx sends them
-// (TOS 0xC2: ../shared/notes/rocev2.md). Connected QPs (RC, UC) only: a UD datagram names no reply QP to
-// throttle. Reacting to CNPs (the reaction point: rate control of our own sends) is not done: they are
-// counted.
+// Congestion control as RoCE NICs do it (DCQCN), both halves:
+// - notification point: a packet that a switch marked Congestion Experienced (IP ECN 11) makes its
+//   receiver send the sender's QP a CNP (BTH opcode 0x81, BECN set). At most one CNP per QP per
+//   cnp_interval, as NICs pace them. CNPs go with DSCP cnp_dscp and ECT(0), as a ConnectX-4 Lx sends them
+//   (TOS 0xC2: ../shared/notes/rocev2.md).
+// - reaction point: a CNP to one of our QPs cuts that QP's sending rate, which then recovers in DCQCN's
+//   stages (dcqcn.hpp); the requester paces its packets to the rate. With `react`, data packets are sent
+//   ECN-capable (ECT(0)) so that switches mark them instead of dropping them.
+// Connected QPs (RC, UC) only: a UD datagram names no reply QP to throttle.
 struct CongestionConfig {
   bool notify = true;                // send CNPs for CE-marked packets
   uint64_t cnp_interval_ns = 50'000;  // per QP (DCQCN's N, 50 us)
   uint8_t cnp_dscp = 48;
+  bool react = true;                 // rate control on CNPs, and ECT(0) on data packets
+  DcqcnConfig dcqcn;
 };
 
 struct QpInitAttr {
@@ -96,11 +101,13 @@ struct DeviceCounters {
   // the group (the destination IP address).
   uint64_t rx_multicast = 0;
   uint64_t rx_multicast_no_members = 0;
-  // Congestion: RoCE packets to a QP that arrived marked CE, CNPs sent for them, CNPs received (counted:
-  // no rate control acts on them).
+  // Congestion: RoCE packets to a QP that arrived marked CE, CNPs sent for them, CNPs received, the rate
+  // cuts they made (CNPs within the minimum interval of a cut make none), requester stops to pace.
   uint64_t rx_ecn_ce = 0;
   uint64_t cnp_sent = 0;
   uint64_t rx_cnp = 0;
+  uint64_t rate_cuts = 0;
+  uint64_t paced_stops = 0;
 };
 
 // What one queue pair did (`uroce stats` per QP). NAKs by their code: PSN sequence error, invalid request,
@@ -121,6 +128,7 @@ struct QpCounters {
   uint64_t rx_ecn_ce = 0;
   uint64_t cnp_sent = 0;
   uint64_t rx_cnp = 0;
+  uint64_t rate_cuts = 0;
 };
 
 // A MAD received on QP1, the General Services Interface (connection management, above the transport:

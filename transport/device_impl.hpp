@@ -59,7 +59,14 @@ class DeviceImpl {
   CongestionConfig congestion_;             // CNPs (congestion.cpp)
   // A frame accepted by `qp` arrived marked CE: a CNP to its sender unless one went within the interval.
   void on_congestion_experienced(QueuePair& qp, const wire::Frame& f, Nanos now);
-  void on_cnp(const wire::Frame& f);
+  void on_cnp(const wire::Frame& f, Nanos now);
+  // Rate control around each QP's sends (congestion.cpp): whether the requester may send now, and the
+  // accounting of each packet that leaves.
+  bool rate_allows(QueuePair& qp, Nanos now);
+  void on_rate_sent(QueuePair& qp, OutPacket& packet);
+  // run()'s part: timers of the QPs' rates, and resuming requesters whose pacing time has come.
+  void run_rates(QueuePair& qp, Nanos now);
+  Nanos now_ = 0;  // the time of the entry point that is running (receive, run, post_send)
   MulticastGroups multicast_;               // UD multicast (multicast.cpp)
   void on_multicast(const wire::Frame& f, size_t frame_size, Nanos now);
 

@@ -67,6 +67,11 @@ void describe_options(CLI::App& app, DaemonOptions& o) {
   app.add_option("--cnp-interval-us", o.cnp_interval_us, "at most one CNP per QP in this time")
       ->capture_default_str()
       ->check(CLI::Range(0u, 1000000u));
+  app.add_option("--dcqcn", o.dcqcn,
+                 "congestion reaction (DCQCN): a CNP cuts its QP's sending rate, which recovers in DCQCN's "
+                 "stages; data packets go ECN-capable (ECT(0)) so that switches mark rather than drop them")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
   app.add_option("--core", o.core, "the CPU the engine runs on")->capture_default_str();
   app.add_option("--memory-mb", o.eal.memory_mb, "DPDK memory (mbuf pools)")->capture_default_str();
   app.add_option("--hugepages", o.hugepages_text, "use hugepages: auto, on, off")

@@ -37,6 +37,7 @@ struct DaemonOptions {
   std::string nap = "yield";  // what a nap is: "yield" (sched_yield) or "sleep" (nap_us)
   unsigned max_sleep_us = 500;
   std::string cnp = "on";           // answer CE-marked packets with CNPs
+  std::string dcqcn = "on";         // cut a QP's rate on CNPs (and send data ECN-capable)
   unsigned cnp_interval_us = 50;
   std::string log_level_text = "info";
   spdlog::level::level_enum log_level = spdlog::level::info;

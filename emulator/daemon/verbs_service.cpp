@@ -562,7 +562,8 @@ json VerbsService::stats(Session&, uint64_t, const json&, std::vector<int>&) {
                                   {"naks_received", naks(q.naks_received)},
                                   {"rx_ecn_ce", q.rx_ecn_ce},
                                   {"cnp_sent", q.cnp_sent},
-                                  {"rx_cnp", q.rx_cnp}};
+                                  {"rx_cnp", q.rx_cnp},
+                                  {"rate_cuts", q.rate_cuts}};
     });
     out["qp"] = qps;
     const auto& q = c.queues.counters();

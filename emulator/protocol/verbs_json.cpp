@@ -121,6 +121,8 @@ void to_json(nlohmann::json& j, const DeviceCounters& c) {
        {"rx_ecn_ce", c.rx_ecn_ce},
        {"cnp_sent", c.cnp_sent},
        {"rx_cnp", c.rx_cnp},
+       {"rate_cuts", c.rate_cuts},
+       {"paced_stops", c.paced_stops},
        {"rx_duplicates", c.rx_duplicates},
        {"rx_out_of_sequence", c.rx_out_of_sequence},
        {"tx_packets", c.tx_packets},

@@ -33,8 +33,8 @@ stops them by PID before it reads the captures.
 5. Congestion notification: R marks A's RoCE packets ECN Congestion Experienced (nftables, `ip ecn set ce` in
    its forward chain, as an ECN switch under load marks them); rping -V A->B still passes, and B answers with
    CNPs (opcode 0x81) to A's QP (the QP B's ACKs go to): TOS 0xC2 (DSCP 48, ECT(0)), BECN, PSN 0, fewer
-   than the marked packets (paced per QP), well-formed to Wireshark, all received at A through R. With
-   --cnp off on B: marked packets, no CNP.
+   than the marked packets (paced per QP), well-formed to Wireshark, all received at A through R; A's RC
+   data leaves ECT(0) (DCQCN on). With --cnp off on B: marked packets, no CNP.
 
 Prints PASS or FAIL for each case; exits 0 only if every case passed (and prints SKIP and exits 0 when not
 root or when rping, ib_send_bw or tshark is missing, as the other veth tests do).
@@ -255,6 +255,10 @@ class Routing:
         a, b = SIDES["A"][0], SIDES["B"][0]
         marked = tshark("-r", cap_b, "-Y", f"ip.src == {a} && udp.port == 4791 && ip.dsfield.ecn == 3 && {NOT_ICMP}")
         assert marked, "no CE-marked RoCE frame from A reached B: the router did not mark"
+        # A (DCQCN on by default) sends its RC data ECN-capable, ECT(0); its ACKs and the CM's MADs Not-ECT.
+        data = f"ip.src == {a} && udp.port == 4791 && infiniband.bth.opcode <= 16 && {NOT_ICMP}"
+        not_ect = tshark("-r", cap_a, "-Y", f"{data} && ip.dsfield.ecn != 2")
+        assert not not_ect and tshark("-r", cap_a, "-Y", data), f"A's RC data not all ECT(0): {not_ect[:3]}"
         fields = ["-T", "fields", "-e", "ip.dsfield", "-e", "infiniband.bth.destqp", "-e", "infiniband.bth.psn",
                   "-e", "ip.ttl"]
         cnp = f"ip.src == {b} && ip.dst == {a} && infiniband.bth.opcode == 129"

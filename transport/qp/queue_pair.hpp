@@ -4,9 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
+#include "transport/dcqcn.hpp"
 #include "transport/packet_io.hpp"
 #include "transport/receive_queue.hpp"
 #include "transport/ring_queue.hpp"
@@ -78,6 +80,10 @@ struct QueuePair {
   uint16_t udp_src_port = 0xc000;
   uint32_t multicast_groups = 0;  // groups this (UD) QP is attached to (in what was padding)
   Nanos cnp_sent_at = never;      // the last CNP this QP sent (congestion.cpp)
+  // DCQCN's rate for this QP while CNPs keep it below line rate; none (no cost) otherwise. rate_blocked:
+  // the requester stopped because the rate said "not yet" (run() resumes it).
+  std::unique_ptr<DcqcnRate> rate;
+  bool rate_blocked = false;
 
   RingQueue<SendWqe> sq;       // posted and not yet completed, oldest first
   ReceiveQueue rq;             // own receive queue (unused with an SRQ)

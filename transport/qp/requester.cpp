@@ -62,6 +62,7 @@ void DeviceImpl::run_requester(QueuePair& qp, Nanos now) {
   // A budget keeps one QP from monopolising a run(); if it is spent the QP is scheduled again.
   for (unsigned budget = 256; budget > 0; --budget) {
     if (!requester_can_send(qp, now)) return;
+    if (!rate_allows(qp, now)) return;  // DCQCN: not before the QP's rate allows (run() resumes it)
     SendWqe& w = qp.sq[qp.req.next];
     const bool fresh = w.state == WqeState::posted;
     // SQD: the send queue drains; WQEs never started wait. A go-back-N retry sets the WQEs after the one
