@@ -62,9 +62,12 @@ bool DeviceImpl::rate_allows(QueuePair& qp, Nanos now) {
 
 void DeviceImpl::on_rate_sent(QueuePair& qp, OutPacket& packet) {
   const wire::OpcodeInfo& info = wire::opcode_info(packet.headers.bth.opcode);
-  // Data packets go ECN-capable when we react to CNPs: a switch may then mark them rather than drop them.
-  // ACKs carry no data to slow down.
-  packet.ecn_capable = congestion_.react && info.operation != wire::Operation::acknowledge &&
+  // Data packets of connected QPs go ECN-capable when we react to CNPs: a switch may then mark them rather
+  // than drop them. Not ACKs (no data to slow down), nor UD (no CNP can throttle a datagram QP, and an
+  // ECN-capable flow that never slows down is what RFC 3168 forbids; the receiver's GRH also shows the
+  // traffic class as the sender set it).
+  const bool connected = qp.type == verbs::QpType::rc || qp.type == verbs::QpType::uc;
+  packet.ecn_capable = congestion_.react && connected && info.operation != wire::Operation::acknowledge &&
                        info.operation != wire::Operation::atomic_acknowledge;
   if (!qp.rate) return;
   // What the packet occupies on the wire: Ethernet, IPv4, UDP, BTH, its extension headers, payload, ICRC.
