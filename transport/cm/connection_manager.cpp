@@ -506,7 +506,15 @@ void ConnectionManager::on_drep(const Drep& m, Nanos now) {
     ++counters_.rx_unknown_connection;
     return;
   }
-  if (c->state != CmState::dreq_sent || m.local_comm_id != c->remote_id) {
+  if (m.local_comm_id != c->remote_id) {
+    ++counters_.rx_wrong_state;
+    return;
+  }
+  // Both sides disconnected at once (rsockets' close does): each answered the other's DREQ and is in
+  // timewait when the DREP for its own arrives. That DREP is expected, not a protocol error (Linux's
+  // cm_drep_handler drops it without a count).
+  if (c->state == CmState::timewait) return;
+  if (c->state != CmState::dreq_sent) {
     ++counters_.rx_wrong_state;
     return;
   }

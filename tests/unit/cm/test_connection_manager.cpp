@@ -278,6 +278,9 @@ TEST_CASE("cm: both sides disconnecting at once", "[cm]") {
   CHECK(types(p.a.take_events()) == std::vector{CmEventType::disconnected});
   CHECK(types(p.b.take_events()) == std::vector{CmEventType::disconnected});
   CHECK(p.a.next_deadline() != never);  // timewait only
+  // Each side's DREP for the other's DREQ reached it in timewait: expected, no protocol error counted.
+  CHECK(p.a.counters().rx_wrong_state == 0);
+  CHECK(p.b.counters().rx_wrong_state == 0);
 }
 
 TEST_CASE("cm: calls in the wrong state fail with an errno, not silently", "[cm]") {
