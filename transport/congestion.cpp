@@ -61,18 +61,18 @@ bool DeviceImpl::rate_allows(QueuePair& qp, Nanos now) {
 }
 
 void DeviceImpl::on_rate_sent(QueuePair& qp, OutPacket& packet) {
-  const wire::OpcodeInfo& info = wire::opcode_info(packet.headers.bth.opcode);
   // Data packets of connected QPs go ECN-capable when we react to CNPs: a switch may then mark them rather
   // than drop them. Not ACKs (no data to slow down), nor UD (no CNP can throttle a datagram QP, and an
   // ECN-capable flow that never slows down is what RFC 3168 forbids; the receiver's GRH also shows the
-  // traffic class as the sender set it).
+  // traffic class as the sender set it). (Opcodes compared directly: this runs for every packet.)
+  const uint8_t op = packet.headers.bth.opcode;
   const bool connected = qp.type == verbs::QpType::rc || qp.type == verbs::QpType::uc;
-  packet.ecn_capable = congestion_.react && connected && info.operation != wire::Operation::acknowledge &&
-                       info.operation != wire::Operation::atomic_acknowledge;
+  packet.ecn_capable = congestion_.react && connected && op != uint8_t(wire::Opcode::rc_acknowledge) &&
+                       op != uint8_t(wire::Opcode::rc_atomic_acknowledge);
   if (!qp.rate) return;
   // What the packet occupies on the wire: Ethernet, IPv4, UDP, BTH, its extension headers, payload, ICRC.
   constexpr uint64_t fixed = 14 + 20 + 8 + wire::bth_size + 4;
-  qp.rate->on_sent(fixed + info.headers_length + packet.payload.size(), now_);
+  qp.rate->on_sent(fixed + wire::opcode_info(op).headers_length + packet.payload.size(), now_);
 }
 
 void DeviceImpl::run_rates(QueuePair& qp, Nanos now) {
