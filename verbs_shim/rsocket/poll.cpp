@@ -121,27 +121,15 @@ int take_events(const std::vector<pollfd>& rfds, const std::vector<nfds_t>& extr
   return ready;
 }
 
-long elapsed_us(const timeval& since) {
-  timeval now{};
-  gettimeofday(&now, nullptr);
-  return (now.tv_sec - since.tv_sec) * 1000000L + (now.tv_usec - since.tv_usec) + 1;
-}
-
 }  // namespace
 
 CMA_EXPORT int rpoll(pollfd* fds, nfds_t nfds, int timeout) {
   if (nfds > 0 && fds == nullptr) return fail(EFAULT);
-  timeval start{};
-  bool started = false;
-  for (;;) {
+  SpinBudget spin;
+  do {
     const int ready = check_all(fds, nfds);
     if (ready != 0 || timeout == 0) return ready;
-    if (!started) {
-      gettimeofday(&start, nullptr);
-      started = true;
-    }
-    if (elapsed_us(start) > long(defaults().polling_time_us)) break;
-  }
+  } while (spin.left());
   thread_local std::vector<pollfd> rfds;
   thread_local std::vector<nfds_t> extra;
   int rc;

@@ -140,6 +140,17 @@ struct Defaults {
 };
 const Defaults& defaults();
 
+// Spinning before sleeping, for the configured polling time (librdmacm's polling_time, /etc/rdma/rsocket):
+// left() says whether the time, counted from its first call, is not over yet. (transfer.cpp)
+class SpinBudget {
+ public:
+  bool left();
+
+ private:
+  bool started_ = false;
+  std::chrono::steady_clock::time_point end_{};
+};
+
 // transfer.cpp
 int process_cq(Rsocket* rs, bool nonblock, bool (*test)(Rsocket*));
 int get_comp(Rsocket* rs, bool nonblock, bool (*test)(Rsocket*));

@@ -11,7 +11,6 @@
 #include <byteswap.h>
 #include <poll.h>
 #include <rdma/rsocket.h>
-#include <sys/time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -173,12 +172,6 @@ int poll_cq(Rsocket* rs) {
     }
   }
   return rc;
-}
-
-long elapsed_us(const timeval& since) {
-  timeval now{};
-  gettimeofday(&now, nullptr);
-  return (now.tv_sec - since.tv_sec) * 1000000L + (now.tv_usec - since.tv_usec) + 1;
 }
 
 void write_data_accounting(Rsocket* rs, uint32_t length, uint64_t& addr, uint32_t& rkey) {
@@ -478,18 +471,21 @@ int process_cq(Rsocket* rs, bool nonblock, bool (*test)(Rsocket*)) {
 
 // Spins for the configured polling time before sleeping on the channel.
 int get_comp(Rsocket* rs, bool nonblock, bool (*test)(Rsocket*)) {
-  timeval start{};
-  bool started = false;
-  for (;;) {
+  SpinBudget spin;
+  do {
     const int rc = process_cq(rs, true, test);
     if (rc == 0 || nonblock || errno != EWOULDBLOCK) return rc;
-    if (!started) {
-      gettimeofday(&start, nullptr);
-      started = true;
-    }
-    if (elapsed_us(start) > long(defaults().polling_time_us)) break;
-  }
+  } while (spin.left());
   return process_cq(rs, false, test);
+}
+
+bool SpinBudget::left() {
+  const auto now = std::chrono::steady_clock::now();
+  if (!started_) {
+    started_ = true;
+    end_ = now + std::chrono::microseconds(defaults().polling_time_us);
+  }
+  return now <= end_;
 }
 
 }  // namespace uroce::rsocket
