@@ -7,11 +7,10 @@ namespace uroce::transport {
 
 void Device::set_congestion(const CongestionConfig& config) { impl_->congestion_ = config; }
 
-void DeviceImpl::on_congestion_experienced(QueuePair& qp, const wire::Frame& f, Nanos now) {
-  (void)f;
+void DeviceImpl::on_congestion_experienced(QueuePair& qp, Nanos now) {
   ++counters_.rx_ecn_ce;
   ++qp.counters.rx_ecn_ce;
-  if (!congestion_.notify || (qp.type != verbs::QpType::rc && qp.type != verbs::QpType::uc)) return;
+  if (!congestion_.notify || !qp.connected()) return;
   if (qp.cnp_sent_at != never && now - qp.cnp_sent_at < congestion_.cnp_interval_ns) return;
   const verbs::QpState st = qp.attr.qp_state;
   if (st != verbs::QpState::rtr && st != verbs::QpState::rts && st != verbs::QpState::sqd) return;
@@ -42,7 +41,7 @@ void DeviceImpl::on_cnp(const wire::Frame& f, Nanos now) {
   QueuePair* qp = find_qp(f.roce.bth().dest_qp);
   if (qp == nullptr) return;
   ++qp->counters.rx_cnp;
-  if (!congestion_.react || (qp->type != verbs::QpType::rc && qp->type != verbs::QpType::uc)) return;
+  if (!congestion_.react || !qp->connected()) return;
   if (qp->attr.qp_state != verbs::QpState::rts && qp->attr.qp_state != verbs::QpState::sqd) return;
   if (!qp->rate) qp->rate = std::make_unique<DcqcnRate>(congestion_.dcqcn, now);
   const uint64_t before = qp->rate->cuts();
@@ -66,8 +65,7 @@ void DeviceImpl::on_rate_sent(QueuePair& qp, OutPacket& packet) {
   // ECN-capable flow that never slows down is what RFC 3168 forbids; the receiver's GRH also shows the
   // traffic class as the sender set it). (Opcodes compared directly: this runs for every packet.)
   const uint8_t op = packet.headers.bth.opcode;
-  const bool connected = qp.type == verbs::QpType::rc || qp.type == verbs::QpType::uc;
-  packet.ecn_capable = congestion_.react && connected && op != uint8_t(wire::Opcode::rc_acknowledge) &&
+  packet.ecn_capable = congestion_.react && qp.connected() && op != uint8_t(wire::Opcode::rc_acknowledge) &&
                        op != uint8_t(wire::Opcode::rc_atomic_acknowledge);
   if (!qp.rate) return;
   // What the packet occupies on the wire: Ethernet, IPv4, UDP, BTH, its extension headers, payload, ICRC.

@@ -663,7 +663,7 @@ bool DeviceImpl::dispatch(QueuePair& qp, const wire::Frame& f, size_t frame_size
     }
     on_response(qp, f, now);
   }
-  if (f.ecn() == wire::Ecn::ce) on_congestion_experienced(qp, f, now);
+  if (f.ecn() == wire::Ecn::ce) on_congestion_experienced(qp, now);
   return true;
 }
 

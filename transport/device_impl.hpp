@@ -58,7 +58,7 @@ class DeviceImpl {
   void on_gsi(const wire::Frame& f, Nanos now);
   CongestionConfig congestion_;             // CNPs (congestion.cpp)
   // A frame accepted by `qp` arrived marked CE: a CNP to its sender unless one went within the interval.
-  void on_congestion_experienced(QueuePair& qp, const wire::Frame& f, Nanos now);
+  void on_congestion_experienced(QueuePair& qp, Nanos now);
   void on_cnp(const wire::Frame& f, Nanos now);
   // Rate control around each QP's sends (congestion.cpp): whether the requester may send now, and the
   // accounting of each packet that leaves.

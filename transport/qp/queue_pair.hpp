@@ -85,6 +85,9 @@ struct QueuePair {
   std::unique_ptr<DcqcnRate> rate;
   bool rate_blocked = false;
 
+  // RC or UC: a QP with one peer QP (congestion control's unit; UD has none).
+  bool connected() const { return type == verbs::QpType::rc || type == verbs::QpType::uc; }
+
   RingQueue<SendWqe> sq;       // posted and not yet completed, oldest first
   ReceiveQueue rq;             // own receive queue (unused with an SRQ)
 
