@@ -117,6 +117,13 @@ void take_receive(Rsocket* rs, uint32_t msg) {
       }
       break;
     default:
+      // A peer can only have been granted half the ring at a time: a longer message is a broken or hostile
+      // peer, and reading it would run past the ring. The connection ends in error instead.
+      if (data_of(msg) > (rs->rbuf_size >> 1)) {
+        rs->state = kError;
+        rs->err = EPROTO;
+        break;
+      }
       rs->rmsg[size_t(rs->rmsg_tail)] = {op_of(msg), data_of(msg)};
       if (++rs->rmsg_tail == rs->rq_size + 1) rs->rmsg_tail = 0;
       break;
