@@ -102,6 +102,33 @@ TEST_CASE("captures: every frame parses, every RoCEv2 frame passes its ICRC", "[
   std::cout << summary << "\n";
 }
 
+// RoCEv2 over IPv6 between two rxe VMs (tests/data/README.md, interop/rxe-rping-ipv6.pcap). Their hop limit
+// is 64 and their traffic class and flow label 0, none of them the ones the ICRC puts in their place, so a
+// field masked wrongly or not at all would fail every frame.
+TEST_CASE("captures: rxe's RoCEv2 over IPv6 passes the ICRC (interop capture)", "[wire][captures][ipv6]") {
+  const Capture c = uroce::test::read_pcap(std::string(UROCE_TEST_DATA_DIR) + "/interop/rxe-rping-ipv6.pcap");
+  REQUIRE(c.frames.size() == 365);
+  std::map<unsigned, unsigned> opcodes;
+  for (size_t i = 0; i < c.frames.size(); ++i) {
+    INFO("frame " << i + 1);
+    const Bytes& b = c.frames[i];
+    REQUIRE(get16(&b[12]) == 0x86dd);
+    const Frame f = parse(b);
+    REQUIRE(f.error == ParseError::none);
+    REQUIRE(f.kind == FrameKind::roce);
+    CHECK(f.ip_version == IpVersion::v6);
+    CHECK(f.ipv6.hop_limit == 64);
+    CHECK(icrc_ok(f));
+    CHECK(compute_icrc(f) == ref_icrc(std::span<const uint8_t>(&b[14], b.size() - 18), true));
+    ++opcodes[f.roce.bth().opcode];
+  }
+  // rping -C 20 -S 4096 -V at RoCE MTU 1024, per tshark: the CM's five MADs to QP1 (REQ, REP, RTU, DREQ,
+  // DREP) as UD SEND_ONLY; per ping a READ of 4 packets, a WRITE of 4 and SEND_ONLYs, with their ACKs.
+  const std::map<unsigned, unsigned> tshark = {{0x04, 80}, {0x06, 20}, {0x07, 40}, {0x08, 20}, {0x0c, 20},
+                                               {0x0d, 20}, {0x0e, 40}, {0x0f, 20}, {0x11, 100}, {0x64, 5}};
+  CHECK(opcodes == tshark);
+}
+
 TEST_CASE("captures: a flipped payload or PSN bit breaks the ICRC", "[wire][captures]") {
   unsigned payload_flips = 0, psn_flips = 0;
   for (const Capture& c : captures()) {
