@@ -1,6 +1,7 @@
 """A cell's capture through `uroce dissect` (every frame parsed, every ICRC checked) and `uroce explain`
 (retransmissions, NAKs and RNR NAKs per flow, CM REJ reasons). A capture fails the cell if any frame has a bad ICRC or
-fails to parse, if the file is damaged, or if it holds no RoCE traffic at all."""
+fails to parse, if the file is damaged, or if it holds no RoCE traffic at all. It also counts the RoCE frames
+carried over IPv6, for the cells that must use it."""
 import re
 import subprocess
 
@@ -9,6 +10,8 @@ REJ = re.compile(r"CM REJ: .* rejects the connection \(reason (\d+)")
 # A retransmitted message is one line, "#first-last  B  retransmitted ... (psn 10..53)"; its last PSN counts.
 RETRANSMITTED = re.compile(r"^\s*#[\d-]+\s+(\S+)\s+retransmitted .*\(psn (\d+)(?:\.\.(\d+))?\)")
 ACK = re.compile(r"^\s*#[\d-]+\s+(\S+)\s+ACK up to psn (\d+)")
+# A RoCE frame's line in `uroce dissect`: "N  TIME  SRC → DST  ... ICRC ok|BAD"; SRC is an IP address.
+ROCE_LINE = re.compile(r"^\s*\d+\s+[\d.]+\s+(\S+) → \S+\s.*\bICRC\b")
 
 
 def read_explain(text):
@@ -45,13 +48,15 @@ def read_explain(text):
 
 
 def check(uroce, pcap):
-    r = {"ok": False, "frames": 0, "roce": 0, "bad_icrc": 0, "malformed": 0, "error": None, **read_explain("")}
+    r = {"ok": False, "frames": 0, "roce": 0, "roce_ipv6": 0, "bad_icrc": 0, "malformed": 0, "error": None,
+         **read_explain("")}
     d = subprocess.run([uroce, "dissect", pcap], capture_output=True, text=True, timeout=300)
     m = SUMMARY.search(d.stderr)
     if not m:
         r["error"] = f"uroce dissect failed (rc {d.returncode}): {d.stderr.strip()[-300:]}"
         return r
     r["frames"], r["roce"], r["bad_icrc"], r["malformed"] = map(int, m.groups())
+    r["roce_ipv6"] = sum(1 for line in d.stdout.splitlines() if (f := ROCE_LINE.match(line)) and ":" in f.group(1))
     e = subprocess.run([uroce, "explain", pcap], capture_output=True, text=True, timeout=300)
     r.update(read_explain(e.stdout))
     if d.returncode != 0:

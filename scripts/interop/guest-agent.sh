@@ -1,6 +1,7 @@
 #!/bin/sh
 # The guest agent: PID 1 of the interop VM, running in the host's root filesystem (shared over 9p).
-# Brings up eth0 with the address from the kernel command line (interop.ip=A/N), adds the rxe device,
+# Brings up eth0 with the address from the kernel command line (interop.ip=A/N) and fd99::<A's last
+# byte>/64 (RoCEv2 over IPv6: rxe makes a GID of it, index 2), adds the rxe device,
 # then runs the commands the host drops into the shared directory /run/interop:
 #   NAME.cmd  a shell script; renamed NAME.run when taken, its output goes to NAME.out and its exit
 #             status to NAME.rc (written last, atomically). Commands run concurrently, each in the
@@ -18,6 +19,9 @@ ip link set lo up
 ip link set eth0 up
 ip addr add "$ip" dev eth0
 rdma link add rxe0 type rxe netdev eth0 || echo "agent: rdma link add failed"
+# After the rxe device, so that the IPv4 GID keeps index 1. nodad: nothing else on the bridge has it.
+ip4=${ip%/*}
+ip -6 addr add "fd99::${ip4##*.}/64" dev eth0 nodad
 { rdma link show; ibv_devinfo -d rxe0 -v 2>&1 | grep -E "GID|state|active_mtu"; } >"$share/ready.tmp" 2>&1
 mv "$share/ready.tmp" "$share/ready"
 echo "agent: ready ($ip)"

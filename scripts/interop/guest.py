@@ -65,6 +65,7 @@ class Guest:
     def __init__(self, work, name, ip):
         self.name, self.ip = name, ip
         self.roce_ip = ip  # rxe's address is the VM kernel's
+        self.ip6 = "fd99::" + ip.rsplit(".", 1)[1]  # guest-agent.sh adds it to eth0
         self.share = os.path.join(work, name, "share")
 
     def script(self, name):

@@ -7,6 +7,7 @@ import time
 
 PCI_ADDRESS = "0000:00:10.0"  # vm.sh: INTEROP_PCI_NIC
 PCI_IP = "10.99.0.4"          # netns.sh
+PCI_IP6 = "fd99::4"           # netns.sh
 PCI_MAC = "52:54:00:99:00:04"  # interop.sh
 
 
@@ -17,6 +18,7 @@ class GuestUroce:
         self.guest = guest
         self.ip = guest.ip  # the VM's kernel address: TCP (the programs' exchange); RoCE is PCI_IP's
         self.roce_ip = PCI_IP
+        self.ip6 = PCI_IP6
         self.name = f"uroce-pci in {guest.name}"
         self.uroced = os.path.join(build, "emulator", "uroced")
         self.uroce_run = os.path.join(build, "verbs_shim", "uroce-run")
@@ -30,7 +32,7 @@ class GuestUroce:
         """Binds the NIC and starts uroced on it in the VM (for at most LIMIT seconds); returns once it is
         ready. RuntimeError with its output if it is not."""
         self.job = self.guest.start(["sh", self.guest.script("pci-port.sh"), PCI_ADDRESS, self.uroced, PCI_IP,
-                                     self.socket], limit)
+                                     self.socket, PCI_IP6], limit)
         out_path = os.path.join(self.guest.share, f"{self.job.name}.out")
         deadline = time.time() + timeout
         while time.time() < deadline and not self.job.done():

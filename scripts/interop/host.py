@@ -9,6 +9,7 @@ import time
 from registry import record_pid
 
 UROCE_IP = "10.99.0.1"
+UROCE_IP6 = "fd99::1"  # GID 1 (GID 0 is UROCE_IP); RoCEv2 over IPv6 against rxe (netns.sh)
 
 
 class Uroced:
@@ -17,7 +18,7 @@ class Uroced:
         self.capture = capture
         self.log = open(log, "w")
         cmd = ["ip", "netns", "exec", netns, os.path.join(build, "emulator", "uroced"),
-               "--port", "net_af_packet0,iface=vu", "--ip", UROCE_IP, "--socket", self.socket,
+               "--port", "net_af_packet0,iface=vu", "--ip", UROCE_IP, "--ip", UROCE_IP6, "--socket", self.socket,
                "--capture", capture, "--log-level", os.environ.get("INTEROP_UROCED_LOG", "info")]
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         record_pid(run_dir, self.proc.pid)
@@ -80,6 +81,7 @@ class HostSide:
     """Programs through uroce-run against one uroced, in the namespace."""
     device, gid = "uroce0", "0"
     ip = roce_ip = UROCE_IP
+    ip6 = UROCE_IP6
 
     def __init__(self, build, netns, run_dir):
         self.uroce_run = os.path.join(build, "verbs_shim", "uroce-run")

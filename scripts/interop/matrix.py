@@ -182,6 +182,8 @@ class Runner:
                                  "exit race of the pingpongs and perftest's latency tests)")
         if not cap["ok"]:
             cell.notes.append("capture: " + cap["error"])
+        elif program.ipv6 and cap["roce_ipv6"] != cap["roce"]:
+            cell.notes.append(f"capture: {cap['roce'] - cap['roce_ipv6']} of {cap['roce']} RoCE frames not over IPv6")
         cell.ok = not cell.notes and bool(cell.result)
         cell.listen_race = (not cell.ok and program.listen_race and "Event rejected" in c_out
                             and 8 in cap.get("rej_reasons", []))

@@ -10,9 +10,12 @@
 #   10.99.0.1   uroce: uroced for RoCE, the kernel for TCP (veth "vu")
 #   10.99.0.2   VM vm0 (tap0)          10.99.0.3   VM vm1 (tap1, rxe<->rxe cells)
 #   10.99.0.4   uroced in VM vm0 on its second NIC, a PCI device driven by DPDK (tap2, scripts/pci_port.sh)
+#   fd99::1 .. fd99::4: the same four over IPv6, shared the same way (fd99::1 is the kernel's on vu too:
+#   rping's getaddrinfo wants a non-loopback IPv6 address on the host before it resolves an IPv6 one)
 
 INTEROP_NET=10.99.0
 INTEROP_UROCE_IP=$INTEROP_NET.1
+INTEROP_UROCE_IP6=fd99::1
 
 netns_create() {
   local ns=$1
@@ -25,11 +28,12 @@ netns_create() {
   "${n[@]}" tuntap add tap0 mode tap
   "${n[@]}" tuntap add tap1 mode tap
   "${n[@]}" tuntap add tap2 mode tap
-  for dev in br0 vu vb tap0 tap1 tap2; do
+  for dev in br0 vb tap0 tap1 tap2; do  # bridge ports: no addresses, no IPv6 chatter of their own
     ip netns exec "$ns" sysctl -qw "net.ipv6.conf.$dev.disable_ipv6=1"
   done
   for dev in vb tap0 tap1 tap2; do "${n[@]}" link set "$dev" master br0; done
   "${n[@]}" addr add "$INTEROP_UROCE_IP/24" dev vu
+  "${n[@]}" addr add "$INTEROP_UROCE_IP6/64" dev vu nodad
   for dev in br0 vu vb tap0 tap1 tap2; do "${n[@]}" link set "$dev" up; done
   ip netns exec "$ns" nft add table inet interop_host
   ip netns exec "$ns" nft add chain inet interop_host input '{ type filter hook input priority 0; }'

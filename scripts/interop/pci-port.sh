@@ -5,9 +5,9 @@
 # (a device without an IOMMU needs physical addresses: hugepages, never --no-huge). Ends by exec'ing uroced,
 # so that stopping this job stops the daemon.
 #
-#   pci-port.sh PCI_ADDRESS UROCED IP SOCKET
+#   pci-port.sh PCI_ADDRESS UROCED IP SOCKET IP6
 set -eu
-dev=$1 uroced=$2 ip=$3 socket=$4
+dev=$1 uroced=$2 ip=$3 socket=$4 ip6=$5
 sys=/sys/bus/pci/devices/$dev
 [ -e "$sys" ] || { echo "pci-port: no PCI device $dev"; exit 1; }
 modprobe uio_pci_generic
@@ -18,4 +18,4 @@ echo "$dev" >/sys/bus/pci/drivers_probe
 grep -q ' hugetlbfs ' /proc/mounts || { mkdir -p /dev/hugepages; mount -t hugetlbfs nodev /dev/hugepages; }
 echo 192 >/proc/sys/vm/nr_hugepages  # 384 MB of 2-MB pages for uroced's 256
 grep -E 'HugePages_(Total|Free)' /proc/meminfo
-exec "$uroced" --port "$dev" --ip "$ip" --socket "$socket" --memory-mb 256 --hugepages on
+exec "$uroced" --port "$dev" --ip "$ip" --ip "$ip6" --socket "$socket" --memory-mb 256 --hugepages on

@@ -37,6 +37,8 @@ class Program:
         # most) if it was refused (REJECTED: a REQ before rdma_listen; UNREACHABLE: a SIDR_REQ before it;
         # "Connection refused": an rsocket's rconnect got the REJ).
         self.cm_only = name.startswith(("rping", "udaddy", "mckey") + RSOCKETS)
+        # RoCEv2 over IPv6: every RoCE frame of the cell's capture must be IPv6.
+        self.ipv6 = name.endswith("(IPv6)")
         # A qperf server serves clients until it is stopped: its end says nothing.
         self.server_persists = name.startswith("qperf")
         # qperf's server sends its rdma_cm port to the client before it calls rdma_listen (cm_open_server in
@@ -115,12 +117,16 @@ def udaddy_result(out):
     return "SIDR resolved, 10 messages each way" if "test complete" in out else None
 
 
-def rping(count, size):
-    # -V: the client checks each ping came back intact (the server READs it and WRITEs it back).
+def rping(count, size, ipv6=False):
+    # -V: the client checks each ping came back intact (the server READs it and WRITEs it back). With
+    # ipv6, both ends use their IPv6 addresses: RoCEv2 over IPv6, whose ICRC masks the traffic class, flow
+    # label and hop limit (checked against rxe here, and by uroce dissect on the capture).
     def server(side, port):
-        return ["rping", "-s", "-a", side.ip, "-p", str(port), "-C", str(count), "-S", str(size), "-V"]
+        return ["rping", "-s", "-a", side.ip6 if ipv6 else side.ip, "-p", str(port), "-C", str(count),
+                "-S", str(size), "-V"]
 
-    def client(side, port, ip, _server_side):
+    def client(side, port, ip, server_side):
+        ip = server_side.ip6 if ipv6 else ip
         return ["rping", "-c", "-a", ip, "-p", str(port), "-C", str(count), "-S", str(size), "-V", "-v"]
     return server, client
 
@@ -240,6 +246,7 @@ PROGRAMS = {p.name: p for p in [
     _p("qperf rc_rdma_write_bw rc_rdma_read_bw", qperf("rc_rdma_write_bw", "rc_rdma_read_bw"), qperf_result),
     _p("pyverbs_peer.py", pyverbs(), pyverbs_result),
     _p("rping -C 20 -S 4096 -V", rping(20, 4096), rping_result),
+    _p("rping -C 20 -S 4096 -V (IPv6)", rping(20, 4096, ipv6=True), rping_result),
     _p("udaddy", udaddy(), udaddy_result),
     _p("mckey", mckey(), mckey_result),
     _p("rstream -S 4096 -C 100 -T b -T v", rsocket_stream("rstream", 4096, 100), rsocket_result),

@@ -40,6 +40,7 @@ rc_lat:
 class Side:
     device, gid, ip = "rxe0", "1", "10.99.0.1"
     roce_ip = ip
+    ip6 = "fd99::1"
 
     @staticmethod
     def script(name):
@@ -69,8 +70,9 @@ def main():
     for p in programs.PROGRAMS.values():
         server = p.server(Side, 18000)
         client = p.client(Side, 18000, "10.99.0.254", Side)
-        # (mckey's client addresses the group, not the server)
-        assert server and client and ("10.99.0.254" in client or "239.1.1.1" in client), p.name
+        # (mckey's client addresses the group, not the server; an IPv6 row's client the server's IPv6 address)
+        assert server and client and ("10.99.0.254" in client or "239.1.1.1" in client or
+                                      (p.ipv6 and Side.ip6 in client)), p.name
     bw = programs.PROGRAMS["ib_write_bw"]
     argv = bw.client(Side, 1, "10.99.0.254", Side)
     assert bw.argv(argv, 5)[argv.index("-n") + 1] == "20" and bw.argv(argv, 0) == argv
@@ -88,6 +90,8 @@ def main():
             assert " -T b -T v" in " ".join(argv) and argv[0] == n.split()[0], argv
     assert not programs.PROGRAMS["ib_write_bw"].cm_only and not programs.PROGRAMS["qperf rc_bw rc_lat"].cm_only
     assert programs.PROGRAMS["rping -C 20 -S 4096 -V"].server(Side, 1)[3] == Side.ip  # rping -s -a <own IP>
+    rping6 = programs.PROGRAMS["rping -C 20 -S 4096 -V (IPv6)"]
+    assert rping6.server(Side, 1)[3] == Side.ip6 and rping6.client(Side, 1, "10.99.0.254", Side)[3] == Side.ip6
     # Lossy qperf cells send 4 KiB messages for 10 s, options before the host; its server is left alone.
     qp = programs.PROGRAMS["qperf rc_bw rc_lat"]
     argv = qp.client(Side, 1, "10.99.0.254", Side)
@@ -121,7 +125,13 @@ def main():
                                       "ID)\n")["rej_reasons"] == [8]
     # rxe's rping capture: a connection without a REJ.
     r = capture_check.check(uroce, os.path.join(captures, "10-rdma-cm-rping.pcap"))
-    assert r["ok"] and r["rej_reasons"] == [], r
+    assert r["ok"] and r["rej_reasons"] == [] and r["roce_ipv6"] == 0, r
+    # The IPv6 rows need every RoCE frame over IPv6: rxe's rping over IPv6 is counted whole, IPv4 not at all.
+    r = capture_check.check(uroce, os.path.join(here, "..", "data", "interop", "rxe-rping-ipv6.pcap"))
+    assert r["ok"] and r["roce"] == r["roce_ipv6"] == 365, r
+    assert programs.PROGRAMS["rping -C 20 -S 4096 -V (IPv6)"].ipv6
+    assert programs.PROGRAMS["rping -C 20 -S 4096 -V (IPv6)"].cm_only
+    assert not programs.PROGRAMS["rping -C 20 -S 4096 -V"].ipv6
 
     # A real lossy rxe capture: clean, with its retransmissions and NAKs counted.
     r = capture_check.check(uroce, os.path.join(captures, "11-rc-write-loss5.pcap"))
