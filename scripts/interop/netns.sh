@@ -31,6 +31,12 @@ netns_create() {
   for dev in br0 vb tap0 tap1 tap2; do  # bridge ports: no addresses, no IPv6 chatter of their own
     ip netns exec "$ns" sysctl -qw "net.ipv6.conf.$dev.disable_ipv6=1"
   done
+  # ARP for 10.99.0.1 only from vu. By default Linux answers ARP for any of its addresses on any interface,
+  # and br0 receives every broadcast on the bridge: a VM asking for 10.99.0.1 then also got br0's MAC, and
+  # whichever reply came first won. A VM's uroced that learned br0's MAC sent its first UD datagram to the
+  # namespace's kernel, which dropped it (ibv_ud_pingpong in the PCI column stalled; RC retransmits once a
+  # later reply corrected the entry).
+  ip netns exec "$ns" sysctl -qw net.ipv4.conf.all.arp_ignore=1
   for dev in vb tap0 tap1 tap2; do "${n[@]}" link set "$dev" master br0; done
   "${n[@]}" addr add "$INTEROP_UROCE_IP/24" dev vu
   "${n[@]}" addr add "$INTEROP_UROCE_IP6/64" dev vu nodad
