@@ -9,8 +9,8 @@ namespace {
 
 // ISA-L's AVX-512 CRC kernel returns with the upper halves of the vector registers still in use (it does
 // not end with vzeroupper). On Intel cores every legacy-SSE instruction after that pays for the mixed
-// register state, and all of our code, built for the x86-64 baseline, is legacy SSE: on a Xeon (Sapphire
-// Rapids class) compute_icrc's 16-byte masked copy made a 4 KiB packet's ICRC take 265 ns instead of 90
+// register state, and all of our code, built for the x86-64 baseline, is legacy SSE: on a Xeon (family 6
+// model 207) compute_icrc's 16-byte masked copy made a 4 KiB packet's ICRC take 265 ns instead of 90
 // (docs/icrc.md, "The vzeroupper after each call"). Zen cores have no such penalty. vzeroupper needs AVX,
 // which every CPU that runs a kernel leaving the state dirty has.
 __attribute__((target("avx"))) void clear_upper_vector_state() { _mm256_zeroupper(); }
