@@ -3,6 +3,7 @@
 // engines live in requester.cpp, completer.cpp and responder.cpp and only meet here.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -21,7 +22,10 @@ inline constexpr uint32_t max_unacked_psns = 128;   // requester window
 inline constexpr uint32_t max_packets_per_ack = 64; // AckReq at least every 64 packets
 
 // Packets a message of `length` bytes takes at path MTU `mtu` (a zero-length message still takes one).
-inline uint32_t packets_for(uint32_t length, unsigned mtu) { return length == 0 ? 1 : (length + mtu - 1) / mtu; }
+// Path MTUs are powers of two (verbs::mtu_bytes), so a shift, not a division: this runs for every message.
+inline uint32_t packets_for(uint32_t length, unsigned mtu) {
+  return length == 0 ? 1 : uint32_t((uint64_t(length) + mtu - 1) >> std::countr_zero(mtu));
+}
 
 enum class WqeState : uint8_t {
   posted,      // nothing sent yet

@@ -29,10 +29,6 @@ IpAddress IpAddress::from_v6_bytes(const uint8_t* p) {
   return a;
 }
 
-bool IpAddress::is_v4() const { return std::memcmp(bytes.data(), v4_mapped_prefix, 12) == 0; }
-
-uint32_t IpAddress::v4() const { return load_be32(bytes.data() + 12); }
-
 bool IpAddress::is_multicast() const {
   if (bytes[0] == 0xff) return true;
   return is_v4() && (bytes[12] & 0xf0) == 0xe0;
