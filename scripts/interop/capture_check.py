@@ -1,7 +1,8 @@
 """A cell's capture through `uroce dissect` (every frame parsed, every ICRC checked) and `uroce explain`
-(retransmissions, NAKs and RNR NAKs per flow, CM REJ reasons). A capture fails the cell if any frame has a bad ICRC or
-fails to parse, if the file is damaged, or if it holds no RoCE traffic at all. It also counts the RoCE frames
-carried over IPv6, for the cells that must use it."""
+(retransmissions, NAKs and RNR NAKs per flow, CM REJ reasons). A capture fails the cell if any frame has a
+bad ICRC or fails to parse, if the file is damaged, or if it holds no RoCE traffic at all. It also counts
+the RoCE frames carried over IPv6, for the cells that must use it, and reads the evidence for either side
+of the pingpongs' exit race."""
 import re
 import subprocess
 
@@ -12,6 +13,26 @@ RETRANSMITTED = re.compile(r"^\s*#[\d-]+\s+(\S+)\s+retransmitted .*\(psn (\d+)(?
 ACK = re.compile(r"^\s*#[\d-]+\s+(\S+)\s+ACK up to psn (\d+)")
 # A RoCE frame's line in `uroce dissect`: "N  TIME  SRC → DST  ... ICRC ok|BAD"; SRC is an IP address.
 ROCE_LINE = re.compile(r"^\s*\d+\s+[\d.]+\s+(\S+) → \S+\s.*\bICRC\b")
+# A request packet's line: its source, opcode and PSN (responses and ACKs do not match).
+REQUEST_LINE = re.compile(r"^\s*\d+\s+[\d.]+\s+(\S+) → \S+\s+(?:RC|UC)\s+"
+                          r"(SEND_\S+|RDMA_WRITE_\S+|RDMA_READ_REQUEST|COMPARE_SWAP|FETCH_ADD)\s.*\bpsn (\d+)")
+
+
+def last_request_answered(dissect_text):
+    """Whether the capture ends with a request resent to a peer that had already answered it with a new
+    message of its own: the capture's last request packet repeats an earlier one, and after that one's
+    first transmission the other side sent a request with a PSN it had never sent before. In a ping-pong
+    (ibv_*_pingpong, perftest's latency tests) the peer sends its next message only once it has received
+    ours, so the peer had our request; only its ACK was lost."""
+    requests = [(m.group(1), int(m.group(3))) for line in dissect_text.splitlines() if (m := REQUEST_LINE.match(line))]
+    if not requests:
+        return False
+    src, psn = requests[-1]
+    first = requests.index((src, psn))
+    if first == len(requests) - 1:
+        return False  # sent once: not a retransmission
+    seen = {r for r in requests[:first + 1] if r[0] != src}
+    return any(r[0] != src and r not in seen for r in requests[first + 1:])
 
 
 def read_explain(text):
@@ -49,7 +70,7 @@ def read_explain(text):
 
 def check(uroce, pcap):
     r = {"ok": False, "frames": 0, "roce": 0, "roce_ipv6": 0, "bad_icrc": 0, "malformed": 0, "error": None,
-         **read_explain("")}
+         "last_request_answered": False, **read_explain("")}
     d = subprocess.run([uroce, "dissect", pcap], capture_output=True, text=True, timeout=300)
     m = SUMMARY.search(d.stderr)
     if not m:
@@ -57,6 +78,7 @@ def check(uroce, pcap):
         return r
     r["frames"], r["roce"], r["bad_icrc"], r["malformed"] = map(int, m.groups())
     r["roce_ipv6"] = sum(1 for line in d.stdout.splitlines() if (f := ROCE_LINE.match(line)) and ":" in f.group(1))
+    r["last_request_answered"] = last_request_answered(d.stdout)
     e = subprocess.run([uroce, "explain", pcap], capture_output=True, text=True, timeout=300)
     r.update(read_explain(e.stdout))
     if d.returncode != 0:

@@ -12,7 +12,7 @@ PCI_MAC = "52:54:00:99:00:04"  # interop.sh
 
 
 class GuestUroce:
-    device, gid = "uroce0", "0"
+    device, gid, gid6 = "uroce0", "0", "1"  # GID 1: PCI_IP6
 
     def __init__(self, guest, build):
         self.guest = guest

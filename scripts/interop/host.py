@@ -79,7 +79,7 @@ class HostJob:
 
 class HostSide:
     """Programs through uroce-run against one uroced, in the namespace."""
-    device, gid = "uroce0", "0"
+    device, gid, gid6 = "uroce0", "0", "1"  # GID 1: UROCE_IP6
     ip = roce_ip = UROCE_IP
     ip6 = UROCE_IP6
 

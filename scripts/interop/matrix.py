@@ -105,7 +105,7 @@ class Runner:
         server_ip = server.ip  # uroce's address is the kernel's too (TCP), see netns.sh
         start = time.time()
         daemon = tcpdump = delayed = None
-        exit_race = False
+        exit_race = client_exit_race = False
         try:
             if "uroce" in (client_name, server_name):
                 cell.capture = os.path.join(cell_dir, "uroced.pcap")
@@ -147,7 +147,14 @@ class Runner:
             with open(os.path.join(cell_dir, "server.out"), "w") as f:
                 f.write(s_out)
             cell.result = program.result(c_out) or program.result(s_out)
-            if c_rc != 0:
+            # The same race the other way round: the server took its last completion and left, and its ACK of
+            # the client's last message was lost. The client resends to a QP that is gone: uroce gives up
+            # with retry-exceeded (retry_cnt 7 is 7 retries), rxe retries for ever until it is stopped.
+            client_exit_race = (c_rc != 0 and s_rc == 0 and cell.loss and program.last_ack_race and
+                                not program.server_persists and cell.result and
+                                (c_rc in STOPPED or "retry counter exceeded" in c_out or "status 12" in c_out))
+            # (judged below, with the capture)
+            if c_rc != 0 and not client_exit_race:
                 cell.notes.append(f"client rc {c_rc}{' (timeout)' if c_rc in (124, 137) else ''}: {tail(c_out)}")
             exit_race = (s_rc != 0 and cell.loss and program.last_ack_race and not program.server_persists and
                          c_rc == 0 and cell.result and
@@ -180,6 +187,15 @@ class Runner:
             else:
                 cell.info.append("server stopped after its client had left: the client's last ACK was lost (the "
                                  "exit race of the pingpongs and perftest's latency tests)")
+        if client_exit_race:
+            # The capture ends with the client resending a request that the server had answered with a new
+            # message of its own, which in a ping-pong it sends only once it has ours: it had the request.
+            if cap["last_request_answered"]:
+                cell.info.append("client gave up after its server had left: the server's last ACK was lost (the "
+                                 "exit race of the pingpongs and perftest's latency tests, server side)")
+            else:
+                cell.notes.append(f"client rc {c_rc}, and the capture does not show that the server had its last "
+                                  f"request: {tail(c_out)}")
         if not cap["ok"]:
             cell.notes.append("capture: " + cap["error"])
         elif program.ipv6 and cap["roce_ipv6"] != cap["roce"]:

@@ -51,7 +51,7 @@ class Program:
         self.server_tcp_delay_ms = 50 if self.listen_race else 0
         # Under loss, perftest's bandwidth tests send fewer 64 KiB messages (go-back-N over 5% loss with
         # 64-packet messages crawls under TCG).
-        self.lossy_iterations = "20" if name in ("ib_write_bw", "ib_read_bw", "ib_send_bw") else None
+        self.lossy_iterations = "20" if name.removesuffix(" (IPv6)") in ("ib_write_bw", "ib_read_bw", "ib_send_bw") else None
         # qperf runs each test for -t seconds with 64 KiB messages by default. Under 5% loss a 64-packet
         # message crawls through go-back-N (rxe ignores a NAK while a retry is under way, so a second loss
         # costs a whole ACK timeout) and 3 s can end before one completes: then qperf reports 0 bytes/sec,
@@ -180,23 +180,26 @@ def rsocket_stream(program, size, count):
     return server, client
 
 
-def pingpong(program, *extra, n="300"):
+def pingpong(program, *extra, n="300", ipv6=False):
+    # ipv6: both ends name their IPv6 GID (-g), so RoCE runs over IPv6; the programs still exchange their
+    # QP numbers and GIDs over TCP to the IPv4 address.
     def server(side, port):
-        return [program, "-d", side.device, "-g", side.gid, "-p", str(port), "-n", n, *extra]
+        return [program, "-d", side.device, "-g", side.gid6 if ipv6 else side.gid, "-p", str(port), "-n", n, *extra]
 
     def client(side, port, ip, _server_side):
         return server(side, port) + [ip]
     return server, client
 
 
-def perftest(program, *extra):
+def perftest(program, *extra, ipv6=False):
     # -u 16: a 268 ms ACK timeout instead of 67 ms. rxe under TCG on a busy machine can stall for half a
     # second while it works through a backlog; with 67 ms a spec-following requester (uroce: retry_cnt 7
     # means 7 retries, where rxe retries for ever) gives up after 8 timeouts in a row. Not much longer
     # either: an rxe requester ignores a NAK while its previous go-back-N retry is under way, so every
     # second loss within one message costs it a whole timeout.
     def server(side, port):
-        return [program, "-d", side.device, "-x", side.gid, "-p", str(port), "-F", "-u", "16", *extra]
+        return [program, "-d", side.device, "-x", side.gid6 if ipv6 else side.gid, "-p", str(port), "-F", "-u", "16",
+                *extra]
 
     def client(side, port, ip, _server_side):
         return server(side, port) + [ip]
@@ -231,11 +234,16 @@ def _p(name, pair, result, limit=240):
 PROGRAMS = {p.name: p for p in [
     _p("ibv_rc_pingpong", pingpong("ibv_rc_pingpong"), pingpong_result),
     _p("ibv_rc_pingpong -s 65536", pingpong("ibv_rc_pingpong", "-s", "65536", n="50"), pingpong_result),
+    _p("ibv_rc_pingpong (IPv6)", pingpong("ibv_rc_pingpong", ipv6=True), pingpong_result),
     _p("ibv_ud_pingpong", pingpong("ibv_ud_pingpong", "-s", "1024"), pingpong_result),
+    # UD over IPv6: the 40-byte GRH area of each receive buffer holds the whole IPv6 header (over IPv4, 20
+    # zero bytes and the IPv4 header), and the reply's address handle is built from it.
+    _p("ibv_ud_pingpong (IPv6)", pingpong("ibv_ud_pingpong", "-s", "1024", ipv6=True), pingpong_result),
     _p("ibv_srq_pingpong", pingpong("ibv_srq_pingpong", "-q", "4", n="100"), pingpong_result),
     _p("ib_write_bw", perftest("ib_write_bw", "-s", "65536", "-n", "100"), perftest_bw_result),
     _p("ib_read_bw", perftest("ib_read_bw", "-s", "65536", "-n", "100"), perftest_bw_result),
     _p("ib_send_bw", perftest("ib_send_bw", "-s", "65536", "-n", "100"), perftest_bw_result),
+    _p("ib_write_bw (IPv6)", perftest("ib_write_bw", "-s", "65536", "-n", "100", ipv6=True), perftest_bw_result),
     _p("ib_atomic_bw CMP_AND_SWAP", perftest("ib_atomic_bw", "-A", "CMP_AND_SWAP", "-n", "200"), perftest_atomic_result),
     _p("ib_atomic_bw FETCH_AND_ADD", perftest("ib_atomic_bw", "-A", "FETCH_AND_ADD", "-n", "200"), perftest_atomic_result),
     _p("ib_write_lat", perftest("ib_write_lat", "-n", "200"), perftest_lat_result),
