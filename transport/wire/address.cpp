@@ -10,10 +10,6 @@
 
 namespace uroce::wire {
 
-namespace {
-constexpr uint8_t v4_mapped_prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-}
-
 IpAddress IpAddress::from_v4(uint32_t host_order) {
   IpAddress a;
   std::memcpy(a.bytes.data(), v4_mapped_prefix, 12);

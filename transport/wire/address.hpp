@@ -8,7 +8,12 @@
 #include <string>
 #include <string_view>
 
+#include "transport/wire/bytes.hpp"
+
 namespace uroce::wire {
+
+// The first 12 bytes of a v4-mapped IPv6 address, ::ffff:a.b.c.d.
+inline constexpr uint8_t v4_mapped_prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
 
 struct MacAddress {
   std::array<uint8_t, 6> bytes{};
@@ -25,13 +30,8 @@ struct IpAddress {
   static IpAddress from_v4_bytes(const uint8_t* p);
   static IpAddress from_v6_bytes(const uint8_t* p);
   // Inline: every transmitted packet asks both (frame_spec_for picks IPv4 or IPv6 per packet).
-  bool is_v4() const {  // v4-mapped
-    constexpr uint8_t v4_mapped_prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-    return std::memcmp(bytes.data(), v4_mapped_prefix, 12) == 0;
-  }
-  uint32_t v4() const {  // host order; only meaningful when is_v4()
-    return uint32_t(bytes[12]) << 24 | uint32_t(bytes[13]) << 16 | uint32_t(bytes[14]) << 8 | bytes[15];
-  }
+  bool is_v4() const { return std::memcmp(bytes.data(), v4_mapped_prefix, 12) == 0; }  // v4-mapped
+  uint32_t v4() const { return load_be32(bytes.data() + 12); }  // host order; only meaningful when is_v4()
   // A group address: ff00::/8, or v4-mapped 224.0.0.0/4 (the kernel's rdma_is_multicast_addr).
   bool is_multicast() const;
   friend bool operator==(const IpAddress&, const IpAddress&) = default;
