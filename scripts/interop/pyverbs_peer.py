@@ -8,6 +8,7 @@ requester of every operation; the server is the responder. Out-of-band exchange 
 
   pyverbs_peer.py --dev DEV --gid N --port P                 # server
   pyverbs_peer.py --dev DEV --gid N --port P --connect IP    # client
+  --lossy: on a lossy network, where the remote access error may end as retry-exceeded (its NAK lost)
 Prints "pyverbs_peer: all N checks passed" and exits 0, or names the failed check and exits 1.
 """
 import argparse
@@ -57,6 +58,7 @@ class Oob:
 
 class Peer:
     def __init__(self, dev, gid_index):
+        self.lossy = False  # set by main(): --lossy
         self.ctx = Context(name=dev)
         self.pd = PD(self.ctx)
         self.cq = CQ(self.ctx, 64)
@@ -183,7 +185,10 @@ def client(peer, oob):
     assert oob.recv()["step"] == "rnr received"
     peer.post_send(e.IBV_WR_RDMA_WRITE, 10, length=64, rdma=(remote["ro_addr"], remote["ro_rkey"]))
     wc = peer.poll()
-    check(wc.status == e.IBV_WC_REM_ACCESS_ERR, f"WRITE without remote write access: status {wc.status}")
+    # Under loss (--lossy) the NAK itself may be lost. The responder does not send it again: its QP went to the
+    # error state with it and drops the resends, so the requester's retries run out (IBV_WC_RETRY_EXC_ERR).
+    allowed = (e.IBV_WC_REM_ACCESS_ERR, e.IBV_WC_RETRY_EXC_ERR) if peer.lossy else (e.IBV_WC_REM_ACCESS_ERR,)
+    check(wc.status in allowed, f"WRITE without remote write access: status {wc.status}")
     oob.send(step="done")
 
 
@@ -193,8 +198,10 @@ def main():
     ap.add_argument("--gid", type=int, required=True)
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--connect")
+    ap.add_argument("--lossy", action="store_true", help="the network drops frames (the matrix's lossy cells)")
     args = ap.parse_args()
     peer = Peer(args.dev, args.gid)
+    peer.lossy = args.lossy
     if args.connect:
         sock = socket.create_connection((args.connect, args.port), timeout=120)
     else:

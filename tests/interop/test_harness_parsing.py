@@ -103,6 +103,12 @@ def main():
     bw6 = programs.PROGRAMS["ib_write_bw (IPv6)"]
     argv = bw6.client(Side, 1, "10.99.0.254", Side)
     assert bw6.argv(argv, 5)[argv.index("-n") + 1] == "20"
+    # pyverbs_peer learns that its cell is lossy (its remote access error may then end as retry-exceeded);
+    # nothing else changes, and a clean cell is not told.
+    pv = programs.PROGRAMS["pyverbs_peer.py"]
+    argv = pv.client(Side, 1, "10.99.0.254", Side)
+    assert pv.argv(argv, 5) == argv + ["--lossy"] and pv.argv(argv, 0) == argv and "--lossy" not in argv
+    assert "--lossy" not in bw.argv(bw.client(Side, 1, "10.99.0.254", Side), 5)
     # Lossy qperf cells send 4 KiB messages for 10 s, options before the host; its server is left alone.
     qp = programs.PROGRAMS["qperf rc_bw rc_lat"]
     argv = qp.client(Side, 1, "10.99.0.254", Side)
