@@ -355,15 +355,15 @@ std::string transport_section(double seconds) {
   const Floors floor = write_floors(seconds);
   const auto m = [](double v) { return fixed(v / 1e6, 2) + " M"; };
   t.add({"memcpy (reference)", "64 KiB", "—", "", fixed(mc / 1e9, 2), "", "", "", ""});
-  const auto range = [](const Repeated& r, double scale, int decimals) {
-    return " (" + fixed(r.min_messages_per_s * scale, decimals) + "-" + fixed(r.max_messages_per_s * scale, decimals) + ")";
+  const auto range = [](const Repeated& r, double scale) {  // slowest-fastest of the runs, in the row's unit
+    return " (" + fixed(r.min_messages_per_s * scale, 2) + "-" + fixed(r.max_messages_per_s * scale, 2) + ")";
   };
-  t.add({"SEND, requester+responder+completer", "64 B", "0", m(small.messages_per_s) + range(small_runs, 1e-6, 2),
+  t.add({"SEND, requester+responder+completer", "64 B", "0", m(small.messages_per_s) + range(small_runs, 1e-6),
          fixed(small.bytes_per_s / 1e9, 3), "",
          "", ">= 5 M/s", small.messages_per_s >= 5e6 ? "yes" : "no"});
   t.add({"SEND", "64 B", fixed(small_loss.loss_seen * 100, 2) + "%", m(small_loss.messages_per_s),
          fixed(small_loss.bytes_per_s / 1e9, 3), "", "", "—", "—"});
-  t.add({"RDMA WRITE", "64 KiB", "0", m(big.messages_per_s), fixed(big.bytes_per_s / 1e9, 2) + range(big_runs, 65536e-9, 2),
+  t.add({"RDMA WRITE", "64 KiB", "0", m(big.messages_per_s), fixed(big.bytes_per_s / 1e9, 2) + range(big_runs, 65536e-9),
          fixed(mc / 1e9, 2) + " (memcpy)", fixed(big.bytes_per_s / mc, 2), ">= 0.60 x memcpy",
          big.bytes_per_s >= 0.6 * mc ? "yes" : "no"});
   const auto floor_row = [&](const char* what, double rate) {

@@ -57,8 +57,8 @@ class Oob:
 
 
 class Peer:
-    def __init__(self, dev, gid_index):
-        self.lossy = False  # set by main(): --lossy
+    def __init__(self, dev, gid_index, lossy=False):
+        self.lossy = lossy  # --lossy: the network drops frames
         self.ctx = Context(name=dev)
         self.pd = PD(self.ctx)
         self.cq = CQ(self.ctx, 64)
@@ -200,8 +200,7 @@ def main():
     ap.add_argument("--connect")
     ap.add_argument("--lossy", action="store_true", help="the network drops frames (the matrix's lossy cells)")
     args = ap.parse_args()
-    peer = Peer(args.dev, args.gid)
-    peer.lossy = args.lossy
+    peer = Peer(args.dev, args.gid, args.lossy)
     if args.connect:
         sock = socket.create_connection((args.connect, args.port), timeout=120)
     else:
