@@ -147,19 +147,19 @@ class Runner:
             with open(os.path.join(cell_dir, "server.out"), "w") as f:
                 f.write(s_out)
             cell.result = program.result(c_out) or program.result(s_out)
-            # The same race the other way round: the server took its last completion and left, and its ACK of
-            # the client's last message was lost. The client resends to a QP that is gone: uroce gives up
-            # with retry-exceeded (retry_cnt 7 is 7 retries), rxe retries for ever until it is stopped.
-            client_exit_race = (c_rc != 0 and s_rc == 0 and cell.loss and program.last_ack_race and
-                                not program.server_persists and cell.result and
-                                (c_rc in STOPPED or "retry counter exceeded" in c_out or "status 12" in c_out))
-            # (judged below, with the capture)
+            # The exit race (Program.last_ack_race): one side passed and left, and the other, whose last ACK
+            # was lost, resent to a QP that is gone until it gave up (uroce: retry-exceeded, retry_cnt 7 being
+            # 7 retries) or was stopped (rxe retries for ever). Judged below, with the capture.
+            race_possible = cell.loss and program.last_ack_race and not program.server_persists and cell.result
+
+            def gave_up(rc, out):
+                return rc in STOPPED or "retry counter exceeded" in out or "status 12" in out
+            # The server passed and left; its ACK of the client's last message was lost.
+            client_exit_race = race_possible and s_rc == 0 and c_rc != 0 and gave_up(c_rc, c_out)
             if c_rc != 0 and not client_exit_race:
                 cell.notes.append(f"client rc {c_rc}{' (timeout)' if c_rc in (124, 137) else ''}: {tail(c_out)}")
-            exit_race = (s_rc != 0 and cell.loss and program.last_ack_race and not program.server_persists and
-                         c_rc == 0 and cell.result and
-                         (s_rc in STOPPED or "retry counter exceeded" in s_out or "status 12" in s_out))
-            # (an exit race is judged below, with the capture)
+            # The client passed and left; its ACK of the server's last message was lost.
+            exit_race = race_possible and c_rc == 0 and s_rc != 0 and gave_up(s_rc, s_out)
             if s_rc != 0 and not exit_race and not (program.server_persists and s_rc in STOPPED):
                 cell.notes.append(f"server rc {s_rc}{' (timeout)' if s_rc in (124, 137) else ''}: {tail(s_out)}")
             if c_rc == 0 and not cell.result:  # (a persistent server is stopped: its rc says nothing)
