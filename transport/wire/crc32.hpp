@@ -2,7 +2,8 @@
 //
 // Provided by a library, never by a hand-written table. The implementation behind it was chosen by
 // measurement (bench: "crc32 candidates"; docs/icrc.md): ISA-L's crc32_gzip_refl folds with PCLMULQDQ
-// and is several times faster than zlib's crc32 on 4 KiB packets.
+// and is several times faster than zlib's crc32 on 4 KiB packets. The one exception is crc32_copy.hpp, a copy
+// fused with the CRC, which no library offers; even there ISA-L computes the final CRC.
 #pragma once
 
 #include <cstddef>

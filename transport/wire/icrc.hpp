@@ -16,7 +16,8 @@ enum class IpVersion : uint8_t { v4 = 4, v6 = 6 };
 
 // `packet` runs from the first byte of the IP header to the last byte before the ICRC (the pad included);
 // `ip_header_length` is 20+ for IPv4 (options are covered, unmasked), 40 for IPv6. Requires
-// packet.size() >= ip_header_length + 8 + 12.
+// packet.size() >= ip_header_length + 8 + 12. The result continues like any CRC: given only the packet's
+// first bytes (at least its headers), crc32_update() or crc32_copy() over the rest gives the ICRC.
 uint32_t compute_icrc(std::span<const uint8_t> packet, IpVersion version, size_t ip_header_length);
 
 // The ICRC as stored on the wire (4 bytes, least-significant first).

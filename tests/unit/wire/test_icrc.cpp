@@ -6,6 +6,7 @@
 
 #include "transport/wire/build.hpp"
 #include "transport/wire/crc32.hpp"
+#include "transport/wire/crc32_copy.hpp"
 #include "transport/wire/frame.hpp"
 #include "transport/wire/icrc.hpp"
 #include "wire_test_support.hpp"
@@ -52,10 +53,6 @@ bool masked_bit(size_t i, int bit, bool ipv6, size_t ihl) {
   if (i == ihl + 6 || i == ihl + 7) return true;  // UDP checksum
   if (i == ihl + 8 + 4) return true;              // BTH byte 4
   return false;
-}
-
-std::span<const uint8_t> icrc_span(const Bytes& b, const Frame& f) {
-  return std::span<const uint8_t>(b.data() + f.l3_offset, f.end_offset - 4 - f.l3_offset);
 }
 
 }  // namespace
@@ -371,8 +368,9 @@ __attribute__((target("xsave"))) uint64_t xinuse() {
 }  // namespace
 
 // ISA-L's AVX-512 kernel returns with the upper vector state in use, which makes every legacy-SSE
-// instruction after it slow on Intel cores (crc32.cpp, docs/icrc.md). crc32_update must leave it clean.
-TEST_CASE("crc32_update leaves the upper halves of the vector registers unused", "[wire][crc32]") {
+// instruction after it slow on Intel cores (crc32.cpp, docs/icrc.md). crc32_update and crc32_copy must leave
+// it clean.
+TEST_CASE("crc32_update and crc32_copy leave the upper halves of the vector registers unused", "[wire][crc32]") {
   if (!cpu_reports_xinuse()) {
     WARN("this CPU does not report XINUSE (XGETBV ECX=1): not checked");
     return;
@@ -384,5 +382,10 @@ TEST_CASE("crc32_update leaves the upper halves of the vector registers unused",
     INFO("length " << n << ", XINUSE 0x" << std::hex << in_use);
     CHECK((in_use & upper_vector_state) == 0);
     CHECK(crc == ref_crc32(std::span<const uint8_t>(data.data(), n)));
+    // crc32_copy's folding loop uses the ZMM registers itself.
+    Bytes copy(n);
+    const uint32_t copied = crc32_copy(0, copy.data(), data.data(), n);
+    CHECK((xinuse() & upper_vector_state) == 0);
+    CHECK(copied == crc);
   }
 }

@@ -195,6 +195,11 @@ inline uint32_t ref_icrc(std::span<const uint8_t> packet, bool ipv6) {
   return ref_crc32(m);
 }
 
+// What the ICRC of a parsed frame covers: from the IP header to just before the ICRC.
+inline std::span<const uint8_t> icrc_span(const Bytes& b, const Frame& f) {
+  return std::span<const uint8_t>(b.data() + f.l3_offset, f.end_offset - 4 - f.l3_offset);
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Frame specs with values chosen so that any mis-shifted, swapped or truncated field shows up.
 
