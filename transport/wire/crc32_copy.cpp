@@ -10,6 +10,16 @@
 
 namespace uroce::wire {
 
+namespace {
+
+// Two passes: what crc32_copy does without the folding loop.
+uint32_t copy_then_crc(uint32_t crc, uint8_t* dst, const uint8_t* src, size_t len) {
+  if (len != 0) std::memcpy(dst, src, len);
+  return crc32_update(crc, dst, len);
+}
+
+}  // namespace
+
 #if defined(__x86_64__)
 namespace {
 
@@ -104,10 +114,7 @@ UROCE_FOLD_TARGET uint32_t fold_and_copy(uint32_t crc, uint8_t* dst, const uint8
   _mm512_store_si512(residue, x3);
   const uint32_t folded = crc32_update(0xFFFFFFFFu, residue, sizeof residue);
 
-  const size_t rest = len - done;
-  if (rest == 0) return folded;
-  std::memcpy(dst + done, src + done, rest);
-  return crc32_update(folded, src + done, rest);
+  return copy_then_crc(folded, dst + done, src + done, len - done);
 }
 
 const bool cpu_folds = [] {
@@ -121,17 +128,12 @@ const bool cpu_folds = [] {
 bool detail::crc32_copy_folds() { return cpu_folds; }
 
 uint32_t detail::crc32_copy_folded(uint32_t crc, uint8_t* dst, const uint8_t* src, size_t len) {
-  if (len < block_size) {
-    if (len != 0) std::memcpy(dst, src, len);
-    return crc32_update(crc, src, len);
-  }
-  return fold_and_copy(crc, dst, src, len);
+  return len < block_size ? copy_then_crc(crc, dst, src, len) : fold_and_copy(crc, dst, src, len);
 }
 
 uint32_t crc32_copy(uint32_t crc, uint8_t* dst, const uint8_t* src, size_t len) {
   if (cpu_folds && len >= block_size) return fold_and_copy(crc, dst, src, len);
-  if (len != 0) std::memcpy(dst, src, len);
-  return crc32_update(crc, dst, len);
+  return copy_then_crc(crc, dst, src, len);
 }
 
 #else  // not x86-64: copy, then CRC
@@ -139,12 +141,11 @@ uint32_t crc32_copy(uint32_t crc, uint8_t* dst, const uint8_t* src, size_t len) 
 bool detail::crc32_copy_folds() { return false; }
 
 uint32_t detail::crc32_copy_folded(uint32_t crc, uint8_t* dst, const uint8_t* src, size_t len) {
-  return crc32_copy(crc, dst, src, len);
+  return copy_then_crc(crc, dst, src, len);
 }
 
 uint32_t crc32_copy(uint32_t crc, uint8_t* dst, const uint8_t* src, size_t len) {
-  if (len != 0) std::memcpy(dst, src, len);
-  return crc32_update(crc, dst, len);
+  return copy_then_crc(crc, dst, src, len);
 }
 
 #endif
