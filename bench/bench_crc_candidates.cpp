@@ -3,11 +3,14 @@
 #include <zlib.h>
 
 #include <chrono>
+#include <cstring>
 #include <ostream>
 #include <vector>
 
 #include "bench/crc_dpdk.hpp"
 #include "bench/sections.hpp"
+#include "transport/wire/crc32.hpp"
+#include "transport/wire/crc32_copy.hpp"
 
 // Two of the kernels ISA-L's crc32_gzip_refl dispatches to (exported by libisal.so.2, not declared in
 // <isa-l/crc.h>): measured separately to show which one the dispatcher picks on this CPU.
@@ -32,6 +35,20 @@ const std::string row_isal_by8 = "ISA-L crc32_gzip_refl_by8_02 (AVX kernel)";
 const std::string row_dpdk_avx512 = "DPDK rte_net_crc_calc, RTE_NET_CRC_AVX512";
 const std::string row_dpdk_sse42 = "DPDK rte_net_crc_calc, RTE_NET_CRC_SSE42";
 const std::string row_dpdk_scalar = "DPDK rte_net_crc_calc, RTE_NET_CRC_SCALAR";
+
+// How build_frame treats a payload: from registered memory (aligned, here the start of each frame of the
+// pool) to its place in a frame, after Ethernet, IPv4, UDP and BTH (54 bytes in: not 64-byte aligned).
+constexpr size_t payload_offset = 14 + 20 + 8 + 12;
+size_t payload_length(const FramePool& pool) { return pool.frame_size - payload_offset - 4; }
+
+template <class F>
+uint64_t copy_crc_pass(const FramePool& pool, uint8_t* dst, F copy_crc) {
+  const uint8_t* base = pool.storage.get();
+  const size_t n = payload_length(pool), stride = pool.stride, count = pool.count;
+  uint64_t sum = 0;
+  for (size_t i = 0; i < count; ++i) sum += copy_crc(dst + i * stride + payload_offset, base + i * stride, n);
+  return sum;
+}
 
 template <class F>
 uint64_t crc_pass(const FramePool& pool, F crc) {
@@ -64,6 +81,39 @@ double dpdk_gbps(const FramePool& pool, double seconds) {
 
 std::vector<std::string> crc_row_names() {
   return {row_zlib, row_isal, row_isal_by16, row_isal_by8, row_dpdk_avx512, row_dpdk_sse42, row_dpdk_scalar};
+}
+
+void add_copy_crc_measurements(Group& g, uint8_t* dst) {
+  const FramePool& pool = *g.pool;
+  const size_t n = payload_length(pool);
+  const uint64_t expected =
+      crc_pass(pool, [n](const uint8_t* p, size_t) { return uint32_t(crc32_z(0, p, n)); });
+  const auto verify = [&pool, dst, n]() -> std::string {
+    for (size_t i = 0; i < pool.count; ++i) {
+      if (std::memcmp(dst + i * pool.stride + payload_offset, pool.frame(i), n) != 0) return "copy differs";
+    }
+    return "";
+  };
+
+  Measurement& two = g.add(row_copy_then_crc);
+  two.frame_size = n;  // GB/s of payload bytes
+  two.expected = expected;
+  two.pass = [&pool, dst] {
+    return copy_crc_pass(pool, dst, [](uint8_t* to, const uint8_t* from, size_t len) {
+      std::memcpy(to, from, len);
+      return wire::crc32_update(0, to, len);
+    });
+  };
+  two.verify_after = verify;
+  Measurement& one = g.add(row_crc32_copy);
+  one.frame_size = n;
+  one.expected = expected;
+  one.pass = [&pool, dst] {
+    return copy_crc_pass(pool, dst, [](uint8_t* to, const uint8_t* from, size_t len) {
+      return wire::crc32_copy(0, to, from, len);
+    });
+  };
+  one.verify_after = verify;
 }
 
 DpdkProbe probe_dpdk(const FramePool& pool) {

@@ -55,6 +55,14 @@ bool check_crc_agreement(std::ostream& log);
 // One row per CRC-32 function: a CRC of every whole frame of the pool. `all` = also the slow ones.
 void add_crc_measurements(Group& g, bool all);
 
+// Copy + CRC of a payload into a frame as build_frame does it: each frame's first bytes (all but 58) copied
+// to offset 54 of the same frame of `dst` (a pool of the same layout, used by nothing else), by memcpy then
+// ISA-L (two passes) and
+// by wire::crc32_copy (one pass). Checked like the CRC rows, plus the copy.
+inline const std::string row_copy_then_crc = "copy + CRC: memcpy, then ISA-L";
+inline const std::string row_crc32_copy = "copy + CRC: wire::crc32_copy (one pass)";
+void add_copy_crc_measurements(Group& g, uint8_t* dst);
+
 // The candidate rows, in report order.
 std::vector<std::string> crc_row_names();
 

@@ -58,8 +58,8 @@ constexpr FoldConstant fold_forward(unsigned bits) {
 }
 
 // A block is four ZMM registers, 16 lanes: four independent chains keep the multiplier busy while each
-// waits for its last product. Measured on a Xeon (family 6 model 207), copying 4 KiB packets: 41-48 GB/s
-// against 26-35 for memcpy then ISA-L; the CRC alone, ISA-L 46-63, this loop without the stores 53-63.
+// waits for its last product (eight were no faster). The bench's "copy + CRC" rows measure this against
+// memcpy then ISA-L (docs/icrc.md).
 constexpr size_t block_size = 256;
 constexpr FoldConstant fold_by_block = fold_forward(8 * block_size);
 constexpr FoldConstant fold_by_three_registers = fold_forward(8 * 192);
