@@ -29,6 +29,13 @@ Cases, in each setup:
   (keepalive): no DREQ can arrive, and the client must exit with an error within 60 s, once a send (its
   data, or the keepalive write) has run out of retries; the link is set up again and the next rstream must
   run.
+- with --hostile-peer (tests/verbs_shim/rsocket_peer/hostile_peer.c, a peer that breaks the protocol on
+  purpose): an rstream -T b client against a server that answers with no rsocket data, with a version 2
+  ConnData, with a data message longer than half the client's ring, or with more data messages than the
+  client granted; an rstream -T b server against a client whose request has a version 2 ConnData. rstream
+  must end within 15 s, not crash or hang, with the error librdmacm gives for the bad versions (ENOTSUP from
+  rconnect, or raccept, which rejects the request) and EPROTO for the rest (where librdmacm would read past
+  its ring or lose messages); the daemons must serve the next rstream.
 - with --dgram (off by default), on the loopback: udpong, echo mode (every datagram answered) and one-way.
 - with --long, on the loopback: rstream -S all (every size from 64 B to 6 MiB, latency and bandwidth).
 
@@ -37,7 +44,8 @@ errors is stopped by SIGXFSZ instead of filling the disk), and is stopped by PID
 passed.
 
   test_rsocket.py --uroced build/.../emulator/uroced --uroce-run build/.../verbs_shim/uroce-run
-                  [--uroce UROCE] [--setup loopback|veth]... [--dgram] [--long] [--case SUBSTRING]...
+                  [--uroce UROCE] [--hostile-peer PROGRAM] [--setup loopback|veth]... [--dgram] [--long]
+                  [--case SUBSTRING]...
 """
 import argparse
 import hashlib
@@ -209,6 +217,7 @@ class Setup:
 
     def __init__(self, args, name, daemons, server_socket, client_socket, work):
         self.uroce_run, self.uroce, self.name = args.uroce_run, args.uroce, name
+        self.hostile_peer = args.hostile_peer
         self.daemons, self.server_socket, self.client_socket, self.work = daemons, server_socket, client_socket, work
         self.server_ip, self.server_ip6 = SERVER_ADDRESSES[name]
         # veth: the server's daemon's namespace and interface, from its command line (ip netns exec NS uroced
@@ -403,6 +412,89 @@ def udpong(t, echo):
     return f"{rows[0][2]} datagrams of {rows[0][1]} counted, {rows[0][5]} Gb/s"
 
 
+# --- a peer that breaks the protocol (tests/verbs_shim/rsocket_peer/hostile_peer.c) ------------------------
+
+HOSTILE_BOUND = 15  # how long a victim may take to give up on a hostile peer
+ENOTSUP_TEXT, EPROTO_TEXT = "Operation not supported", "Protocol error"
+
+
+def after_hostile(t, what):
+    """The daemons are up and serve the next (well-behaved) rstream."""
+    dead = [d for d in t.daemons if not d.alive()]
+    assert not dead, f"a uroced died after {what}:\n" + "\n".join(tail(d.read_log()) for d in dead)
+    return stream(t, "rstream", ["-T", "b"], 4096, 200)
+
+
+def hostile_server(t, mode, call, error):
+    """hostile_peer MODE serves; an rstream -T b client connects to it and must end within HOSTILE_BOUND s
+    with a non-zero status and '<CALL>: <ERROR>' (perror's line for the call that failed), not crash or hang.
+    The peer must have carried out its misbehaviour and then seen the client's connection end."""
+    p = port()
+    peer = Job(t, t.server_socket, [t.hostile_peer, mode, t.server_ip, p], f"hostile-{mode}")
+    client = None
+    try:
+        deadline = time.monotonic() + REFUSED_WAIT
+        while True:
+            start = time.monotonic()
+            client = Job(t, t.client_socket, ["rstream", "-s", t.server_ip, "-p", p, "-T", "b", "-S", "16",
+                                              "-C", "100"], f"victim-of-{mode}")
+            rc = client.wait(HOSTILE_BOUND)
+            elapsed = time.monotonic() - start
+            out = client.output()
+            if rc != 0 and REFUSED in out and peer.proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.2)
+                continue
+            break
+        peer_rc = peer.wait(HOSTILE_BOUND)
+    finally:
+        peer.stop()
+        if client:
+            client.stop()
+    peer_out = peer.output()
+    context = f"\nrstream:\n{tail(out, 1500)}\nhostile peer:\n{tail(peer_out, 1500)}"
+    assert rc is not None, f"{mode}: rstream still ran {HOSTILE_BOUND} s after connecting{context}"
+    assert rc != 0, f"{mode}: rstream exited 0{context}"
+    assert rc > 0, f"{mode}: rstream died of signal {-rc}{context}"
+    expected = f"{call}: {error}"
+    assert expected in out, f"{mode}: no '{expected}' from rstream ({client.status(rc)}){context}"
+    assert peer_rc == 0 and "victim disconnected" in peer_out, \
+        f"{mode}: the hostile peer did not see it through ({peer.status(peer_rc)}){context}"
+    did = [line for line in peer_out.splitlines() if line.startswith(("sent", "posted"))]
+    return (f"{'; '.join(did) + ': ' if did else ''}rstream '{expected}', rc {rc}, after {elapsed:.1f} s; "
+            f"next rstream: {after_hostile(t, mode)}")
+
+
+def hostile_client(t):
+    """An rstream -T b server; hostile_peer connects with a ConnData of version 2. librdmacm's raccept
+    rejects such a request and fails with ENOTSUP, and rstream exits with that error: so must uroce's."""
+    p = port()
+    server = Job(t, t.server_socket, ["rstream", "-p", p, "-T", "b", "-S", "16", "-C", "100"], "victim-server")
+    peer = None
+    try:
+        deadline = time.monotonic() + REFUSED_WAIT
+        while True:  # until the server listens (before that, uroced's CM rejects the request itself)
+            peer = Job(t, t.client_socket, [t.hostile_peer, "bad-request", t.server_ip, p], "hostile-client")
+            peer_rc = peer.wait(HOSTILE_BOUND)
+            rc = server.wait(1 if peer_rc == 0 else 0.1)
+            if rc is None and peer_rc == 0 and time.monotonic() < deadline:
+                time.sleep(0.2)
+                continue
+            break
+        if rc is None:
+            rc = server.wait(HOSTILE_BOUND)
+    finally:
+        server.stop()
+        if peer:
+            peer.stop()
+    out, peer_out = server.output(), peer.output()
+    context = f"\nrstream server:\n{tail(out, 1500)}\nhostile peer:\n{tail(peer_out, 1500)}"
+    assert peer_rc == 0 and "rejected" in peer_out, f"bad request not rejected ({peer.status(peer_rc)}){context}"
+    assert rc is not None and rc > 0, f"rstream server {server.status(rc)} after the bad request{context}"
+    expected = f"raccept: {ENOTSUP_TEXT}"
+    assert expected in out, f"no '{expected}' from the rstream server{context}"
+    return f"request rejected; rstream server '{expected}', rc {rc}; next rstream: {after_hostile(t, 'bad-request')}"
+
+
 # RPOLL_HUP: rstream's client ends receiving, and its server shuts down as soon as it has posted its last
 # transfer; rstream's do_poll takes POLLHUP for an error. librdmacm's rpoll reports POLLHUP as soon as the
 # peer's disconnect message is in, even while received data still waits to be read (rs_poll_rs), so there a
@@ -430,6 +522,15 @@ def cases(t, args):
     ]
     if t.name == "veth":
         c.append(("rstream -k 1, link cut mid-transfer", lambda: link_cut(t)))
+    if t.hostile_peer:
+        h = lambda *a: lambda: hostile_server(t, *a)  # noqa: E731
+        c += [
+            ("hostile server: no rsocket data in its REP", h("no-conn-data", "rconnect", ENOTSUP_TEXT)),
+            ("hostile server: ConnData of version 2", h("bad-version", "rconnect", ENOTSUP_TEXT)),
+            ("hostile server: a data message longer than half the ring", h("oversized", "rrecv", EPROTO_TEXT)),
+            ("hostile server: more data messages than receives granted", h("flood", "rsend", EPROTO_TEXT)),
+            ("hostile client: ConnData of version 2", lambda: hostile_client(t)),
+        ]
     if t.name == "loopback":
         c.append(("rstream's own size table", s("rstream", [], rows=default_rows(0))))
         if args.long:
@@ -447,6 +548,8 @@ def main():
     ap.add_argument("--setup", action="append", choices=["loopback", "veth"])
     ap.add_argument("--dgram", action="store_true", help="also udpong (SOCK_DGRAM rsockets), on the loopback")
     ap.add_argument("--long", action="store_true", help="also rstream -S all, on the loopback")
+    ap.add_argument("--hostile-peer", help="tests/verbs_shim/rsocket_peer/hostile_peer.c, built (its cases are "
+                    "skipped without it)")
     ap.add_argument("--case", action="append", help="only the cases whose names contain this")
     a = ap.parse_args()
     if not a.uroce:

@@ -177,6 +177,11 @@ int keepalive_update(Rsocket* rs);
 
 inline bool nonblocking(const Rsocket* rs, int flags) { return (rs->fd_flags & O_NONBLOCK) || (flags & MSG_DONTWAIT); }
 
+// The errno a failed connection reports: the error it ended with (EIO, EPROTO), else `otherwise`.
+inline int connection_error(const Rsocket* rs, int otherwise) {
+  return (rs->state & kError) && rs->err != 0 ? rs->err : otherwise;
+}
+
 template <class T = int>
 T fail(int e) {
   errno = e;

@@ -116,17 +116,23 @@ void take_receive(Rsocket* rs, uint32_t msg) {
         }
       }
       break;
-    default:
-      // A peer can only have been granted half the ring at a time: a longer message is a broken or hostile
-      // peer, and reading it would run past the ring. The connection ends in error instead.
-      if (data_of(msg) > (rs->rbuf_size >> 1)) {
+    default: {
+      // A broken or hostile peer ends the connection in error (EPROTO), where librdmacm trusts it:
+      // - A peer can only have been granted half the ring at a time: reading a longer message would run
+      //   past the ring.
+      // - The credits granted never allow more unread messages than rq_size (the peer's limit is rq_size
+      //   beyond the last message read), while receives are posted again as soon as they complete. One
+      //   more would fill the last of rmsg's rq_size + 1 slots, which then reads as empty.
+      const int next_tail = rs->rmsg_tail + 1 == rs->rq_size + 1 ? 0 : rs->rmsg_tail + 1;
+      if (data_of(msg) > (rs->rbuf_size >> 1) || next_tail == rs->rmsg_head) {
         rs->state = kError;
         rs->err = EPROTO;
         break;
       }
       rs->rmsg[size_t(rs->rmsg_tail)] = {op_of(msg), data_of(msg)};
-      if (++rs->rmsg_tail == rs->rq_size + 1) rs->rmsg_tail = 0;
+      rs->rmsg_tail = next_tail;
       break;
+    }
   }
 }
 
@@ -230,11 +236,12 @@ int stage_and_post(Rsocket* rs, uint32_t length, Copy&& copy, Post&& post) {
 
 bool conn_can_send(Rsocket* rs) { return can_send(rs) || !(rs->state & kWritable); }
 
-// Waits (unless non-blocking: EWOULDBLOCK) until a message may be sent; ECONNRESET once it never can.
+// Waits (unless non-blocking: EWOULDBLOCK) until a message may be sent. Once it never can: the
+// connection's error if it ended in one (EIO, EPROTO), else ECONNRESET.
 int wait_to_send(Rsocket* rs, int flags) {
   if (can_send(rs)) return 0;
   if (get_comp(rs, nonblocking(rs, flags), conn_can_send) != 0) return -1;
-  return (rs->state & kWritable) ? 0 : fail(ECONNRESET);
+  return (rs->state & kWritable) ? 0 : fail(connection_error(rs, ECONNRESET));
 }
 
 // The size of the next piece of a large send: small first, doubling up to kMaxTransfer, so that the wire
@@ -565,6 +572,13 @@ CMA_EXPORT ssize_t rrecv(int socket, void* buf, size_t len, int flags) {
     if (!have_rdata(rs)) {
       rc = get_comp(rs, nonblocking(rs, flags), [](Rsocket* r) { return conn_have_rdata(r); });
       if (rc != 0) break;
+      // Nothing left to read: end of stream after an orderly disconnect (0, as recv(2) after FIN), but an
+      // error if the connection failed, as recv(2) after a reset; a caller taking 0 for "try again" would
+      // otherwise spin.
+      if (!have_rdata(rs) && (rs->state & kError)) {
+        rc = fail(connection_error(rs, ECONNRESET));
+        break;
+      }
     }
     if (flags & MSG_PEEK) {
       left = len - peek(rs, out, left);
