@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "pcap_tools/dissect_command.hpp"
+#include "pcap_tools/replay_command.hpp"
 #include "pcap_tools/stats_command.hpp"
 
 int main(int argc, char** argv) {
@@ -12,7 +13,8 @@ int main(int argc, char** argv) {
   logger->set_pattern("uroce: %^%l%$: %v");
   spdlog::set_default_logger(logger);
 
-  CLI::App app{"uroce: dissect and explain RoCEv2 traffic (pcap, pcapng or standard input); read uroced's counters"};
+  CLI::App app{
+      "uroce: dissect, explain and replay RoCEv2 traffic (pcap, pcapng or standard input); read uroced's counters"};
   app.require_subcommand(1);
   app.fallthrough();  // global options (--log-level) may also follow the subcommand
   std::string log_level = "info";
@@ -23,6 +25,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   uroce::pcap_tools::add_dissect_command(app, exit_code);
   uroce::pcap_tools::add_explain_command(app, exit_code);
+  uroce::pcap_tools::add_replay_command(app, exit_code);
   uroce::pcap_tools::add_stats_command(app, exit_code);
 
   CLI11_PARSE(app, argc, argv);

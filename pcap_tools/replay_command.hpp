@@ -1,0 +1,28 @@
+// `uroce replay FILE`: a capture's RC requests fed into uroce's own responder, and what it answers set
+// beside what the captured responder answered (responder_replay.hpp). For checking uroce against another
+// RoCE stack from a capture of it (rxe, a ConnectX), or a capture of uroce against what it does now.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace uroce::pcap_tools {
+
+struct ReplayOptions {
+  std::string path;            // "-" = standard input
+  bool lossy = false;          // --lossy: the capture point was past a lossy link (compare_lossy)
+  uint32_t mtu = 4096;         // --mtu: the path MTU where no message spans packets
+  bool json = false;           // --json: one JSON object per connection
+  size_t max_differences = 10; // --max-differences: shown per connection
+};
+
+void add_replay_command(CLI::App& app, int& exit_code);
+
+// Returns the exit code: 0 every connection answered as captured, 1 some did not (or could not be
+// replayed), 2 unreadable or damaged capture.
+int run_replay(const ReplayOptions& options);
+
+}  // namespace uroce::pcap_tools
