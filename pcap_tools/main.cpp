@@ -3,6 +3,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "pcap_tools/check_command.hpp"
 #include "pcap_tools/dissect_command.hpp"
 #include "pcap_tools/replay_command.hpp"
 #include "pcap_tools/stats_command.hpp"
@@ -14,7 +15,7 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(logger);
 
   CLI::App app{
-      "uroce: dissect, explain and replay RoCEv2 traffic (pcap, pcapng or standard input); read uroced's counters"};
+      "uroce: dissect, explain, check and replay RoCEv2 traffic (pcap, pcapng or standard input); read uroced's counters"};
   app.require_subcommand(1);
   app.fallthrough();  // global options (--log-level) may also follow the subcommand
   std::string log_level = "info";
@@ -25,6 +26,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   uroce::pcap_tools::add_dissect_command(app, exit_code);
   uroce::pcap_tools::add_explain_command(app, exit_code);
+  uroce::pcap_tools::add_check_command(app, exit_code);
   uroce::pcap_tools::add_replay_command(app, exit_code);
   uroce::pcap_tools::add_stats_command(app, exit_code);
 

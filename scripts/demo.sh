@@ -3,9 +3,10 @@
 #   1. starts uroced, the software RoCEv2 NIC, on its internal loopback port, and runs RDMA between two
 #      processes through it (RDMA WRITE, READ, SEND, atomics; every byte checked), capturing every frame;
 #      then runs unmodified Debian programs (ibv_devinfo, ibv_rc_pingpong) through it with the verbs shim;
-#   2. dissects and explains that capture (every ICRC verified);
+#   2. dissects, explains and checks that capture (every ICRC verified, the protocol's rules kept);
 #   3. reads real RoCEv2 traffic captured between two Linux Soft-RoCE (rxe) kernels: dissects it, shows one
-#      packet field by field, explains the rdma_cm handshake and go-back-N recovery over a lossy link.
+#      packet field by field, explains the rdma_cm handshake and go-back-N recovery over a lossy link, and
+#      replays rxe's requests into uroce's responder to compare the answers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -79,6 +80,9 @@ banner "uroce explain: that capture as a story (the flow table)"
 "$uroce" explain "$tmp/demo.pcap" >"$tmp/demo.txt"
 sed -n '/^Flows/,$p' "$tmp/demo.txt"
 
+banner "uroce check: that capture held to the protocol's rules (ICRCs, opcode sequences, lengths)"
+"$uroce" check "$tmp/demo.pcap"
+
 banner "uroce dissect: rping over rdma_cm, every packet's ICRC verified (first 16 frames)"
 "$uroce" dissect -c 16 "$captures/10-rdma-cm-rping.pcap"
 
@@ -95,6 +99,10 @@ sed -n '/#55-61/,/#87-93/p' "$tmp/loss.txt"
 echo "..."
 sed -n '/^Flows/,$p' "$tmp/loss.txt"
 
+banner "uroce replay: rxe's requests fed into uroce's own responder, its answers set beside rxe's"
+"$uroce" replay "$captures/06-rc-read.pcap"
+"$uroce" replay --lossy "$captures/11-rc-write-loss5.pcap" | sed -n '3,4p'
+
 banner "a corrupted copy of a capture: one payload bit flipped"
 cp "$captures/01-rc-send-pingpong.pcap" "$tmp/corrupt.pcap"
 # Frame 3's record starts at byte 24 + 16 + 42 (ARP) + 16 + 42 (ARP); flip a bit deep in its payload.
@@ -102,3 +110,5 @@ offset=$((24 + 16 + 42 + 16 + 42 + 16 + 200))
 byte=$(od -An -tu1 -j "$offset" -N1 "$tmp/corrupt.pcap" | tr -d ' ')
 printf "$(printf '\\%03o' $((byte ^ 1)))" | dd of="$tmp/corrupt.pcap" bs=1 seek="$offset" conv=notrunc status=none
 "$uroce" dissect -c 4 "$tmp/corrupt.pcap"
+echo "uroce check on that copy (exit status 1: a violation):"
+"$uroce" check "$tmp/corrupt.pcap" | sed -n '/^bad_icrc/,$p' || true

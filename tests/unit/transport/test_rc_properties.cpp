@@ -1,13 +1,16 @@
 // Property tests: random RC workloads over a network that loses, duplicates, reorders and corrupts,
 // one seed after another. Seeds: UROCE_PROPERTY_SEEDS (default 10,000, about ten seconds;
 // set it higher for a longer sweep). A failing seed prints itself; rerun it alone with UROCE_PROPERTY_SEED=N and
-// UROCE_TEST_PCAP=FILE to get its capture for `uroce explain`.
+// UROCE_TEST_PCAP=FILE to get its capture for `uroce explain`. Every frame sent is also held to `uroce
+// check`'s rules (pcap_tools/conformance.hpp) as it leaves its sender.
 #include <cstdlib>
 
+#include "pcap_tools/conformance.hpp"
 #include "tests/unit/transport/workload.hpp"
 
 using namespace uroce::test;
 namespace sim = uroce::sim;
+namespace pcap_tools = uroce::pcap_tools;
 
 namespace {
 
@@ -24,6 +27,18 @@ Outcome run_seed(uint64_t seed) {
   std::mt19937_64 rng(seed * 0x9e3779b97f4a7c15ull + 1);
   sim::SimNetwork net(seed);
   auto capture = capture_if_asked(net);
+  // Every frame either side transmits is held to `uroce check`'s rules as it leaves (before the network
+  // impairs it), unless the frames go to a capture file instead.
+  pcap_tools::ConformanceChecker checker;
+  uint64_t transmitted = 0;
+  if (!capture) {
+    net.set_capture([&](const sim::CaptureEvent& e) {
+      if (e.point != sim::CapturePoint::transmitted) return;
+      uroce::wire::Frame f;
+      uroce::wire::parse_frame(e.frame, f);
+      checker.add(++transmitted, f);
+    });
+  }
   sim::LinkProfile profile;
   static constexpr double losses[] = {0, 0.005, 0.02, 0.05};
   profile.loss = losses[rng() % 4];
@@ -66,6 +81,11 @@ Outcome run_seed(uint64_t seed) {
   CHECK(attr.qp_state == QpState::rts);
   REQUIRE(b.device->query_qp(qb, attr) == 0);
   CHECK(attr.qp_state == QpState::rts);
+
+  for (const pcap_tools::Violation& v : checker.violations()) {
+    UNSCOPED_INFO(v.rule << " in transmitted frame " << v.frame << ": " << v.text);
+  }
+  CHECK(checker.violations().empty());
 
   Outcome o;
   const auto s = net.stats();
