@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """Writes every frame of the given pcap files into SEED_DIR, one file each: the fuzzer's seed corpus.
+With --sequences SEQ_WORK_DIR SEQ_DIR, also each capture's frames as one file in SEQ_DIR, each frame a
+2-byte little-endian length and its bytes (at most 64 KiB per file: the first frames that fit), for
+fuzz_capture_tools.
 
-Usage: make_seed_corpus.py --work WORK_DIR SEED_DIR CAPTURE...
-WORK_DIR (where libFuzzer keeps what it finds) is created too, since libFuzzer requires it to exist.
+Usage: make_seed_corpus.py --work WORK_DIR [--sequences SEQ_WORK_DIR SEQ_DIR] SEED_DIR CAPTURE...
+The work directories (where libFuzzer keeps what it finds) are created too, since libFuzzer requires them.
 """
 import os
 import sys
@@ -10,13 +13,30 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
 import pcapfile  # noqa: E402
 
-assert sys.argv[1] == "--work", __doc__
-os.makedirs(sys.argv[2], exist_ok=True)
-out = sys.argv[3]
+SEQUENCE_LIMIT = 64 * 1024
+args = sys.argv[1:]
+assert args[0] == "--work", __doc__
+os.makedirs(args[1], exist_ok=True)
+args = args[2:]
+sequences = None
+if args[0] == "--sequences":
+    os.makedirs(args[1], exist_ok=True)
+    sequences = args[2]
+    os.makedirs(sequences, exist_ok=True)
+    args = args[3:]
+out = args[0]
 os.makedirs(out, exist_ok=True)
 n = 0
-for path in sys.argv[4:]:
+for path in args[1:]:
     _, records = pcapfile.read(path)
+    if sequences:
+        seq = bytearray()
+        for _, _, _, frame in records:
+            if len(seq) + 2 + len(frame) > SEQUENCE_LIMIT:
+                break
+            seq += len(frame).to_bytes(2, "little") + frame
+        with open(os.path.join(sequences, os.path.basename(path)), "wb") as f:
+            f.write(bytes(seq))
     for i, (_, _, _, frame) in enumerate(records):
         with open(os.path.join(out, f"{os.path.basename(path)}-{i:04d}"), "wb") as f:
             f.write(bytes(frame))
