@@ -1,8 +1,11 @@
-"""A cell's capture through `uroce dissect` (every frame parsed, every ICRC checked) and `uroce explain`
+"""A cell's capture through `uroce dissect` (every frame parsed, every ICRC checked), `uroce check` (the
+protocol's rules: opcode sequences, payload sizes, WRITE and READ lengths) and `uroce explain`
 (retransmissions, NAKs and RNR NAKs per flow, CM REJ reasons). A capture fails the cell if any frame has a
-bad ICRC or fails to parse, if the file is damaged, or if it holds no RoCE traffic at all. It also counts
+bad ICRC or fails to parse, if either side broke a rule, if the file is damaged, or if it holds no RoCE
+traffic at all. It also counts
 the RoCE frames carried over IPv6, for the cells that must use it, and reads the evidence for either side
 of the pingpongs' exit race."""
+import json
 import re
 import subprocess
 
@@ -68,9 +71,21 @@ def read_explain(text):
     return r
 
 
+def rule_violations(uroce, pcap):
+    """`uroce check`'s violations other than bad ICRCs and malformed frames (which dissect reports), as
+    "rule at frame N: what" lines."""
+    c = subprocess.run([uroce, "check", "--json", pcap], capture_output=True, text=True, timeout=300)
+    try:
+        report = json.loads(c.stdout)
+    except ValueError:
+        return [f"uroce check failed (rc {c.returncode}): {c.stderr.strip()[-300:]}"]
+    return [f"{v['rule']} at frame {v['frame']}: {v['text']}" for v in report["violations"]
+            if v["rule"] not in ("bad_icrc", "malformed")]
+
+
 def check(uroce, pcap):
     r = {"ok": False, "frames": 0, "roce": 0, "roce_ipv6": 0, "bad_icrc": 0, "malformed": 0, "error": None,
-         "last_request_answered": False, **read_explain("")}
+         "violations": [], "last_request_answered": False, **read_explain("")}
     d = subprocess.run([uroce, "dissect", pcap], capture_output=True, text=True, timeout=300)
     m = SUMMARY.search(d.stderr)
     if not m:
@@ -81,12 +96,15 @@ def check(uroce, pcap):
     r["last_request_answered"] = last_request_answered(d.stdout)
     e = subprocess.run([uroce, "explain", pcap], capture_output=True, text=True, timeout=300)
     r.update(read_explain(e.stdout))
+    r["violations"] = rule_violations(uroce, pcap)
     if d.returncode != 0:
         r["error"] = f"uroce dissect exit status {d.returncode} (damaged capture?)"
     elif r["bad_icrc"] or r["malformed"]:
         r["error"] = f"{r['bad_icrc']} frames with a bad ICRC, {r['malformed']} malformed"
         bad = [l for l in d.stdout.splitlines() if "BAD" in l or "MALFORMED" in l]
         r["error"] += ": " + " | ".join(bad[:3])
+    elif r["violations"]:
+        r["error"] = f"{len(r['violations'])} protocol rules broken (uroce check): " + " | ".join(r["violations"][:3])
     elif r["roce"] == 0:
         r["error"] = "no RoCE frames captured"
     else:

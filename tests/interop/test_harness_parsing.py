@@ -10,7 +10,9 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "interop"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
 import capture_check  # noqa: E402
+import pcapfile  # noqa: E402
 import programs  # noqa: E402
 
 PINGPONG = """  local address:  LID 0x0000, QPN 0x000011, PSN 0xbac2df, GID ::ffff:10.99.0.2
@@ -176,6 +178,19 @@ def main():
             f.write(bytes([byte ^ 1]))
         r = capture_check.check(uroce, bad)
         assert not r["ok"] and r["bad_icrc"] == 1 and "bad ICRC" in r["error"], r
+        # A WRITE whose RETH claims 4 bytes more than its packets carry (ICRC made good again): a broken
+        # protocol rule fails the cell.
+        linktype, records = pcapfile.read(os.path.join(captures, "05-rc-write.pcap"))
+        frame = next(r[3] for r in records if pcapfile.roce_offset(r[3]) is not None
+                     and r[3][pcapfile.roce_offset(r[3])] == 0x06)  # RC RDMA_WRITE_FIRST
+        reth_length = pcapfile.roce_offset(frame) + 12 + 12
+        frame[reth_length + 3] = (frame[reth_length + 3] + 4) & 0xFF
+        pcapfile.fix_icrc(frame)
+        broken = os.path.join(tmp, "write-length.pcap")
+        pcapfile.write(broken, linktype, records)
+        r = capture_check.check(uroce, broken)
+        assert not r["ok"] and r["bad_icrc"] == 0 and "write_length at frame" in r["error"], r
+        assert len(r["violations"]) == 1, r
         # A capture without RoCE traffic fails too.
         empty = os.path.join(tmp, "empty.pcap")
         with open(empty, "wb") as f:
