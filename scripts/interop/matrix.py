@@ -252,7 +252,8 @@ def markdown(cells, accel, kernel, started):
         out.append("| " + " | ".join(row) + " |")
     passed = sum(c.ok for c in cells)
     out += ["", f"{passed} of {len(cells)} cells passed. Traffic counts from `uroce explain` over each cell's capture "
-            "(uroced's, or the bridge's for rxe ↔ rxe); every frame's ICRC checked by `uroce dissect`, the protocol's rules by `uroce check`. "
+            "(uroced's, or the bridge's for rxe ↔ rxe); every frame's ICRC checked by `uroce dissect`, the "
+            "protocol's rules by `uroce check`. "
             "No lossy UD cells (`ibv_ud_pingpong`, `udaddy`, `mckey`): UD does not retransmit, so one lost "
             "datagram stalls them by design.", ""]
     remarks = [c for c in cells if c.ok and c.info]
