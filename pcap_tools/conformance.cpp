@@ -79,7 +79,8 @@ void ConformanceChecker::check_payload_size(uint64_t n, const wire::Frame& f, Fl
 }
 
 std::optional<ConformanceChecker::OpenMessage> ConformanceChecker::follow(uint64_t n, const wire::Frame& f,
-                                                                         FlowState& s, uint32_t psn_span) {
+                                                                         FlowState& s, uint32_t psn_span,
+                                                                         std::optional<uint64_t> dma_length) {
   const wire::OpcodeInfo& info = *f.roce.info;
   const uint32_t psn = f.roce.bth().psn;
   const bool in_sequence = s.next_psn && *s.next_psn == psn;
@@ -95,7 +96,7 @@ std::optional<ConformanceChecker::OpenMessage> ConformanceChecker::follow(uint64
                                                          s.open->first_frame));
     }
     s.known = true;
-    s.open = OpenMessage{info.operation, n, 0, std::nullopt};
+    s.open = OpenMessage{info.operation, n, 0, dma_length};
   } else if (s.known && !s.open) {
     add_violation("opcode_sequence", n, f, fmt::format("{} with no message open", info.name));
     return std::nullopt;
@@ -124,25 +125,21 @@ void ConformanceChecker::check_request(uint64_t n, const wire::Frame& f) {
     // Its PSNs are its responses': without the flow's MTU, where the next request starts is not known.
     const bool span_known = s.mtu != 0 || h.reth.dma_length <= 256;
     const uint32_t span = read_psn_span(h.reth.dma_length, s.mtu != 0 ? s.mtu : 256);
-    follow(n, f, s, span);
+    follow(n, f, s, span, std::nullopt);
     if (!span_known) s.next_psn.reset();
     return;
   }
   if (info.operation != wire::Operation::send && info.operation != wire::Operation::rdma_write) {
-    follow(n, f, s, 1);  // atomics and the rest: one packet, one PSN
+    follow(n, f, s, 1, std::nullopt);  // atomics and the rest: one packet, one PSN
     return;
   }
-  const std::optional<uint64_t> dma_length =
+  // A WRITE's RETH (on its FIRST or ONLY) says how long the message is.
+  const std::optional<uint64_t> reth_length =
       info.has(wire::hdr_reth) ? std::optional<uint64_t>(h.reth.dma_length) : std::nullopt;
-  const std::optional<OpenMessage> done = follow(n, f, s, 1);
-  if (s.open && starts_message(info.position)) s.open->dma_length = dma_length;
-  if (done && done->operation == wire::Operation::rdma_write) {
-    const uint64_t expected = starts_message(info.position) ? dma_length.value_or(0) : done->dma_length.value_or(0);
-    if (done->bytes != expected) {
-      add_violation("write_length", n, f,
-                    fmt::format("the RDMA WRITE of frame {} carried {} bytes, its RETH says {}", done->first_frame,
-                                done->bytes, expected));
-    }
+  const std::optional<OpenMessage> done = follow(n, f, s, 1, reth_length);
+  if (done && done->dma_length && done->bytes != *done->dma_length) {
+    add_violation("write_length", n, f, fmt::format("the RDMA WRITE of frame {} carried {} bytes, its RETH says {}",
+                                                    done->first_frame, done->bytes, *done->dma_length));
   }
 }
 
@@ -152,24 +149,16 @@ void ConformanceChecker::check_response(uint64_t n, const wire::Frame& f) {
   FlowState& r = responses_[{f.src_ip().bytes, f.dst_ip().bytes, h.bth.dest_qp}];
   if (info.operation != wire::Operation::rdma_read_response) return;
   check_payload_size(n, f, r);
-  const std::optional<OpenMessage> done = follow(n, f, r, 1);
-  if (starts_message(info.position) && r.open) {
-    // The READ request this answers: same hosts the other way, same PSN.
+  // The READ request a FIRST or ONLY answers (same hosts the other way, same PSN) says how long it is.
+  std::optional<uint64_t> asked;
+  if (starts_message(info.position)) {
     const auto reads = reads_.find({f.dst_ip().bytes, f.src_ip().bytes});
     if (reads != reads_.end()) {
-      if (auto it = reads->second.find(h.bth.psn); it != reads->second.end()) r.open->dma_length = it->second;
+      if (auto it = reads->second.find(h.bth.psn); it != reads->second.end()) asked = it->second;
     }
   }
-  const uint64_t last_bytes = f.roce.payload.size();
-  if (done && info.position == wire::Position::only) {
-    const auto reads = reads_.find({f.dst_ip().bytes, f.src_ip().bytes});
-    if (reads != reads_.end()) {
-      if (auto it = reads->second.find(h.bth.psn); it != reads->second.end() && it->second != last_bytes) {
-        add_violation("read_response_length", n, f,
-                      fmt::format("READ response of {} bytes to a READ request of {}", last_bytes, it->second));
-      }
-    }
-  } else if (done && done->dma_length && done->bytes != *done->dma_length) {
+  const std::optional<OpenMessage> done = follow(n, f, r, 1, asked);
+  if (done && done->dma_length && done->bytes != *done->dma_length) {
     add_violation("read_response_length", n, f,
                   fmt::format("READ response of {} bytes (from frame {}) to a READ request of {}", done->bytes,
                               done->first_frame, *done->dma_length));

@@ -69,8 +69,9 @@ class ConformanceChecker {
   void check_response(uint64_t n, const wire::Frame& f);
   void check_payload_size(uint64_t n, const wire::Frame& f, FlowState& s);
   // Follows a packet through its flow's message state; returns the message it ends (LAST or ONLY), if the
-  // whole message was seen in sequence.
-  std::optional<OpenMessage> follow(uint64_t n, const wire::Frame& f, FlowState& s, uint32_t psn_span);
+  // whole message was seen in sequence. `dma_length`: how long a message this packet opens should be.
+  std::optional<OpenMessage> follow(uint64_t n, const wire::Frame& f, FlowState& s, uint32_t psn_span,
+                                    std::optional<uint64_t> dma_length);
   void add_violation(std::string rule, uint64_t n, const wire::Frame& f, std::string text);
 
   uint64_t frames_ = 0, roce_ = 0;

@@ -9,7 +9,6 @@
 
 #include "pcap_tools/capture_reader.hpp"
 #include "pcap_tools/responder_replay.hpp"
-#include "transport/wire/build.hpp"
 
 namespace uroce::pcap_tools {
 
@@ -23,7 +22,6 @@ struct Collected {
 // Keeps the RoCE frames a responder would accept (parsed, good ICRC), rebuilt as Ethernet frames whatever
 // the capture's link type.
 ReadResult collect(const std::string& path, Collected& c) {
-  std::vector<uint8_t> rebuilt;
   return read_capture(path, [&](const Record&, const wire::Frame& f) {
     ++c.records;
     if (!f.is_roce()) return true;
@@ -31,10 +29,7 @@ ReadResult collect(const std::string& path, Collected& c) {
       ++c.bad_icrc;
       return true;
     }
-    const wire::FrameSpec spec = wire::spec_from_frame(f);
-    rebuilt.resize(wire::frame_size(spec));
-    const wire::BuildResult b = wire::build_frame(spec, rebuilt);
-    if (b.ok()) c.frames.emplace_back(rebuilt.begin(), rebuilt.begin() + ptrdiff_t(b.size));
+    add_rebuilt(c.frames, f);
     return true;
   });
 }

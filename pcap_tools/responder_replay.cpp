@@ -108,6 +108,16 @@ void learn_mtu_from_answers(ReplayConnection& k, const FrameBytes& frames) {
 
 }  // namespace
 
+bool add_rebuilt(FrameBytes& frames, const wire::Frame& f) {
+  const wire::FrameSpec spec = wire::spec_from_frame(f);
+  std::vector<uint8_t> out(wire::frame_size(spec));
+  const wire::BuildResult b = wire::build_frame(spec, out);
+  if (!b.ok()) return false;
+  out.resize(b.size);
+  frames.push_back(std::move(out));
+  return true;
+}
+
 std::vector<ReplayConnection> rc_connections(const FrameBytes& frames) {
   std::vector<ReplayConnection> out;
   std::vector<uint64_t> send_bytes;  // per connection: the SEND message in progress

@@ -54,6 +54,11 @@ struct ReplayConnection {
 // a responder would have accepted. Frames are parsed again from these bytes.
 using FrameBytes = std::vector<std::vector<uint8_t>>;
 
+// Appends a parsed RoCE frame to `frames`, rebuilt from its fields as an Ethernet frame (whatever link type
+// it came in) with a good ICRC; false if it cannot be built. The caller decides whether a frame whose
+// captured ICRC was bad belongs there (`uroce replay` leaves those out, as a NIC drops them).
+bool add_rebuilt(FrameBytes& frames, const wire::Frame& f);
+
 // The RC connections of a capture, in the order their first requests appear.
 std::vector<ReplayConnection> rc_connections(const FrameBytes& frames);
 

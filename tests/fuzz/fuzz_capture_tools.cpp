@@ -9,7 +9,6 @@
 
 #include "pcap_tools/conformance.hpp"
 #include "pcap_tools/responder_replay.hpp"
-#include "transport/wire/build.hpp"
 #include "transport/wire/frame.hpp"
 
 using namespace uroce;
@@ -41,13 +40,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     wire::Frame f;
     wire::parse_frame(bytes, f);
     checker.add(++n, f);
-    if (!f.is_roce()) continue;
-    const wire::FrameSpec spec = wire::spec_from_frame(f);
-    std::vector<uint8_t> out(wire::frame_size(spec));
-    const wire::BuildResult b = wire::build_frame(spec, out);
-    if (!b.ok()) continue;
-    out.resize(b.size);
-    roce.push_back(std::move(out));
+    if (f.is_roce()) pcap_tools::add_rebuilt(roce, f);
   }
   const auto connections = pcap_tools::rc_connections(roce);
   for (size_t i = 0; i < connections.size() && i < max_connections; ++i) {
