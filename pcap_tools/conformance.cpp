@@ -40,8 +40,8 @@ void ConformanceChecker::add(uint64_t n, const wire::Frame& f) {
   }
   if (f.kind != wire::FrameKind::roce) return;
   ++roce_;
-  if (wire::compute_icrc(f) != f.roce.icrc) {
-    add_violation("bad_icrc", n, f, fmt::format("ICRC {:#010x}, computed {:#010x}", f.roce.icrc, wire::compute_icrc(f)));
+  if (const uint32_t computed = wire::compute_icrc(f); computed != f.roce.icrc) {
+    add_violation("bad_icrc", n, f, fmt::format("ICRC {:#010x}, computed {:#010x}", f.roce.icrc, computed));
     return;  // a receiver drops it: it takes no part in the sequence
   }
   const wire::OpcodeInfo& info = *f.roce.info;
