@@ -37,6 +37,7 @@ class ReplayDevice {
   bool register_memory(uint64_t va, uint64_t length, uint32_t& key);
   // The memory registered by the `index`th call (in order, from 0).
   std::vector<uint8_t>& memory(size_t index) { return memory_.at(index); }
+  const std::vector<uint8_t>& memory(size_t index) const { return memory_.at(index); }
 
   // Delivers a frame built from `spec`, addressed to our QP, as a burst of its own (an ACK owed for it,
   // coalesced over nothing, leaves at once), then lets the device send; false if it cannot be built.

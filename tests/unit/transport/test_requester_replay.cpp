@@ -1,273 +1,211 @@
 // Ground truth, the other way round: the work requests behind rxe's requests (from the captures) are
 // posted to a uroce requester, rxe's answers are fed back to it, and every request uroce sends must be
-// the one rxe sent, field by field (opcode, PSN, AckReq, SE, payload bytes, RETH, ImmDt, IETH, AtomicETH);
-// every work request must complete successfully, READs with the bytes rxe's responder returned and
-// atomics with the original values it reported.
+// the one rxe sent, field by field (opcode, PSN, destination QP, AckReq, SE, payload bytes, RETH, ImmDt,
+// IETH, AtomicETH); every work request must complete successfully, READs with the bytes rxe's responder
+// returned and atomics with the original values it reported.
 //
-// Clean captures only: in the lossy one, which packets rxe retransmitted depends on when NAKs and timeouts
-// happened, which a replay cannot reproduce (the responder direction of that capture is checked in
-// test_capture_replay.cpp).
-#include <map>
-#include <set>
-
+// The replay itself is pcap_tools/requester_replay.hpp, which `uroce replay --side requester` runs on any
+// capture. Clean captures only: in the lossy one, which packets rxe retransmitted depends on when NAKs and
+// timeouts happened, which a replay cannot reproduce, and the replay says so instead of comparing (the
+// responder direction of that capture is checked in test_capture_replay.cpp).
+#include "pcap_tools/requester_replay.hpp"
 #include "tests/unit/support/capture_file.hpp"
-#include "tests/unit/transport/transport_fixture.hpp"
-#include "transport/wire/frame.hpp"
+#include "transport/wire/build.hpp"
+
+#include <catch2/catch.hpp>
 
 using namespace uroce::test;
+using namespace uroce::pcap_tools;
 namespace wire = uroce::wire;
 
 namespace {
 
-struct Sent {
-  wire::TransportHeaders h;
-  std::vector<uint8_t> payload;
-};
-
-struct Recorder final : PacketSink {
-  std::vector<Sent> sent;
-  void transmit(const OutPacket& p) override {
-    sent.push_back({p.headers, std::vector<uint8_t>(p.payload.begin(), p.payload.end())});
+template <class T>
+void show(const SequenceComparison<T>& cmp, const char* what) {
+  for (const auto& d : cmp.differences) {
+    UNSCOPED_INFO(what << " " << d.index << ": uroce " << (d.uroce ? to_string(*d.uroce) : "(nothing)") << " / rxe "
+                       << (d.captured ? to_string(*d.captured) : "(nothing)")
+                       << (d.uroce && d.captured ? " -- " + what_differs(*d.uroce, *d.captured) : ""));
   }
-};
-
-struct Message {
-  SendWr wr;
-  std::vector<uint8_t> data;  // what the requester sends (SEND, WRITE)
-};
-
-// A requester's QP in a capture: (requester IP, responder IP, responder QPN) and its own QPN.
-struct Flow {
-  wire::IpAddress requester, responder;
-  uint32_t responder_qpn = 0, requester_qpn = 0, first_psn = 0;
-};
-
-bool is_request_of(const wire::Frame& f, const Flow& k) {
-  return f.roce.info->is_request && f.src_ip() == k.requester && f.dst_ip() == k.responder &&
-         f.roce.bth().dest_qp == k.responder_qpn;
-}
-bool is_answer_to(const wire::Frame& f, const Flow& k) {
-  return !f.roce.info->is_request && f.src_ip() == k.responder && f.dst_ip() == k.requester &&
-         f.roce.bth().dest_qp == k.requester_qpn;
 }
 
-std::vector<wire::Frame> rc_frames(const Capture& c) {
-  std::vector<wire::Frame> out;
-  for (const auto& bytes : c.frames) {
+// The capture's frames with the `nth` request of connection `k` (from 0) rebuilt after `change`.
+template <class Change>
+FrameBytes with_request_changed(FrameBytes frames, const ReplayConnection& k, size_t nth, Change change) {
+  size_t seen = 0;
+  for (auto& bytes : frames) {
     wire::Frame f;
-    if (wire::parse_frame(bytes, f) == wire::ParseError::none && f.is_roce() &&
-        f.roce.info->transport == wire::Transport::rc) {
-      out.push_back(f);
-    }
+    if (!parse_rc(bytes, f) || !is_request_of(f, k) || seen++ != nth) continue;
+    wire::FrameSpec spec = wire::spec_from_frame(f);
+    const std::vector<uint8_t> payload(f.roce.payload.begin(), f.roce.payload.end());
+    std::vector<uint8_t> changed_payload = payload;
+    change(spec, changed_payload);
+    spec.payload = changed_payload;
+    std::vector<uint8_t> out(wire::frame_size(spec));
+    REQUIRE(wire::build_frame(spec, out).ok());
+    bytes = out;
+    break;
   }
-  return out;
-}
-
-std::vector<Flow> flows_of(const std::vector<wire::Frame>& frames) {
-  std::vector<Flow> out;
-  for (const wire::Frame& f : frames) {
-    if (!f.roce.info->is_request) continue;
-    const bool known = std::any_of(out.begin(), out.end(), [&](const Flow& k) { return is_request_of(f, k); });
-    if (!known) out.push_back({f.src_ip(), f.dst_ip(), f.roce.bth().dest_qp, 0, f.roce.bth().psn});
-  }
-  for (Flow& k : out) {  // the requester's QPN: where answers to this flow's PSNs go
-    std::set<uint32_t> psns;
-    for (const wire::Frame& f : frames) {
-      if (is_request_of(f, k)) psns.insert(f.roce.bth().psn);
-      if (!f.roce.info->is_request && f.src_ip() == k.responder && f.dst_ip() == k.requester &&
-          psns.contains(f.roce.bth().psn)) {
-        k.requester_qpn = f.roce.bth().dest_qp;
-        break;
-      }
-    }
-  }
-  return out;
-}
-
-// The work requests behind a flow's requests.
-std::vector<Message> messages_of(const std::vector<wire::Frame>& frames, const Flow& k) {
-  std::vector<Message> out;
-  for (const wire::Frame& f : frames) {
-    if (!is_request_of(f, k)) continue;
-    const wire::OpcodeInfo& info = *f.roce.info;
-    const auto& h = f.roce.headers;
-    if (info.position == wire::Position::first || info.position == wire::Position::only) {
-      Message m;
-      switch (info.operation) {
-        case wire::Operation::send:
-          m.wr.opcode = info.has(wire::hdr_immdt) ? WrOpcode::send_with_imm
-                        : info.has(wire::hdr_ieth) ? WrOpcode::send_with_inv
-                                                   : WrOpcode::send;
-          break;
-        case wire::Operation::rdma_write:
-          m.wr.opcode = info.has(wire::hdr_immdt) ? WrOpcode::rdma_write_with_imm : WrOpcode::rdma_write;
-          m.wr.remote_addr = h.reth.va;
-          m.wr.rkey = h.reth.rkey;
-          break;
-        case wire::Operation::rdma_read_request:
-          m.wr.opcode = WrOpcode::rdma_read;
-          m.wr.remote_addr = h.reth.va;
-          m.wr.rkey = h.reth.rkey;
-          m.data.resize(h.reth.dma_length);
-          break;
-        case wire::Operation::compare_swap:
-        case wire::Operation::fetch_add: {
-          const bool cas = info.operation == wire::Operation::compare_swap;
-          m.wr.opcode = cas ? WrOpcode::atomic_cmp_and_swp : WrOpcode::atomic_fetch_and_add;
-          m.wr.remote_addr = h.atomic_eth.va;
-          m.wr.rkey = h.atomic_eth.rkey;
-          m.wr.compare_add = cas ? h.atomic_eth.compare : h.atomic_eth.swap_add;
-          m.wr.swap = h.atomic_eth.swap_add;
-          m.data.resize(8);
-          break;
-        }
-        default:
-          FAIL("unexpected request opcode " << wire::opcode_name(h.bth.opcode));
-      }
-      out.push_back(std::move(m));
-    }
-    Message& m = out.back();
-    if (info.operation == wire::Operation::send || info.operation == wire::Operation::rdma_write) {
-      m.data.insert(m.data.end(), f.roce.payload.begin(), f.roce.payload.end());
-    }
-    // A multi-packet message shows its immediate or invalidate only on its LAST packet.
-    if (info.has(wire::hdr_immdt)) {
-      m.wr.imm_data = h.immdt;
-      if (m.wr.opcode == WrOpcode::send) m.wr.opcode = WrOpcode::send_with_imm;
-      if (m.wr.opcode == WrOpcode::rdma_write) m.wr.opcode = WrOpcode::rdma_write_with_imm;
-    }
-    if (info.has(wire::hdr_ieth)) {
-      m.wr.invalidate_rkey = h.ieth;
-      m.wr.opcode = WrOpcode::send_with_inv;
-    }
-    if (h.bth.solicited) m.wr.send_flags |= send_solicited;
-  }
-  return out;
+  REQUIRE(seen > nth);
+  return frames;
 }
 
 }  // namespace
 
 TEST_CASE("requester replay: uroce's requester sends what rxe's sent, and completes on rxe's answers",
           "[transport][replay]") {
-  uint64_t flows = 0, compared = 0;
+  uint64_t flows = 0, compared = 0, reads = 0, atomics = 0;
   for (const Capture& c : captures()) {
     if (c.name.find("loss") != std::string::npos) continue;
-    const auto frames = rc_frames(c);
-    for (const Flow& k : flows_of(frames)) {
+    for (const ReplayConnection& k : rc_connections(c.frames)) {
       INFO(c.name << ": " << wire::to_string(k.requester) << " QP 0x" << std::hex << k.requester_qpn << " -> QP 0x"
                   << k.responder_qpn << std::dec);
-      auto messages = messages_of(frames, k);
-      Recorder recorder;
-      Device d(recorder);
-      d.set_gids({k.requester});
-      d.set_active_mtu(Mtu::mtu_1024);
-      uint32_t pd = 0, cq = 0, qpn = 0, key = 0;
-      REQUIRE(d.alloc_pd(pd) == 0);
-      REQUIRE(d.create_cq(65536, cq) == 0);
-      // Local memory: every message's data back to back.
-      size_t total = 0;
-      for (const Message& m : messages) total += m.data.size();
-      std::vector<uint8_t> memory(std::max<size_t>(total, 8));
-      const uint64_t base = 0x40000000;
-      REQUIRE(d.reg_mr(pd, base, memory.size(), access_local_write,
-                       std::make_shared<HostMemory>(memory.data(), memory.size()), 0, key) == 0);
-      QpInitAttr init;
-      init.pd = pd;
-      init.send_cq = init.recv_cq = cq;
-      init.cap = {uint32_t(messages.size() + 1), 16, 2, 2, 0};
-      do {
-        REQUIRE(d.create_qp(init, qpn) == 0);
-      } while (qpn < k.requester_qpn);
-      REQUIRE(qpn == k.requester_qpn);
-      QpParams params;
-      params.timeout = 0;  // no timers: the replay has no notion of time
-      connect(d, qpn, QpType::rc, k.responder, k.responder_qpn, k.first_psn, 0, params);
-      uint64_t offset = 0, id = 0;
-      for (Message& m : messages) {
-        std::copy(m.data.begin(), m.data.end(), memory.begin() + long(offset));
-        m.wr.wr_id = ++id;
-        m.wr.send_flags |= send_signaled;
-        if (!m.data.empty()) m.wr.sg_list.push_back({base + offset, uint32_t(m.data.size()), key});
-        offset += m.data.size();
-        REQUIRE(d.post_send(qpn, m.wr, 0) == 0);
+      const RequesterReplayResult r = replay_requester(c.frames, k);
+      REQUIRE(r.error.empty());
+      REQUIRE(r.skipped.empty());
+      CHECK(r.work_requests > 0);
+      CHECK(r.answers > 0);
+      const RequesterComparison cmp = compare_requester(r);
+      show(cmp.requests, "request");
+      show(cmp.completions, "completion");
+      CHECK(r.got.size() == r.expected.size());
+      CHECK(cmp.requests.same());
+      // Every work request completed successfully, in order, READs with rxe's bytes and atomics with its
+      // original values.
+      CHECK(r.expected_completions.size() == r.work_requests);
+      CHECK(cmp.completions.same());
+      for (const Completion& done : r.got_completions) {
+        CHECK(done.status == uroce::verbs::WcStatus::success);
+        if (done.opcode == uroce::verbs::WcOpcode::rdma_read) {
+          CHECK(!done.read.empty());
+          ++reads;
+        }
+        atomics += done.opcode == uroce::verbs::WcOpcode::comp_swap || done.opcode == uroce::verbs::WcOpcode::fetch_add;
       }
-      // Run the requester, then hand it rxe's answers in capture order, letting it send after each.
-      d.run(0);
-      std::vector<const wire::Frame*> theirs;
-      for (const wire::Frame& f : frames) {
-        if (is_request_of(f, k)) theirs.push_back(&f);
-        if (is_answer_to(f, k)) {
-          d.receive(f.bytes, 0);
-          d.run(0);
-        }
-      }
-      REQUIRE(recorder.sent.size() == theirs.size());
-      for (size_t i = 0; i < theirs.size(); ++i) {
-        const auto& mine = recorder.sent[i];
-        const auto& h = theirs[i]->roce.headers;
-        INFO("request " << i << ": rxe " << wire::opcode_name(h.bth.opcode) << " psn " << h.bth.psn);
-        CHECK(mine.h.bth.opcode == h.bth.opcode);
-        CHECK(mine.h.bth.psn == h.bth.psn);
-        CHECK(mine.h.bth.ack_req == h.bth.ack_req);
-        CHECK(mine.h.bth.solicited == h.bth.solicited);
-        CHECK(mine.h.bth.dest_qp == h.bth.dest_qp);
-        CHECK(std::equal(mine.payload.begin(), mine.payload.end(), theirs[i]->roce.payload.begin(),
-                         theirs[i]->roce.payload.end()));
-        const wire::OpcodeInfo& info = *theirs[i]->roce.info;
-        if (info.has(wire::hdr_reth)) {
-          CHECK(mine.h.reth.va == h.reth.va);
-          CHECK(mine.h.reth.rkey == h.reth.rkey);
-          CHECK(mine.h.reth.dma_length == h.reth.dma_length);
-        }
-        if (info.has(wire::hdr_immdt)) CHECK(mine.h.immdt == h.immdt);
-        if (info.has(wire::hdr_ieth)) CHECK(mine.h.ieth == h.ieth);
-        if (info.has(wire::hdr_atomic_eth)) {
-          CHECK(mine.h.atomic_eth.va == h.atomic_eth.va);
-          CHECK(mine.h.atomic_eth.rkey == h.atomic_eth.rkey);
-          CHECK(mine.h.atomic_eth.swap_add == h.atomic_eth.swap_add);
-          CHECK(mine.h.atomic_eth.compare == h.atomic_eth.compare);
-        }
-        ++compared;
-      }
-      // Every work request completed successfully, in order.
-      std::vector<WorkCompletion> wc(messages.size() + 8);
-      const int n = d.poll_cq(cq, wc);
-      REQUIRE(n == int(messages.size()));
-      for (int i = 0; i < n; ++i) {
-        CHECK(wc[size_t(i)].wr_id == uint64_t(i + 1));
-        CHECK(wc[size_t(i)].status == WcStatus::success);
-      }
-      // READ data and atomic results are what rxe's responder sent.
-      offset = 0;
-      std::vector<uint8_t> read_data;
-      std::vector<uint64_t> originals;
-      for (const wire::Frame& f : frames) {
-        if (!is_answer_to(f, k)) continue;
-        if (f.roce.info->operation == wire::Operation::rdma_read_response) {
-          read_data.insert(read_data.end(), f.roce.payload.begin(), f.roce.payload.end());
-        }
-        if (f.roce.info->operation == wire::Operation::atomic_acknowledge) {
-          originals.push_back(f.roce.headers.atomic_ack_eth.original);
-        }
-      }
-      std::vector<uint8_t> my_reads;
-      std::vector<uint64_t> my_originals;
-      for (const Message& m : messages) {
-        if (m.wr.opcode == WrOpcode::rdma_read) {
-          my_reads.insert(my_reads.end(), memory.begin() + long(offset), memory.begin() + long(offset + m.data.size()));
-        }
-        if (m.wr.opcode == WrOpcode::atomic_cmp_and_swp || m.wr.opcode == WrOpcode::atomic_fetch_and_add) {
-          uint64_t v = 0;
-          std::memcpy(&v, memory.data() + offset, 8);
-          my_originals.push_back(v);
-        }
-        offset += m.data.size();
-      }
-      CHECK(my_reads == read_data);
-      CHECK(my_originals == originals);
+      compared += r.got.size();
       ++flows;
     }
   }
-  WARN(flows << " requester flows, " << compared << " requests compared with rxe's");
+  WARN(flows << " requester flows, " << compared << " requests compared with rxe's, " << reads << " READs and "
+             << atomics << " atomics completed with rxe's data");
   CHECK(flows >= 8);
+  CHECK(reads > 0);
+  CHECK(atomics > 0);
+}
+
+TEST_CASE("requester replay: a lossy capture is skipped, with the reason", "[transport][replay]") {
+  const Capture& c = capture("11-rc-write-loss5");
+  const auto connections = rc_connections(c.frames);
+  REQUIRE(!connections.empty());
+  for (const ReplayConnection& k : connections) {
+    const RequesterReplayResult r = replay_requester(c.frames, k);
+    CHECK(r.error.empty());
+    CHECK_THAT(r.skipped, Catch::Contains("retransmission") || Catch::Contains("NAK") ||
+                              Catch::Contains("not in the capture"));
+    CHECK(r.got.empty());
+    CHECK(r.expected.empty());
+  }
+}
+
+TEST_CASE("requester replay: a request changed in the capture is found, and only that one", "[transport][replay]") {
+  const Capture& c = capture("05-rc-write");
+  const ReplayConnection k = rc_connections(c.frames).at(0);
+  SECTION("a WRITE's DMA length") {
+    const FrameBytes changed = with_request_changed(
+        c.frames, k, 3, [](wire::FrameSpec& spec, std::vector<uint8_t>&) { spec.headers.reth.dma_length += 1; });
+    const RequesterComparison cmp = compare_requester(replay_requester(changed, k));
+    REQUIRE(cmp.requests.differences.size() == 1);
+    CHECK(cmp.requests.differences[0].index == 3);
+    CHECK_THAT(what_differs(*cmp.requests.differences[0].uroce, *cmp.requests.differences[0].captured),
+               Catch::StartsWith("DMA length"));
+    CHECK(cmp.completions.same());
+  }
+  SECTION("a payload byte: not a difference, the work request carries it") {
+    // A request's payload is read off the captured packets into the work request's data, so a changed byte
+    // is sent by uroce too: what the payload comparison checks is that each byte goes out where it was.
+    const FrameBytes changed = with_request_changed(c.frames, k, 3, [](wire::FrameSpec&, std::vector<uint8_t>& p) {
+      REQUIRE(p.size() > 17);
+      p[17] ^= 0x5a;
+    });
+    CHECK(compare_requester(replay_requester(changed, k)).same());
+  }
+  SECTION("AckReq") {
+    const FrameBytes changed = with_request_changed(
+        c.frames, k, 2, [](wire::FrameSpec& spec, std::vector<uint8_t>&) { spec.headers.bth.ack_req ^= true; });
+    const RequesterComparison cmp = compare_requester(replay_requester(changed, k));
+    REQUIRE(cmp.requests.differences.size() == 1);
+    CHECK(cmp.requests.differences[0].index == 2);
+    CHECK_THAT(what_differs(*cmp.requests.differences[0].uroce, *cmp.requests.differences[0].captured),
+               Catch::StartsWith("AckReq"));
+  }
+}
+
+TEST_CASE("requester replay: a captured READ's data is what its work request must bring", "[transport][replay]") {
+  const Capture& c = capture("06-rc-read");
+  const ReplayConnection k = rc_connections(c.frames).at(1);
+  // The first READ response's first payload byte changed: uroce's READ brings the changed byte, and
+  // its requests stay the same.
+  FrameBytes frames = c.frames;
+  uint8_t changed_byte = 0;
+  for (auto& bytes : frames) {
+    wire::Frame f;
+    if (!parse_rc(bytes, f) || !is_answer_to(f, k) || f.roce.payload.empty()) continue;
+    wire::FrameSpec spec = wire::spec_from_frame(f);
+    std::vector<uint8_t> payload(f.roce.payload.begin(), f.roce.payload.end());
+    changed_byte = payload[0] ^= 0xff;
+    spec.payload = payload;
+    std::vector<uint8_t> out(wire::frame_size(spec));
+    REQUIRE(wire::build_frame(spec, out).ok());
+    bytes = out;
+    break;
+  }
+  const RequesterReplayResult r = replay_requester(frames, k);
+  const RequesterComparison cmp = compare_requester(r);
+  CHECK(cmp.requests.same());
+  CHECK(cmp.completions.same());
+  REQUIRE(!r.got_completions.empty());
+  REQUIRE(!r.got_completions[0].read.empty());
+  CHECK(r.got_completions[0].read[0] == changed_byte);
+  CHECK(compare_requester(replay_requester(c.frames, k)).completions.differences.empty());
+}
+
+TEST_CASE("requester replay: hostile captures are refused or skipped, never replayed blindly", "[transport][replay]") {
+  const Capture& c = capture("06-rc-read");
+  const ReplayConnection k = rc_connections(c.frames).at(1);
+  SECTION("a READ of 1 GiB is more memory than a replay registers") {
+    const FrameBytes changed = with_request_changed(
+        c.frames, k, 0, [](wire::FrameSpec& spec, std::vector<uint8_t>&) { spec.headers.reth.dma_length = 1u << 30; });
+    const RequesterReplayResult r = replay_requester(changed, rc_connections(changed).at(1));
+    CHECK_THAT(r.error, Catch::Contains("more than the 256 MiB"));
+    CHECK(r.got.empty());
+  }
+  SECTION("a capture that begins inside a message") {
+    const Capture& pingpong = capture("01-rc-send-pingpong");
+    FrameBytes frames = pingpong.frames;
+    const ReplayConnection first = rc_connections(frames).at(0);
+    // Everything before the first SEND's second packet left out.
+    size_t cut = 0, requests = 0;
+    for (size_t i = 0; i < frames.size(); ++i) {
+      wire::Frame f;
+      if (parse_rc(frames[i], f) && is_request_of(f, first) && requests++ == 1) {
+        cut = i;
+        break;
+      }
+    }
+    REQUIRE(cut > 0);
+    frames.erase(frames.begin(), frames.begin() + std::ptrdiff_t(cut));
+    const ReplayConnection late = rc_connections(frames).at(0);
+    const RequesterReplayResult r = replay_requester(frames, late);
+    CHECK_THAT(r.skipped, Catch::Contains("begins inside a message"));
+  }
+  SECTION("a FIRST inside a message") {
+    const Capture& pingpong = capture("01-rc-send-pingpong");
+    const ReplayConnection first = rc_connections(pingpong.frames).at(0);
+    const FrameBytes changed = with_request_changed(
+        pingpong.frames, first, 1, [](wire::FrameSpec& spec, std::vector<uint8_t>&) {
+          spec.headers.bth.opcode = uint8_t(wire::Opcode::rc_send_first);
+        });
+    const RequesterReplayResult r = replay_requester(changed, first);
+    CHECK_THAT(r.error, Catch::Contains("has had no LAST"));
+  }
 }
