@@ -1,5 +1,8 @@
-// `uroce replay FILE`: a capture's RC requests fed into uroce's own responder, and what it answers set
-// beside what the captured responder answered (responder_replay.hpp). For checking uroce against another
+// `uroce replay FILE`: a capture's RC connections replayed through uroce's own transport, one side at a
+// time. The responder side (the default): the captured requests fed into uroce's responder, its answers set
+// beside the captured ones (responder_replay.hpp). The requester side (--side requester): the work requests
+// behind the captured requests posted to uroce's requester, the captured answers fed back, its requests
+// and completions set beside the captured ones (requester_replay.hpp). For checking uroce against another
 // RoCE stack from a capture of it (rxe, a ConnectX), or a capture of uroce against what it does now.
 #pragma once
 
@@ -17,12 +20,15 @@ struct ReplayOptions {
   uint32_t mtu = 4096;         // --mtu: the path MTU where no message spans packets
   bool json = false;           // --json: one JSON object per connection
   size_t max_differences = 10; // --max-differences: shown per connection
+  bool responder_side = true;  // --side responder or both
+  bool requester_side = false; // --side requester or both
 };
 
 void add_replay_command(CLI::App& app, int& exit_code);
 
-// Returns the exit code: 0 every connection answered as captured, 1 some did not (or could not be
-// replayed), 2 unreadable or damaged capture.
+// Returns the exit code: 0 every connection replayed on the chosen sides did as captured (a connection the
+// requester side skips, with its reason, counts as neither), 1 some did not (or could not be replayed),
+// 2 unreadable or damaged capture.
 int run_replay(const ReplayOptions& options);
 
 }  // namespace uroce::pcap_tools

@@ -158,9 +158,9 @@ verbs::WcOpcode completion_opcode(verbs::WrOpcode op) {
 
 // One pass over a connection's frames in capture order: the work requests behind its requests, what its
 // answers acknowledge, and whether a replay can reproduce it at all. Stops at the first reason it cannot.
-class CaptureReader {
+class ConnectionReader {
  public:
-  CaptureReader(const ReplayConnection& k, uint32_t mtu_bytes)
+  ConnectionReader(const ReplayConnection& k, uint32_t mtu_bytes)
       : mtu_(mtu_bytes), next_psn_(k.first_psn) {}
 
   bool stopped() const { return !skipped.empty() || !error.empty(); }
@@ -169,13 +169,14 @@ class CaptureReader {
     const wire::OpcodeInfo& info = *f.roce.info;
     const uint32_t psn = f.roce.bth().psn;
     if (psn != next_psn_) {
+      const uint32_t last_missing = (psn - 1) & psn_mask;
+      const std::string missing = last_missing == next_psn_ ? fmt::format("PSN {} is", next_psn_)
+                                                           : fmt::format("PSNs {} to {} are", next_psn_, last_missing);
       skipped = at_or_after(psn, next_psn_)
-                    ? fmt::format("PSNs {} to {} are not in the capture (lost before the capture point): "
-                                  "the requester resent them when its timers and NAKs said so, which a replay cannot reproduce",
-                                  next_psn_, (psn - 1) & psn_mask)
+                    ? fmt::format("{} not in the capture (lost before the capture point): the requester resent "
+                                  "when its timers and NAKs said so, which a replay cannot reproduce", missing)
                     : fmt::format("PSN {} was sent again (a retransmission): when a requester resends depends "
-                                  "on its timers and on what was lost, which a replay cannot reproduce",
-                                  psn);
+                                  "on its timers and on what was lost, which a replay cannot reproduce", psn);
       return;
     }
     const bool opens = info.position == wire::Position::first || info.position == wire::Position::only;
@@ -432,7 +433,7 @@ class ReplayRequester {
 };
 
 // What the capture says of how the acknowledged work requests completed.
-std::vector<Completion> captured_completions(const CaptureReader& reader) {
+std::vector<Completion> captured_completions(const ConnectionReader& reader) {
   std::vector<Completion> out;
   for (size_t i = 0; i < reader.acknowledged; ++i) {
     const Message& m = reader.messages[i];
@@ -457,7 +458,7 @@ RequesterReplayResult replay_requester(const FrameBytes& frames, const ReplayCon
                 "sends depends on them";
     return r;
   }
-  CaptureReader reader(k, verbs::mtu_bytes(*mtu));
+  ConnectionReader reader(k, verbs::mtu_bytes(*mtu));
   for (const auto& bytes : frames) {
     wire::Frame f;
     if (!parse_rc(bytes, f)) continue;

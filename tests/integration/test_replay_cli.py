@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """End-to-end tests of `uroce replay`: rxe's captured requests fed into uroce's responder, its answers set
 beside rxe's (the same replay as tests/unit/transport/test_capture_replay.cpp, through the command line),
-on the real captures and on copies changed on purpose.
+and with --side requester the work requests behind rxe's requests posted to uroce's requester, its
+requests and completions set beside rxe's (tests/unit/transport/test_requester_replay.cpp), on the real
+captures and on copies changed on purpose.
 
 Usage: test_replay_cli.py UROCE_BINARY CAPTURE_DIR
 """
@@ -22,6 +24,9 @@ UROCE = None
 CAPTURES = None
 LOSSY = "11-rc-write-loss5.pcap"
 SUMMARY = re.compile(r"^(\d+) of (\d+) connections answered as captured$", re.M)
+REQUESTER_SUMMARY = re.compile(
+    r"^(\d+) of (\d+) connections sent and completed as captured \(requester side\)(?:, (\d+) skipped: .*)?$", re.M)
+RC_WRITE_ONLY = 0x0a
 
 
 def replay(*args, stdin=None):
@@ -35,6 +40,10 @@ def text(res):
 class ReplayCli(unittest.TestCase):
     def capture(self, name):
         return os.path.join(CAPTURES, name)
+
+    def clean_rc_captures(self):
+        return [name for name in sorted(os.listdir(CAPTURES))
+                if name.endswith(".pcap") and not name.startswith("03-") and name != LOSSY]  # 03: UD only
 
     def test_every_rc_capture_is_answered_as_rxe_did(self):
         connections = 0
@@ -92,6 +101,118 @@ class ReplayCli(unittest.TestCase):
         self.assertEqual(diffs[0]["captured"]["msn"], msn + 5)
         self.assertEqual(diffs[0]["uroce"]["msn"], msn)
 
+    def test_default_side_is_the_responder(self):
+        out = text(replay(self.capture("06-rc-read.pcap")))
+        self.assertIn("Connection 1, responder side:", out)
+        self.assertNotIn("requester side", out)
+
+    def test_requester_side_sends_as_rxe_did(self):
+        """The work requests behind rxe's requests, posted to uroce's requester with rxe's answers fed back:
+        uroce sends the same requests and completes every work request as rxe's answers say."""
+        connections = 0
+        for name in self.clean_rc_captures():
+            res = replay("--side", "requester", self.capture(name))
+            out = text(res)
+            self.assertEqual(res.returncode, 0, f"{name}:\n{out}\n{res.stderr.decode()}")
+            same, total, skipped = REQUESTER_SUMMARY.search(out).groups()
+            self.assertEqual(int(same), int(total), f"{name}:\n{out}")
+            self.assertIsNone(skipped, f"{name}:\n{out}")
+            self.assertNotIn("differ", out)
+            self.assertNotIn("responder side", out)
+            self.assertRegex(out, r"uroce sent (\d+) requests, the capture shows \1: the same, in order")
+            connections += int(total)
+        self.assertGreaterEqual(connections, 11)
+
+    def changed_request_capture(self, tmp):
+        """A copy of 05-rc-write.pcap whose third 64-byte WRITE to QP 0x11 has its AckReq bit cleared (ICRC
+        fixed); returns the path and that request's place among the connection's requests."""
+        linktype, records = pcapfile.read(self.capture("05-rc-write.pcap"))
+        writes = [r[3] for r in records if pcapfile.roce_offset(r[3]) is not None
+                  and r[3][pcapfile.roce_offset(r[3])] == RC_WRITE_ONLY
+                  and r[3][pcapfile.roce_offset(r[3]) + 5:pcapfile.roce_offset(r[3]) + 8] == b"\x00\x00\x11"]
+        frame = writes[2]
+        bth = pcapfile.roce_offset(frame)
+        self.assertTrue(frame[bth + 8] & 0x80, "rxe asks for an ACK of every WRITE")
+        frame[bth + 8] &= 0x7f
+        pcapfile.fix_icrc(frame)
+        path = os.path.join(tmp, "changed-request.pcap")
+        pcapfile.write(path, linktype, records)
+        return path, 2
+
+    def test_changed_request_is_the_one_difference(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            changed, index = self.changed_request_capture(tmp)
+            res = replay("--side", "requester", "--json", changed)
+            text_res = replay("--side", "requester", changed)
+        self.assertEqual(res.returncode, 1, res.stderr)
+        rows = [json.loads(line) for line in text(res).splitlines()]
+        self.assertEqual([row["side"] for row in rows], ["requester", "requester"])
+        diffs = [d for row in rows for d in row["differences"] + row["completion_differences"]]
+        self.assertEqual(len(diffs), 1, rows)
+        self.assertEqual(diffs[0]["index"], index)
+        self.assertEqual(diffs[0]["uroce"]["ack_req"], True)
+        self.assertEqual(diffs[0]["captured"]["ack_req"], False)
+        self.assertEqual(diffs[0]["differs_in"], "AckReq (uroce 1, captured 0)")
+        self.assertEqual([row["outcome"] for row in rows], ["different", "same"])
+        out = text(text_res)
+        self.assertEqual(text_res.returncode, 1, out)
+        self.assertIn("1 of 2 connections sent and completed as captured (requester side)", out)
+        self.assertRegex(out, rf"request {index}: uroce RC RDMA_WRITE_ONLY psn \d+ A .* \| captured RC RDMA_WRITE_ONLY "
+                              r"psn \d+ qp .* -- AckReq \(uroce 1, captured 0\)")
+
+    def test_both_sides(self):
+        res = replay("--side", "both", self.capture("06-rc-read.pcap"))
+        out = text(res)
+        self.assertEqual(res.returncode, 0, out)
+        self.assertIn("2 of 2 connections answered as captured", out)
+        self.assertIn("2 of 2 connections sent and completed as captured (requester side)", out)
+        sides = re.findall(r"^Connection \d+, (\w+) side:", out, re.M)
+        self.assertEqual(sides, ["responder", "responder", "requester", "requester"])
+        self.assertLess(SUMMARY.search(out).start(), out.index("Connection 1, requester side"))
+
+        res = replay("--side", "both", "--json", self.capture("06-rc-read.pcap"))
+        self.assertEqual(res.returncode, 0, res.stderr)
+        rows = [json.loads(line) for line in text(res).splitlines()]
+        self.assertEqual([row["side"] for row in rows], ["responder", "responder", "requester", "requester"])
+        self.assertTrue(all(row["same"] and row["outcome"] == "same" for row in rows), rows)
+
+    def test_requester_json_rows(self):
+        res = replay("--side", "requester", "--json", self.capture("08-rc-imm-zerolen-read-atomic.pcap"))
+        self.assertEqual(res.returncode, 0, res.stderr)
+        rows = [json.loads(line) for line in text(res).splitlines()]
+        self.assertEqual(len(rows), 1)
+        row = rows[0]
+        self.assertEqual(row["side"], "requester")
+        self.assertEqual(row["outcome"], "same")
+        self.assertTrue(row["same"])
+        self.assertEqual(row["matched"], row["captured_requests"])
+        self.assertEqual(row["uroce_requests"], row["captured_requests"])
+        self.assertGreater(row["work_requests"], 0)
+        self.assertEqual(row["captured_completions"], row["work_requests"])
+        self.assertEqual(row["matched_completions"], row["captured_completions"])
+        self.assertEqual(row["differences"], [])
+        self.assertEqual(row["completion_differences"], [])
+
+    def test_requester_side_skips_the_lossy_capture(self):
+        """Retransmissions depend on timers and on what was lost: the requester side says it cannot replay
+        them, which is neither a pass nor a failure."""
+        for args in ([], ["--lossy"]):
+            res = replay("--side", "requester", *args, self.capture(LOSSY))
+            out = text(res)
+            self.assertEqual(res.returncode, 0, out)
+            same, total, skipped = REQUESTER_SUMMARY.search(out).groups()
+            self.assertEqual((int(same), int(total), int(skipped)), (0, 1, 1), out)
+            self.assertRegex(out, r"\n  skipped: .*(not in the capture|retransmission|--lossy)")
+        self.assertIn("skipped: --lossy:", out)
+        res = replay("--side", "requester", "--json", self.capture(LOSSY))
+        row = json.loads(text(res))
+        self.assertEqual(row["outcome"], "skipped")
+        self.assertFalse(row["same"])
+        self.assertIn("a replay cannot reproduce", row["skipped"])
+        # Both sides: the responder's exact comparison still fails this capture, so the status is 1.
+        self.assertEqual(replay("--side", "both", self.capture(LOSSY)).returncode, 1)
+        self.assertEqual(replay("--side", "both", "--lossy", self.capture(LOSSY)).returncode, 0)
+
     def test_bad_icrc_frames_are_left_out(self):
         linktype, records = pcapfile.read(self.capture("05-rc-write.pcap"))
         frame = next(r[3] for r in records if pcapfile.roce_offset(r[3]) is not None)
@@ -128,6 +249,12 @@ class ReplayCli(unittest.TestCase):
         res = replay(os.path.join(CAPTURES, "no-such-file.pcap"))
         self.assertEqual(res.returncode, 2)
         self.assertEqual(replay("--mtu", "1000", self.capture("05-rc-write.pcap")).returncode, 105)
+        self.assertEqual(replay("--side", "neither", self.capture("05-rc-write.pcap")).returncode, 105)
+        data = pathlib.Path(self.capture("05-rc-write.pcap")).read_bytes()
+        with tempfile.TemporaryDirectory() as tmp:
+            damaged = os.path.join(tmp, "damaged.pcap")
+            pathlib.Path(damaged).write_bytes(data[:3000])
+            self.assertEqual(replay("--side", "both", damaged).returncode, 2)
 
 
 if __name__ == "__main__":
