@@ -1,13 +1,16 @@
 // libFuzzer target: arbitrary frame sequences through `uroce check` (ConformanceChecker) and `uroce replay`
-// (rc_connections, replay_responder and both comparisons), the two commands that keep state across the
-// frames of a capture. The input is a sequence of frames, each a 2-byte little-endian length and that many
-// bytes (tests/fuzz/make_seed_corpus.py --sequences writes rxe's captures so). Beyond "no crash, no UB, no
-// leak" (the sanitizers), it checks that an exact comparison of a replay with itself finds no difference.
+// on both sides (rc_connections; replay_responder and both comparisons; replay_requester, its comparison
+// and the description of every difference), the two commands that keep state across the frames of a
+// capture. The input is a sequence of frames, each a 2-byte little-endian length and that many bytes
+// (tests/fuzz/make_seed_corpus.py --sequences writes rxe's captures so). Beyond "no crash, no UB, no leak"
+// (the sanitizers), it checks that an exact comparison of a replay with itself finds no difference, and
+// that a requester replay that was skipped or refused sent nothing.
 #include <cstdint>
 #include <cstdlib>
 #include <vector>
 
 #include "pcap_tools/conformance.hpp"
+#include "pcap_tools/requester_replay.hpp"
 #include "pcap_tools/responder_replay.hpp"
 #include "transport/wire/frame.hpp"
 
@@ -16,6 +19,13 @@ using namespace uroce;
 namespace {
 
 constexpr size_t max_connections = 4;  // each replay sets up a device: a few per input are enough
+
+template <class T>
+void describe_differences(const pcap_tools::SequenceComparison<T>& c) {
+  for (const auto& d : c.differences) {
+    if (d.uroce && d.captured && pcap_tools::what_differs(*d.uroce, *d.captured).empty()) std::abort();
+  }
+}
 
 std::vector<std::span<const uint8_t>> split(const uint8_t* data, size_t size) {
   std::vector<std::span<const uint8_t>> frames;
@@ -48,6 +58,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!pcap_tools::compare_exact(r.got, r.got).same()) std::abort();
     pcap_tools::compare_exact(r.expected, r.got);
     pcap_tools::compare_lossy(r.expected, r.got);
+
+    const pcap_tools::RequesterReplayResult q = pcap_tools::replay_requester(roce, connections[i]);
+    if ((!q.skipped.empty() || !q.error.empty()) && !q.got.empty()) std::abort();
+    if (!pcap_tools::compare_in_order(q.got, q.got).same()) std::abort();
+    const pcap_tools::RequesterComparison cmp = pcap_tools::compare_requester(q);
+    describe_differences(cmp.requests);
+    describe_differences(cmp.completions);
   }
   return 0;
 }
