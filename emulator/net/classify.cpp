@@ -196,6 +196,13 @@ Classification& classify_ipv6(Classification& c, std::span<const uint8_t> f, siz
     if (payload_length >= icmp_header_size && b[l4] == icmpv6_type_echo_request) {
       return classify_icmpv6_echo(c, p, b + l4, payload_length, unicast);
     }
+    if (payload_length >= 1 && is_router_discovery_type(b[l4])) {
+      const auto reason = parse_router_advertisement(wire::IpAddress::from_v6_bytes(p + 8),
+                                                     wire::IpAddress::from_v6_bytes(p + 24), p[7], b + l4,
+                                                     payload_length, c.ra);
+      if (reason) return drop(c, *reason);
+      return accept(c, FrameClass::router_advertisement);
+    }
     const auto reason = parse_nd(wire::IpAddress::from_v6_bytes(p + 8), wire::IpAddress::from_v6_bytes(p + 24),
                                  p[7], b + l4, payload_length, c.nd);
     if (reason) return drop(c, *reason);
@@ -260,6 +267,7 @@ void count(NetCounters& counters, const Classification& c) {
     case FrameClass::nd: ++counters.rx_nd; break;
     case FrameClass::igmp: ++counters.rx_igmp; break;
     case FrameClass::mld: ++counters.rx_mld; break;
+    case FrameClass::router_advertisement: ++counters.rx_router_advertisements; break;
     case FrameClass::drop: ++counters.dropped(c.reason); break;
   }
 }

@@ -20,6 +20,7 @@
 #include "emulator/net/mld_frames.hpp"
 #include "emulator/net/nd_frames.hpp"
 #include "emulator/net/port_addresses.hpp"
+#include "emulator/net/router_discovery_frames.hpp"
 #include "transport/wire/ethernet.hpp"
 #include "transport/wire/icrc.hpp"
 
@@ -32,6 +33,7 @@ enum class FrameClass : uint8_t {
   nd,                 // valid IPv6 Neighbor Solicitation/Advertisement (RFC 4861 §7.1): nd_responder.hpp
   igmp,               // valid IGMP Membership Query to all-hosts or one of our groups: IgmpMembership::on_query
   mld,                // valid MLD query to all-nodes, one of our groups or solicited-node groups: MldMembership
+  router_advertisement,  // valid IPv6 Router Advertisement (RFC 4861 §6.1.2): RouterDiscovery
   drop,               // see Classification::reason
 };
 
@@ -43,6 +45,7 @@ struct Classification {
   NdMessage nd;                                        // kind == nd
   IgmpQuery igmp;                                      // kind == igmp
   MldQuery mld;                                        // kind == mld
+  RouterAdvertisement ra;                              // kind == router_advertisement
   wire::IpVersion ip_version = wire::IpVersion::v4;    // roce, icmp_echo_request
   uint32_t l3_offset = 0;  // the IP or ARP header
   uint32_t l4_offset = 0;  // the UDP or ICMP header

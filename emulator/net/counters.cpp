@@ -17,6 +17,7 @@ void for_each_counter(const NetCounters& c, const std::function<void(std::string
   visit("rx_nd", c.rx_nd);
   visit("rx_igmp", c.rx_igmp);
   visit("rx_mld", c.rx_mld);
+  visit("rx_router_advertisements", c.rx_router_advertisements);
   visit("arp_requests_received", c.arp_requests_received);
   visit("arp_replies_received", c.arp_replies_received);
   visit("arp_replies_sent", c.arp_replies_sent);
@@ -47,6 +48,9 @@ void for_each_counter(const NetCounters& c, const std::function<void(std::string
   visit("mld_queries_received", c.mld_queries_received);
   visit("mld_reports_sent", c.mld_reports_sent);
   visit("mld_dones_sent", c.mld_dones_sent);
+  visit("rd_solicitations_sent", c.rd_solicitations_sent);
+  visit("rd_advertisements_received", c.rd_advertisements_received);
+  visit("rd_ignored", c.rd_ignored);
   visit("icmp_echo_replied", c.icmp_echo_replied);
   visit("icmp_echo_too_large", c.icmp_echo_too_large);
   for (size_t i = 0; i < drop_reason_count; ++i) {

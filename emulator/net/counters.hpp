@@ -19,6 +19,7 @@ struct NetCounters {
   uint64_t rx_nd = 0;                  // valid IPv6 Neighbor Solicitations and Advertisements
   uint64_t rx_igmp = 0;                // valid IGMP Membership Queries to all-hosts or one of our groups
   uint64_t rx_mld = 0;                 // valid MLD queries to all-nodes, one of our groups or solicited-node groups
+  uint64_t rx_router_advertisements = 0;  // valid IPv6 Router Advertisements (RFC 4861 §6.1.2)
   std::array<uint64_t, drop_reason_count> dropped_by_reason{};
 
   // The ARP responder.
@@ -56,6 +57,10 @@ struct NetCounters {
   uint64_t mld_queries_received = 0;   // queries handed to MldMembership, whether they covered a group of ours
   uint64_t mld_reports_sent = 0;       // unsolicited (joins) and answering queries
   uint64_t mld_dones_sent = 0;
+  // IPv6 router discovery (router_discovery.hpp).
+  uint64_t rd_solicitations_sent = 0;
+  uint64_t rd_advertisements_received = 0;
+  uint64_t rd_ignored = 0;             // a router or prefix that did not fit the bounded tables
   // ICMP.
   uint64_t icmp_echo_replied = 0;
   uint64_t icmp_echo_too_large = 0;    // request whose reply would exceed the reply size bound

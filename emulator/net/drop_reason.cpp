@@ -33,6 +33,7 @@ std::string_view to_string(DropReason r) {
     case DropReason::bad_igmp_message: return "bad_igmp_message";
     case DropReason::bad_hop_by_hop: return "bad_hop_by_hop";
     case DropReason::bad_mld_message: return "bad_mld_message";
+    case DropReason::bad_router_advertisement: return "bad_router_advertisement";
   }
   return "unknown";
 }

@@ -43,9 +43,11 @@ enum class DropReason : uint8_t {
   bad_mld_message,        // an MLD query failing RFC 2710 §5 / RFC 3810 §5.1, §6.2: hop limit not 1, source not
                           // link-local, no Router Alert, a unicast group, a length no MLD version has, sources
                           // past its end
+  bad_router_advertisement,  // an RA failing RFC 4861 §6.1.2: hop limit not 255, source not link-local, code,
+                             // length, an option of zero length or past the message's end
 };
 
-inline constexpr size_t drop_reason_count = size_t(DropReason::bad_mld_message) + 1;
+inline constexpr size_t drop_reason_count = size_t(DropReason::bad_router_advertisement) + 1;
 
 // The counter name: "not_for_our_mac", ...
 std::string_view to_string(DropReason r);

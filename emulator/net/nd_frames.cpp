@@ -28,6 +28,8 @@ uint16_t fold(uint32_t sum) {
 
 }  // namespace
 
+bool is_unicast_mac(const wire::MacAddress& mac) { return (mac.bytes[0] & 1) == 0 && mac != wire::MacAddress{}; }
+
 bool is_unspecified(const wire::IpAddress& a) { return a == wire::IpAddress{}; }
 
 bool is_multicast(const wire::IpAddress& a) { return a.bytes[0] == 0xff; }

@@ -4,7 +4,8 @@
 // sends, built into a caller's buffer as the ARP frames are (arp_frames.hpp).
 //
 // This is IPv6's ARP: what arp_frames.hpp is to arp_cache.hpp and arp_responder.hpp, this file is to
-// nd_cache.hpp and nd_responder.hpp. Router discovery, redirects and DAD of our own addresses are not done.
+// nd_cache.hpp and nd_responder.hpp. Router discovery is router_discovery_frames.hpp's; redirects and DAD of our own
+// addresses are not done.
 #pragma once
 
 #include <array>
@@ -57,7 +58,9 @@ bool is_multicast(const wire::IpAddress& a);                                 // 
 bool is_link_local(const wire::IpAddress& a);                                // fe80::/10
 wire::IpAddress solicited_node_address(const wire::IpAddress& a);            // ff02::1:ffXX:XXXX
 wire::IpAddress all_nodes_address();                                         // ff02::1
-wire::MacAddress multicast_mac(const wire::IpAddress& group);                // 33:33 + the last 4 bytes
+wire::MacAddress multicast_mac(const wire::IpAddress& group);
+// Neither zero nor a group address: a link-layer address worth learning (others are bogus).
+bool is_unicast_mac(const wire::MacAddress& mac);                // 33:33 + the last 4 bytes
 // The link-local address of an interface with this MAC: fe80::/64 + modified EUI-64 (RFC 4291 App. A).
 wire::IpAddress link_local_from_mac(const wire::MacAddress& mac);
 

@@ -6,7 +6,6 @@ namespace uroce::emulator::net {
 
 namespace {
 
-bool is_unicast(const wire::MacAddress& mac) { return (mac.bytes[0] & 1) == 0 && mac != wire::MacAddress{}; }
 
 }  // namespace
 
@@ -19,7 +18,7 @@ size_t NdResponder::on_frame(const Classification& frame, Nanos now, std::span<u
     if (frame.eth.src != port_.mac) ++counters_.nd_conflicts;
     return 0;
   }
-  if (m.lladdr && !is_unicast(*m.lladdr)) {
+  if (m.lladdr && !is_unicast_mac(*m.lladdr)) {
     ++counters_.nd_ignored;  // bogus: an answer would go to a group address, learning it would misroute
     return 0;
   }
@@ -44,7 +43,7 @@ size_t NdResponder::on_frame(const Classification& frame, Nanos now, std::span<u
   ++counters_.nd_solicitations_received;
   if (learnable) cache_.learn(m.ip_src, *m.lladdr, now, released);
   // Nowhere to answer: no link-layer option and a group (or zero) Ethernet source.
-  if (!is_unspecified(m.ip_src) && !learnable && !is_unicast(frame.eth.src)) {
+  if (!is_unspecified(m.ip_src) && !learnable && !is_unicast_mac(frame.eth.src)) {
     ++counters_.nd_ignored;
     return 0;
   }

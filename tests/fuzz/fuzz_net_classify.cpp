@@ -8,6 +8,8 @@
 //     request) that passed every header and checksum check;
 //   - every IGMP report and leave we send is well-formed: a member of the group hears a valid IGMP message
 //     that is not a query;
+//   - a Router Advertisement that classify() accepts comes from a link-local address and names at most
+//     max_advertised_prefixes prefixes; RouterDiscovery learns from it within its bounds;
 //   - likewise every MLD report and done: a listener of the group hears, behind a valid Hop-by-Hop header,
 //     an MLD message with a good checksum that is not a query, sent with hop limit 1.
 #include <cstdint>
@@ -24,6 +26,7 @@
 #include "emulator/net/mld.hpp"
 #include "emulator/net/nd_cache.hpp"
 #include "emulator/net/nd_responder.hpp"
+#include "emulator/net/router_discovery.hpp"
 #include "transport/wire/frame.hpp"
 
 using namespace uroce;
@@ -81,6 +84,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     m.join(solicited_group, 0);
     return m;
   }();
+  static RouterDiscovery router_discovery(port, counters, RouterDiscoveryConfig{.max_routers = 2, .max_prefixes = 4});
   static Nanos now = 0;
   now += milliseconds(100);  // the cache sees time pass, so entries expire and resolutions fail
 
@@ -154,6 +158,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         mld.leave(mld_group, now);
         mld.join(mld_group, now);
       }
+      break;
+    case FrameClass::router_advertisement:
+      check(is_link_local(c.ra.router) && c.ra.prefixes.size() <= max_advertised_prefixes);
+      router_discovery.on_advertisement(c.ra, now);
+      check(router_discovery.routers(now) <= 2 && router_discovery.prefixes(now) <= 4);
+      if (c.ra.router_lifetime != 0) check(router_discovery.default_router(now).has_value());
       break;
     case FrameClass::drop:
       break;

@@ -289,11 +289,10 @@ inline Bytes echo6_request_frame(size_t data_len = 56, std::optional<uint16_t> v
   return b;
 }
 
-// Ethernet + IPv6 (next header 58, the given hop limit) + the message.
-inline Bytes nd_frame(const Nd& n, const uint8_t* src, const uint8_t* dst, const MacAddress& eth_dst,
-                      uint8_t hop_limit = 255, const MacAddress& eth_src = peer_mac,
-                      std::optional<uint16_t> vlan = std::nullopt) {
-  const Bytes icmp = nd_message(n, src, dst);
+// Ethernet + IPv6 (next header 58, the given hop limit) + an ICMPv6 message as it is.
+inline Bytes icmpv6_frame(const Bytes& icmp, const uint8_t* src, const uint8_t* dst, const MacAddress& eth_dst,
+                          uint8_t hop_limit = 255, const MacAddress& eth_src = peer_mac,
+                          std::optional<uint16_t> vlan = std::nullopt) {
   Bytes b = eth(eth_dst, eth_src, 0x86dd, vlan);
   put32(b, 0x60000000u);
   put16(b, unsigned(icmp.size()));
@@ -303,6 +302,13 @@ inline Bytes nd_frame(const Nd& n, const uint8_t* src, const uint8_t* dst, const
   b.insert(b.end(), dst, dst + 16);
   b.insert(b.end(), icmp.begin(), icmp.end());
   return b;
+}
+
+// Ethernet + IPv6 (next header 58, the given hop limit) + the message.
+inline Bytes nd_frame(const Nd& n, const uint8_t* src, const uint8_t* dst, const MacAddress& eth_dst,
+                      uint8_t hop_limit = 255, const MacAddress& eth_src = peer_mac,
+                      std::optional<uint16_t> vlan = std::nullopt) {
+  return icmpv6_frame(nd_message(n, src, dst), src, dst, eth_dst, hop_limit, eth_src, vlan);
 }
 
 // A peer's NS for `target`, multicast to its solicited-node group, with a source link-layer option.
