@@ -47,6 +47,7 @@ int serve(const DaemonOptions& o) {
   engine::EngineConfig config;
   config.addresses = o.addresses;
   config.routes = o.routes;
+  config.router_discovery = !o.no_router_discovery;
   config.congestion.notify = o.cnp == "on";
   config.congestion.cnp_interval_ns = uint64_t(o.cnp_interval_us) * 1000;
   config.congestion.react = o.dcqcn == "on";
@@ -87,7 +88,6 @@ int serve(const DaemonOptions& o) {
   description.port_name = o.port.empty() ? "loopback" : o.port;
   description.mac = config.mac.value_or(port->mac());
   description.gids = config.addresses;
-  description.routes = config.routes;
   description.ip_mtu = config.ip_mtu;
   description.active_mtu = engine.active_mtu();
   description.link_up = port->link().up || o.port.empty();

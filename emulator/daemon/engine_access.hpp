@@ -22,6 +22,9 @@ struct EngineContext {
   // finding it. Our own addresses and groups are known at once. rdma_resolve_addr waits for it, as Linux's
   // does. (Tests' engines know every address.)
   std::function<bool(const wire::IpAddress&)> neighbour_known = [](const wire::IpAddress&) { return true; };
+  // Whether the port has a route to `ip`: on the link, or through a configured gateway or a router learned
+  // from IPv6 router discovery. (Tests' engines route everything.)
+  std::function<bool(const wire::IpAddress&)> has_route = [](const wire::IpAddress&) { return true; };
 };
 
 class EngineAccess {

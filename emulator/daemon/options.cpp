@@ -33,6 +33,9 @@ void describe_options(CLI::App& app, DaemonOptions& o) {
   app.add_option("--gateway", o.gateway_text,
                  "the router for destinations outside the port's subnets: one IPv4 and one IPv6 at most, "
                  "each inside a subnet of an --ip (routed RoCEv2)");
+  app.add_flag("--no-router-discovery", o.no_router_discovery,
+               "learn no IPv6 default router or on-link prefix from Router Advertisements (a real port with "
+               "a link-local address solicits them at start; a --gateway always wins over a learned router)");
   app.add_flag("--no-link-local", o.no_link_local,
                "do not add the port's IPv6 link-local address (from its MAC) as the last GID");
   app.add_option("--mtu", o.mtu, "set the port's IP MTU (the RoCE path MTU follows, as in rxe)")->check(

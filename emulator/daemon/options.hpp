@@ -26,6 +26,7 @@ struct DaemonOptions {
   std::vector<wire::IpAddress> addresses;  // the --ip addresses, in order (the link-local one is not here)
   std::vector<std::string> gateway_text;
   net::Routes routes;               // the --ip subnets and the --gateway routers
+  bool no_router_discovery = false;  // ignore IPv6 Router Advertisements, send no solicitations
   bool no_link_local = false;       // a real port gets no fe80:: GID after the configured addresses
   unsigned mtu = 0;                 // 0: keep the port's
   std::string socket = default_socket_path;

@@ -21,7 +21,6 @@
 
 #include "emulator/daemon/engine_access.hpp"
 #include "emulator/daemon/process_memory.hpp"
-#include "emulator/net/routes.hpp"
 #include "transport/device.hpp"
 #include "transport/wire/address.hpp"
 
@@ -39,7 +38,6 @@ struct PortDescription {
   std::string port_name;           // the DPDK devargs or "loopback"
   wire::MacAddress mac;
   std::vector<wire::IpAddress> gids;
-  net::Routes routes;              // which destinations are on the link; the gateways for the others
   verbs::Mtu active_mtu = verbs::Mtu::mtu_1024;
   uint32_t ip_mtu = 1500;
   bool link_up = true;

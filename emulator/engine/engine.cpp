@@ -60,6 +60,7 @@ Engine::Engine(port::DpdkPort& port, EngineConfig config)
       icmp_(addresses_.mac, net_counters_),
       igmp_(addresses_, net_counters_),
       mld_(addresses_, net_counters_),
+      router_discovery_(addresses_, net_counters_, net::RouterDiscoveryConfig{.enabled = config_.router_discovery}),
       loss_rng_(config_.loss_seed),
       back_off_(config_.back_off) {
   device_.set_gids(config_.addresses);
@@ -152,6 +153,7 @@ unsigned Engine::run_commands(transport::Nanos now) {
                    {"tx_dropped", ps.tx_dropped}};
   };
   context.neighbour_known = [this, now](const wire::IpAddress& ip) { return neighbour_known(ip, now); };
+  context.has_route = [this, now](const wire::IpAddress& ip) { return next_hop(ip, now).has_value(); };
   for (Command* c : batch) {
     try {
       (*c->fn)(context);
@@ -200,6 +202,9 @@ void Engine::run() {
     mld_.join(net::solicited_node_address(ip), clock_.now());
   }
   poll_due(mld_, mld_out_, clock_.now());
+  // Ask the link's routers to advertise themselves now rather than at their next periodic advertisement
+  // (up to 10 minutes away, RFC 4861 §6.2.1).
+  router_discovery_.start(clock_.now());
   flush_tx();
   while (!stop_.load(std::memory_order_acquire)) {
     const transport::Nanos now = clock_.now();
@@ -211,7 +216,8 @@ void Engine::run() {
       // Timers only matter once idle: finding the next one walks every QP.
       const transport::Nanos transport_deadline = device_.next_deadline();
       const transport::Nanos net_deadline =
-          std::min({arp_.next_deadline(), nd_.next_deadline(), igmp_.next_deadline(), mld_.next_deadline()});
+          std::min({arp_.next_deadline(), nd_.next_deadline(), igmp_.next_deadline(), mld_.next_deadline(),
+                    router_discovery_.next_deadline()});
       step = back_off_.idle(now, std::min(transport_deadline, net_deadline), transport_deadline != transport::never);
     }
     if (step.kind != BackOff::Kind::poll) rest(step, now);
@@ -243,6 +249,7 @@ bool Engine::turn(transport::Nanos now) {
   poll_due(nd_, nd_out_, now);
   poll_due(igmp_, igmp_out_, now);
   poll_due(mld_, mld_out_, now);
+  poll_due(router_discovery_, router_discovery_out_, now);
   work += flush_tx();
   // Completion events last: writing a sleeping application's channel wakes it, and the scheduler may give
   // it this core at once; the frames of this turn (the ACK its peer waits for) are on the wire by then.
@@ -312,6 +319,20 @@ void Engine::handle_frame(std::span<const uint8_t> frame, transport::Nanos now, 
     case net::FrameClass::mld:
       mld_.on_query(c.mld, now);
       return;
+    case net::FrameClass::router_advertisement: {
+      const auto before = router_discovery_.default_router(now);
+      router_discovery_.on_advertisement(c.ra, now);
+      if (const auto after = router_discovery_.default_router(now); after != before) {
+        spdlog::info("IPv6 default router: {}", after ? wire::to_string(*after) : std::string("none"));
+      }
+      // The router's source link-layer option is its MAC (RFC 4861 §6.3.4): the first packet through it
+      // need not wait for a solicitation.
+      if (c.ra.router_mac && net::is_unicast_mac(*c.ra.router_mac)) {
+        nd_.learn(c.ra.router, *c.ra.router_mac, now, nd_out_);
+        send_output(nd_out_);
+      }
+      return;
+    }
     case net::FrameClass::icmp_echo_request: {
       const size_t size = icmp_.on_frame(frame, c, scratch_);
       if (size != 0) queue_copy({scratch_.data(), size});
@@ -325,9 +346,17 @@ void Engine::handle_frame(std::span<const uint8_t> frame, transport::Nanos now, 
 
 bool Engine::neighbour_known(const wire::IpAddress& ip, transport::Nanos now) {
   if (ip.is_multicast()) return true;  // its MAC follows from the address
-  const auto hop = config_.routes.next_hop(ip);
+  const auto hop = next_hop(ip, now);
   if (!hop) return false;  // no route: never known (the CM refuses such a destination before asking)
   return hop->is_v4() ? arp_.resolve(hop->v4(), now) : nd_.resolve(*hop, now);
+}
+
+std::optional<wire::IpAddress> Engine::next_hop(const wire::IpAddress& dst, transport::Nanos now) const {
+  if (config_.routes.on_link(dst)) return dst;
+  if (dst.is_v4()) return config_.routes.gateway(true);
+  if (router_discovery_.on_link(dst, now)) return dst;
+  if (const auto gateway = config_.routes.gateway(false)) return gateway;
+  return router_discovery_.default_router(now);
 }
 
 void Engine::sync_multicast_groups(transport::Nanos now) {
@@ -411,7 +440,7 @@ void Engine::transmit(const transport::OutPacket& p) {
   } else if (local) {
     mac = addresses_.mac;
   } else {
-    const auto next = config_.routes.next_hop(av.dgid);
+    const auto next = next_hop(av.dgid, now_);
     if (!next) {
       ++counters_.tx_no_route;
       return;

@@ -36,6 +36,7 @@
 #include "emulator/net/nd_cache.hpp"
 #include "emulator/net/nd_responder.hpp"
 #include "emulator/net/port_addresses.hpp"
+#include "emulator/net/router_discovery.hpp"
 #include "emulator/net/routes.hpp"
 #include "emulator/port/dpdk_port.hpp"
 #include "emulator/protocol/shared_region.hpp"
@@ -49,6 +50,7 @@ namespace uroce::emulator::engine {
 struct EngineConfig {
   std::vector<wire::IpAddress> addresses;  // the port's IP addresses, GID table order
   net::Routes routes;                      // on-link subnets and gateways (everything on the link by default)
+  bool router_discovery = true;            // IPv6 routers and on-link prefixes learned from advertisements
   transport::CongestionConfig congestion;  // CNPs for CE-marked packets
   std::string capture_path;                // empty: no capture
   bool capture_received = true;            // false on the loopback, where what is received was just sent
@@ -124,6 +126,9 @@ class Engine final : public transport::PacketSink, public EngineAccess {
   void sync_multicast_groups(transport::Nanos now);
   // EngineContext::neighbour_known: the ARP or ND cache, resolving on a miss.
   bool neighbour_known(const wire::IpAddress& ip, transport::Nanos now);
+  // Where a frame for `dst` goes first: the configured routes, then what router discovery learned (a
+  // configured subnet or gateway wins over an advertised one). Nothing: no route.
+  std::optional<wire::IpAddress> next_hop(const wire::IpAddress& dst, transport::Nanos now) const;
   void rest(const BackOff::Step& step, transport::Nanos now);  // a nap or a sleep
   void wait_for_wake(uint64_t timeout_ns);
   bool commands_waiting();
@@ -141,10 +146,12 @@ class Engine final : public transport::PacketSink, public EngineAccess {
   net::IcmpEchoResponder icmp_;
   net::IgmpMembership igmp_;
   net::MldMembership mld_;
+  net::RouterDiscovery router_discovery_;
   net::ArpOutput arp_out_;
   net::NdOutput nd_out_;
   net::IgmpOutput igmp_out_;
   net::MldOutput mld_out_;
+  net::RouterDiscoveryOutput router_discovery_out_;
   uint64_t multicast_generation_ = 0;  // Device::multicast_generation() when the groups were last synced
   std::unique_ptr<Capture> capture_;
   EngineCounters counters_;

@@ -36,6 +36,14 @@ stops them by PID before it reads the captures.
    than the marked packets (paced per QP), well-formed to Wireshark, all received at A through R; A's RC
    data leaves ECT(0) (DCQCN on). With --cnp off on B: marked packets, no CNP.
 
+6. IPv6 router discovery instead of a configured gateway: R runs radvd (Debian's, unmodified) advertising
+   itself on both links with fd81:1::/64 and fd81:2::/64 on-link; A and B are started with their IPv6
+   subnets but no IPv6 --gateway. Each must solicit (a Router Solicitation from its link-local address to
+   ff02::2 in its capture), take R's advertisement (uroce stats: rd_advertisements_received), and then
+   rping -V -a fd81:2::1 must pass with the same routed frames as case 2: hop limit 64 at A to R's MAC, 63
+   at B from R's other MAC, and no Neighbor Solicitation for the far side; the next hop is R's link-local
+   address, learned with its MAC from the advertisement.
+
 Prints PASS or FAIL for each case; exits 0 only if every case passed (and prints SKIP and exits 0 when not
 root or when rping, ib_send_bw or tshark is missing, as the other veth tests do).
 
@@ -57,6 +65,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from daemon_harness import Daemon, daemon_side_link, is_root, sh, tshark  # noqa: E402
 import test_rdmacm  # noqa: E402
+from daemon_harness import stats  # noqa: E402
 
 TAG = f"u{os.getpid()}"
 PINGS = 20
@@ -285,6 +294,68 @@ class Routing:
         return (f"{len(marked)} CE-marked frames at B: {len(sent)} CNPs (TOS 0xc2, BECN, PSN 0, to A's QP "
                 f"{sorted(acks)}), all {len(got)} at A through R")
 
+    def case6(self):
+        conf = os.path.join(self.work, "radvd.conf")
+        with open(conf, "w") as f:
+            for side in SIDES:
+                prefix = SIDES[side][1].rsplit(":", 2)[0] + "::/64"  # fd81:1::1 -> fd81:1::/64
+                # Long periodic intervals: what A and B learn comes from answering their solicitations (or
+                # radvd's first advertisements at its start), not from a steady stream.
+                f.write(f"interface {link('R', side)} {{\n  AdvSendAdvert on;\n  MinRtrAdvInterval 200;\n"
+                        f"  MaxRtrAdvInterval 600;\n  AdvDefaultLifetime 1800;\n"
+                        f"  prefix {prefix} {{ AdvOnLink on; AdvAutonomous off; }};\n}};\n")
+        r = self.ns["R"]
+        # radvd wants the router's link-local addresses usable (their duplicate detection over).
+        deadline = time.time() + 10
+        while sh("ip", "-n", r, "-6", "addr", "show", "tentative").stdout.strip() and time.time() < deadline:
+            time.sleep(0.2)
+        radvd = subprocess.Popen(["ip", "netns", "exec", r, "radvd", "--nodaemon", "--config", conf,
+                                  "--pidfile", os.path.join(self.work, "radvd.pid"), "--logmethod", "stderr"],
+                                 stdout=subprocess.DEVNULL, stderr=open(os.path.join(self.work, "radvd.log"), "w"))
+        try:
+            time.sleep(1)  # its first advertisements go out before the daemons exist
+            assert radvd.poll() is None, f"radvd exited {radvd.returncode}: {open(os.path.join(self.work, 'radvd.log')).read()}"
+            started = []
+            learned = {}
+            with self.daemons(started):
+                for side in SIDES:
+                    v4, v6, gw4, _ = SIDES[side]
+                    started.append(self.daemon(side, 6, [f"{v4}/{PREFIX[4]}", f"{v6}/{PREFIX[6]}"], [gw4],
+                                               link(side, "R")))
+                uroce = os.path.join(os.path.dirname(self.uroced), "..", "pcap_tools", "uroce")
+                for (d, _), side in zip(started, SIDES):
+                    deadline = time.time() + 10
+                    while time.time() < deadline:
+                        net = stats(uroce, d.socket)["net"]
+                        if net["rd_advertisements_received"] >= 1:
+                            break
+                        time.sleep(0.2)
+                    learned[side] = net
+                    assert net["rd_advertisements_received"] >= 1, f"{side} took no Router Advertisement: {net}"
+                (a, _), (b, _) = started
+                test_rdmacm.rping(self.uroce_run, b.socket, a.socket, SIDES["B"][1], None, PINGS, PING_SIZE)
+        finally:
+            radvd.terminate()
+            radvd.wait(timeout=10)
+        caps = {"A": started[0][1], "B": started[1][1]}
+        for side in SIDES:
+            rs = tshark("-r", caps[side], "-Y", "icmpv6.type == 133 && ipv6.dst == ff02::2 && ipv6.src == fe80::/10")
+            assert rs, f"{side} sent no Router Solicitation from its link-local address to ff02::2"
+            ra = tshark("-r", caps[side], "-Y", f"icmpv6.type == 134 && eth.src == {self.mac['R' + side]}")
+            assert ra, f"{side}'s capture has no Router Advertisement from R"
+        return (f"RS sent and RA taken on both sides (A: {learned['A']['rd_solicitations_sent']} RS, "
+                f"{learned['A']['rd_advertisements_received']} RA); {PINGS} pings of {PING_SIZE} B verified; "
+                + self.check_routed_v6_without_gateway_query(caps))
+
+    def check_routed_v6_without_gateway_query(self, caps):
+        a_to_b = self.check_direction(6, caps, "A", "B", PINGS)
+        b_to_a = self.check_direction(6, caps, "B", "A", PINGS)
+        for side, other in (("A", "B"), ("B", "A")):
+            asked = self.asked_for(caps[side], 6, SIDES[other][1])
+            assert not asked, f"{side} asked its link for the off-link {SIDES[other][1]}: {asked[:3]}"
+        return (f"A->B {a_to_b[0]} frames hops 64 at A, {a_to_b[1]} hops 63 from R's MAC at B; "
+                f"B->A {b_to_a[0]}/{b_to_a[1]} likewise; no neighbour query for the far side")
+
     def case4(self):
         started = []
         with self.daemons(started):
@@ -346,19 +417,20 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--uroced", required=True)
     ap.add_argument("--uroce-run", required=True)
-    ap.add_argument("--case", type=int, action="append", choices=[1, 2, 3, 4, 5])
+    ap.add_argument("--case", type=int, action="append", choices=[1, 2, 3, 4, 5, 6])
     ap.add_argument("--workdir", help="keep the captures and daemon logs here (default: a temporary directory)")
     a = ap.parse_args()
     if not is_root():
         print("SKIP: routed RoCEv2 needs root (network namespaces, veth pairs, a kernel router)")
         return 0
-    missing = [p for p in ("rping", "ib_send_bw", "tshark") if shutil.which(p) is None]
+    missing = [p for p in ("rping", "ib_send_bw", "tshark", "radvd") if shutil.which(p) is None]
     if missing:
         print("SKIP: not installed: " + " ".join(missing))
         return 0
     names = {1: "rping -V over IPv4 through the router", 2: "rping -V over IPv6 through the router",
              3: "ib_send_bw -R through the router", 4: "unroutable destinations",
-             5: "a router marking CE: CNPs back to the sender"}
+             5: "a router marking CE: CNPs back to the sender",
+             6: "IPv6 router discovery (radvd) instead of a gateway"}
     failures = 0
     t_all = time.time()
     with contextlib.ExitStack() as stack:
@@ -369,7 +441,7 @@ def main():
             work = stack.enter_context(tempfile.TemporaryDirectory(prefix="uroce-routing-"))
         ns = stack.enter_context(routed_topology())
         t = Routing(a, work, ns)
-        for n in a.case or [1, 2, 3, 4, 5]:
+        for n in a.case or [1, 2, 3, 4, 5, 6]:
             t0 = time.time()
             try:
                 result = getattr(t, f"case{n}")()

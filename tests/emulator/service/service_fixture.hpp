@@ -116,6 +116,8 @@ class InlineEngine final : public EngineAccess {
   void set_neighbour_known(std::function<bool(const wire::IpAddress&)> known) {
     context_.neighbour_known = std::move(known);
   }
+  // Which addresses the port has a route to (every one unless a test says otherwise).
+  void set_has_route(std::function<bool(const wire::IpAddress&)> routed) { context_.has_route = std::move(routed); }
 
  private:
   EngineContext context_;

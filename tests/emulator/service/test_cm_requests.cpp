@@ -6,6 +6,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include "emulator/daemon/cm_service.hpp"
+#include "emulator/net/routes.hpp"
 #include "tests/emulator/service/service_fixture.hpp"
 
 namespace uroce::test::service {
@@ -21,7 +22,8 @@ struct CmHarness {
     emulator::PortDescription port;
     port.port_name = "sim";
     port.gids = std::move(gids);
-    port.routes = std::move(routes);
+    // The engine routes as the port's configuration says (router discovery has learned nothing here).
+    h.engine->set_has_route([r = std::move(routes)](const wire::IpAddress& a) { return r.next_hop(a).has_value(); });
     cm = std::make_unique<CmService>(*h.engine, io, port);
     channel = call({{"op", "cm_create_channel"}}).at("channel");
   }
