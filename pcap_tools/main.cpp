@@ -30,6 +30,14 @@ int main(int argc, char** argv) {
   uroce::pcap_tools::add_replay_command(app, exit_code);
   uroce::pcap_tools::add_stats_command(app, exit_code);
 
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version are not errors; a bad command line is exit status 2, as for diff, grep and
+    // Python's argparse, so that a CI job tells it from 1 ("a rule broken", "a difference") instead of
+    // getting CLI11's own numbers (105, 106, 109...).
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
   return exit_code;
 }
