@@ -17,6 +17,7 @@ namespace uroce::pcap_tools {
 struct ReplayOptions {
   std::string path;            // "-" = standard input
   bool lossy = false;          // --lossy: the capture point was past a lossy link (compare_lossy)
+  bool coalesced = false;      // --coalesced: the captured responder acknowledged several requests at once
   uint32_t mtu = 4096;         // --mtu: the path MTU where no message spans packets
   bool json = false;           // --json: one JSON object per connection
   size_t max_differences = 10; // --max-differences: shown per connection
