@@ -56,7 +56,6 @@ void RouterDiscovery::poll(Nanos now, RouterDiscoveryOutput& out) {
 void RouterDiscovery::on_advertisement(const RouterAdvertisement& ra, Nanos now) {
   ++counters_.rd_advertisements_received;
   // An advertisement answers the solicitations: no more are sent (§6.3.7).
-  advertised_ = true;
   next_solicitation_ = never;
   learn_router(ra, now);
   for (const AdvertisedPrefix& p : ra.prefixes) {

@@ -84,7 +84,6 @@ class RouterDiscovery {
   RouterDiscoveryConfig config_;
   uint64_t seed_;
   unsigned solicitations_sent_ = 0;
-  bool advertised_ = false;
   Nanos next_solicitation_ = never;
   std::vector<Router> routers_;
   std::vector<Prefix> prefixes_;

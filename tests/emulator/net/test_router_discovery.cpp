@@ -159,26 +159,19 @@ TEST_CASE("hostile or invalid advertisements are counted drops with their reason
   CHECK(reason_of(f) == DropReason::truncated_icmp);
 
   // Another host's solicitation is for routers, not for us: ignored, not malformed.
-  Bytes rs{133, 0, 0, 0, 0, 0, 0, 0};
-  const Bytes sll = lladdr_option(1, peer_mac);
-  rs.insert(rs.end(), sll.begin(), sll.end());
-  const uint16_t rs_sum = ref_icmpv6_checksum(peer_ip6, all_routers_ip6, rs);
-  rs[2] = uint8_t(rs_sum >> 8);
-  rs[3] = uint8_t(rs_sum);
-  Bytes rs_frame = ipv6_frame(peer_ip6, all_routers_ip6, 58, rs);
-  rs_frame[14 + 7] = 255;
+  // Its solicitation, checksum right for `dst`, sent to our MAC so that only the IP layer decides.
+  const auto solicitation_to = [](const uint8_t* dst) {
+    Bytes rs{133, 0, 0, 0, 0, 0, 0, 0};
+    const Bytes sll = lladdr_option(1, peer_mac);
+    rs.insert(rs.end(), sll.begin(), sll.end());
+    const uint16_t sum = ref_icmpv6_checksum(peer_ip6, dst, rs);
+    rs[2] = uint8_t(sum >> 8);
+    rs[3] = uint8_t(sum);
+    return icmpv6_frame(rs, peer_ip6, dst, our_mac);
+  };
   // ff02::2 is not a group of ours: dropped before ICMPv6 is looked at. To all-nodes it is a type we ignore.
-  CHECK(reason_of(rs_frame) == DropReason::not_for_our_ip);
-  rs_frame = ipv6_frame(peer_ip6, all_nodes_ip6, 58, rs);
-  rs_frame[14 + 7] = 255;
-  const uint16_t rs_sum2 = ref_icmpv6_checksum(peer_ip6, all_nodes_ip6, [&] {
-    Bytes z = rs;
-    z[2] = z[3] = 0;
-    return z;
-  }());
-  rs_frame[54 + 2] = uint8_t(rs_sum2 >> 8);
-  rs_frame[54 + 3] = uint8_t(rs_sum2);
-  CHECK(reason_of(rs_frame) == DropReason::other_icmpv6_type);
+  CHECK(reason_of(solicitation_to(all_routers_ip6)) == DropReason::not_for_our_ip);
+  CHECK(reason_of(solicitation_to(all_nodes_ip6)) == DropReason::other_icmpv6_type);
 }
 
 TEST_CASE("our Router Solicitation is RFC 4861's, byte for byte", "[router-discovery]") {
