@@ -95,7 +95,7 @@ KeyCheck DeviceImpl::scatter(const SgeList& sges, uint32_t pd, uint32_t offset,
                              std::span<const uint8_t> bytes) {
   return walk_sges(mrs_, sges, pd, offset, bytes.size(), access_local_write,
                    [&](const MemoryRegion& mr, uint64_t at, size_t done, uint32_t n) {
-                     return mr.memory->write(at, bytes.data() + done, n);
+                     return write_payload(mr, at, bytes.data() + done, n);
                    });
 }
 
@@ -580,20 +580,6 @@ int Device::poll_cq(uint32_t cqn, std::span<WorkCompletion> out) {
 
 namespace {
 
-// A P_Key matches when the low 15 bits are equal and non-zero and at least one side is a full member.
-bool pkey_matches(uint16_t a, uint16_t b) {
-  return (a & 0x7fff) == (b & 0x7fff) && (a & 0x7fff) != 0 && ((a | b) & 0x8000) != 0;
-}
-
-bool transport_matches(QpType type, wire::Transport t) {
-  switch (type) {
-    case QpType::rc: return t == wire::Transport::rc;
-    case QpType::uc: return t == wire::Transport::uc;
-    case QpType::ud: return t == wire::Transport::ud;
-  }
-  return false;
-}
-
 }  // namespace
 
 void Device::receive(std::span<const uint8_t> bytes, Nanos now) {
@@ -610,7 +596,12 @@ void Device::receive(std::span<const uint8_t> bytes, Nanos now) {
     ++c.rx_not_roce;
     return;
   }
-  if (!wire::icrc_ok(f)) {
+  d.placed_ = {};
+  // A large request continuing a message in progress is copied into place while its ICRC is checked
+  // (qp/early_placement.cpp); every other frame is checked first.
+  EarlyPlacement early = EarlyPlacement::not_taken;
+  if (may_place_early(f)) early = d.place_early(f);
+  if (early == EarlyPlacement::bad_icrc || (early == EarlyPlacement::not_taken && !wire::icrc_ok(f))) {
     ++c.rx_bad_icrc;
     return;
   }

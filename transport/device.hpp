@@ -76,6 +76,7 @@ struct DeviceCounters {
   uint64_t rx_frames = 0;
   uint64_t rx_malformed = 0;
   uint64_t rx_bad_icrc = 0;
+  uint64_t rx_placed_early = 0;  // payloads copied into place while their ICRC was checked (one pass)
   uint64_t rx_not_roce = 0;
   uint64_t rx_unknown_qp = 0;
   uint64_t rx_bad_pkey = 0;

@@ -18,6 +18,36 @@
 
 namespace uroce::transport {
 
+// A P_Key matches when the low 15 bits are equal and non-zero and at least one side is a full member.
+inline bool pkey_matches(uint16_t a, uint16_t b) {
+  return (a & 0x7fff) == (b & 0x7fff) && (a & 0x7fff) != 0 && ((a | b) & 0x8000) != 0;
+}
+
+inline bool transport_matches(verbs::QpType type, wire::Transport t) {
+  switch (type) {
+    case verbs::QpType::rc: return t == wire::Transport::rc;
+    case verbs::QpType::uc: return t == wire::Transport::uc;
+    case verbs::QpType::ud: return t == wire::Transport::ud;
+  }
+  return false;
+}
+
+// Early placement (qp/early_placement.cpp): from this payload size on, a request that continues a
+// message in progress is copied into place while its ICRC is checked. crc32_copy folds from 256 bytes.
+inline constexpr size_t early_placement_min_payload = 256;
+enum class EarlyPlacement : uint8_t { not_taken, placed, bad_icrc };
+// Whether the frame is of a kind early placement may take (opcode and size only: no QP is looked at).
+bool may_place_early(const wire::Frame& f);
+
+// Where early placement copied a payload: the responder's copy of exactly these bytes to exactly there
+// is skipped (DeviceImpl::write_payload). memory == nullptr: nothing placed.
+struct PlacedPayload {
+  const MemoryBackend* memory = nullptr;
+  uint64_t offset = 0;
+  size_t length = 0;
+  const uint8_t* source = nullptr;
+};
+
 class DeviceImpl {
  public:
   DeviceImpl(PacketSink& sink, DeviceLimits limits)
@@ -101,6 +131,17 @@ class DeviceImpl {
   // otherwise gathered into scratch_. On failure `out` is unspecified.
   KeyCheck send_payload(const verbs::SgeList& sges, uint32_t pd, uint32_t offset, uint32_t length,
                         std::span<const uint8_t>& out);
+  // Writes a received payload into a region's memory, unless early placement already put exactly these
+  // bytes there.
+  bool write_payload(const MemoryRegion& mr, uint64_t offset, const uint8_t* src, size_t len);
+
+  // -- early placement (qp/early_placement.cpp) --
+  // For a frame may_place_early() accepted, before its ICRC is checked: copies its payload to where the
+  // responder will put it while checking the ICRC, if every rule holds; bad_icrc if the ICRC failed.
+  EarlyPlacement place_early(const wire::Frame& f);
+  // The bytes the payload of `f` goes to, if it may be placed early; empty otherwise.
+  std::span<uint8_t> early_destination(QueuePair& qp, const wire::Frame& f, PlacedPayload& where);
+  PlacedPayload placed_;  // reset by every receive()
 
   // -- requester (qp/requester.cpp) --
   void run_requester(QueuePair& qp, Nanos now);

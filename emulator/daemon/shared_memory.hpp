@@ -25,6 +25,16 @@ class SharedMemory final : public transport::MemoryBackend {
   bool write(uint64_t offset, const void* src, size_t len) override;
   bool compare_swap(uint64_t offset, uint64_t compare, uint64_t swap, uint64_t& original) override;
   bool fetch_add(uint64_t offset, uint64_t add, uint64_t& original) override;
+  // The mapping in place: the requester sends from it and the responder places payloads into it without
+  // a staging copy. Empty once the client is gone, as read() and write() then refuse.
+  std::span<const uint8_t> view(uint64_t offset, size_t len) override {
+    if (!usable(offset, len)) return {};
+    return {base_ + offset, len};
+  }
+  std::span<uint8_t> writable_view(uint64_t offset, size_t len) override {
+    if (!usable(offset, len)) return {};
+    return {base_ + offset, len};
+  }
 
  private:
   bool usable(uint64_t offset, size_t len) const {

@@ -110,6 +110,7 @@ void to_json(nlohmann::json& j, const DeviceCounters& c) {
   j = {{"rx_frames", c.rx_frames},
        {"rx_malformed", c.rx_malformed},
        {"rx_bad_icrc", c.rx_bad_icrc},
+       {"rx_placed_early", c.rx_placed_early},
        {"rx_not_roce", c.rx_not_roce},
        {"rx_unknown_qp", c.rx_unknown_qp},
        {"rx_bad_pkey", c.rx_bad_pkey},

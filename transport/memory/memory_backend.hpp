@@ -30,6 +30,14 @@ class MemoryBackend {
     (void)len;
     return {};
   }
+  // The same for writing: the bytes in place, valid until the next call into the transport; empty when
+  // the store cannot be written directly, and then write() must be used. Lets the responder copy a
+  // payload into place in the same pass that checks its ICRC (qp/early_placement.cpp).
+  virtual std::span<uint8_t> writable_view(uint64_t offset, size_t len) {
+    (void)offset;
+    (void)len;
+    return {};
+  }
 };
 
 // Memory of this process: [base, base + size).
@@ -41,6 +49,10 @@ class HostMemory final : public MemoryBackend {
   bool compare_swap(uint64_t offset, uint64_t compare, uint64_t swap, uint64_t& original) override;
   bool fetch_add(uint64_t offset, uint64_t add, uint64_t& original) override;
   std::span<const uint8_t> view(uint64_t offset, size_t len) override {
+    if (!in_bounds(offset, len)) return {};
+    return {base_ + offset, len};
+  }
+  std::span<uint8_t> writable_view(uint64_t offset, size_t len) override {
     if (!in_bounds(offset, len)) return {};
     return {base_ + offset, len};
   }

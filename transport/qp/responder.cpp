@@ -259,7 +259,7 @@ class RcResponder {
   bool write_memory(uint32_t rkey, uint64_t va, std::span<const uint8_t> bytes) {
     const MemoryRegion* mr = nullptr;
     if (d_.mrs_.check(rkey, qp_.pd, va, bytes.size(), access_remote_write, &mr) != KeyCheck::ok) return false;
-    return mr->memory->write(mr->memory_offset + (va - mr->iova), bytes.data(), bytes.size());
+    return d_.write_payload(*mr, mr->memory_offset + (va - mr->iova), bytes.data(), bytes.size());
   }
 
   // Posts the receive completion of a finished SEND or RDMA WRITE with immediate. False if the QP failed.
@@ -505,8 +505,8 @@ void handle_uc(DeviceImpl& d, QueuePair& qp, const wire::Frame& f) {
       const MemoryRegion* mr = nullptr;
       if (d.mrs_.check(r.write_rkey, qp.pd, r.write_va + r.received, payload.size(), access_remote_write, &mr) !=
               KeyCheck::ok ||
-          !mr->memory->write(mr->memory_offset + (r.write_va + r.received - mr->iova), payload.data(),
-                             payload.size())) {
+          !d.write_payload(*mr, mr->memory_offset + (r.write_va + r.received - mr->iova), payload.data(),
+                           payload.size())) {
         return drop_uc_message(qp);
       }
     }

@@ -86,4 +86,8 @@ ParseError parse_l3(uint16_t ethertype, std::span<const uint8_t> bytes, Frame& o
 uint32_t compute_icrc(const Frame& f);
 bool icrc_ok(const Frame& f);
 
+// compute_icrc(f), while copying the payload (f.roce.payload, without pad) to `dst` in the same pass: a
+// receiver that has decided where the payload goes reads it once instead of twice (qp/early_placement).
+uint32_t compute_icrc_copying_payload(const Frame& f, uint8_t* dst);
+
 }  // namespace uroce::wire

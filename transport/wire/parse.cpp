@@ -5,6 +5,8 @@
 #include <cstring>
 
 #include "transport/wire/bytes.hpp"
+#include "transport/wire/crc32.hpp"
+#include "transport/wire/crc32_copy.hpp"
 #include "transport/wire/frame.hpp"
 
 namespace uroce::wire {
@@ -212,5 +214,18 @@ uint32_t compute_icrc(const Frame& f) {
 }
 
 bool icrc_ok(const Frame& f) { return f.is_roce() && compute_icrc(f) == f.roce.icrc; }
+
+uint32_t compute_icrc_copying_payload(const Frame& f, uint8_t* dst) {
+  if (!f.has(layer_transport)) return 0;
+  const size_t ip_header_length = f.ip_version == IpVersion::v4 ? f.ipv4.header_length : ipv6_header_size;
+  const uint8_t* l3 = f.bytes.data() + f.l3_offset;
+  const uint8_t* payload = f.roce.payload.data();
+  const uint8_t* icrc_at = f.bytes.data() + f.end_offset - icrc_size;
+  // The headers (at least IP, UDP and BTH, as compute_icrc needs), then the payload, then the pad.
+  uint32_t crc = compute_icrc(std::span<const uint8_t>(l3, size_t(payload - l3)), f.ip_version, ip_header_length);
+  crc = crc32_copy(crc, dst, payload, f.roce.payload.size());
+  const uint8_t* pad = payload + f.roce.payload.size();
+  return crc32_update(crc, pad, size_t(icrc_at - pad));
+}
 
 }  // namespace uroce::wire

@@ -100,7 +100,7 @@ TEST_CASE("crc32_copy chains with crc32_update at any split", "[wire][crc32]") {
   }
 }
 
-TEST_CASE("Frames whose payload is CRC'd as it is copied carry the recipe's ICRC", "[wire][crc32][icrc]") {
+TEST_CASE("Frames whose payload is CRC'd as it is copied (built or received) carry the recipe's ICRC", "[wire][crc32][icrc]") {
   // Payloads around the fused path's threshold and the path MTUs, every opcode position, both IP versions.
   for (const uint8_t opcode : {uint8_t(0x04), uint8_t(0x00), uint8_t(0x01), uint8_t(0x02), uint8_t(0x06),
                                uint8_t(0x07), uint8_t(0x0a), uint8_t(0x10), uint8_t(0x64)}) {
@@ -117,6 +117,12 @@ TEST_CASE("Frames whose payload is CRC'd as it is copied carry the recipe's ICRC
         CHECK(std::equal(payload.begin(), payload.end(), f.roce.payload.begin()));
         CHECK(f.roce.icrc == ref_icrc(icrc_span(b, f), v6));
         CHECK(icrc_ok(f));
+        // The receiver's side (early placement): the same ICRC, with the payload (and not its pad) copied.
+        Bytes placed(len + 8, 0xee);
+        CHECK(compute_icrc_copying_payload(f, placed.data() + 4) == f.roce.icrc);
+        CHECK(std::equal(payload.begin(), payload.end(), placed.begin() + 4));
+        CHECK(Bytes(placed.begin(), placed.begin() + 4) == Bytes(4, 0xee));
+        CHECK(Bytes(placed.end() - 4, placed.end()) == Bytes(4, 0xee));
       }
     }
   }

@@ -1,0 +1,116 @@
+// Early placement: the payload of a large request that continues a message in progress is copied to its
+// place in the same pass that checks the frame's ICRC.
+//
+// Why: checking the ICRC and then copying reads every payload byte twice, and for a 64 KiB RDMA WRITE the
+// receiver's two passes were half of all the bytes the transport moves (bench: "floor" rows; the fused
+// copy with CRC is crc32_copy.hpp). One pass instead of two is only safe where writing the bytes before
+// they are known to be good cannot hurt:
+//   - only MIDDLE and LAST packets of an RC or UC SEND or RDMA WRITE that the QP expects next (its PSN,
+//     the operation of the message in progress, a full MTU for MIDDLE, no more than the message has left).
+//     Their destination comes from the QP's state, set by a FIRST packet that was checked as usual, never
+//     from a header of this packet; a FIRST or ONLY packet, whose RETH names the address, is checked first.
+//   - the destination is the next bytes of that message: a receive buffer or a WRITE's range, whose
+//     contents the verbs leave undefined until the message completes. A frame whose ICRC then fails is
+//     dropped and counted as before; the QP's state is untouched, so the retransmitted packet lands on
+//     the same bytes, and a message that never completes leaves them undefined, as any failed one does.
+//   - nothing else happens before the check: every rule here is a test without side effects, and the
+//     responder still applies all of its own afterwards (it only skips a copy that was already made,
+//     recognised by the exact memory, offset, length and source: DeviceImpl::write_payload).
+// A packet that fails any rule here takes the usual path: ICRC first, then the responder.
+#include "transport/device_impl.hpp"
+
+namespace uroce::transport {
+
+using namespace uroce::verbs;
+using wire::Operation;
+using wire::Position;
+
+namespace {
+
+bool in_message(const QueuePair::Responder& r) {
+  const auto last = Position(r.last_opcode_position);
+  return last == Position::first || last == Position::middle;
+}
+
+}  // namespace
+
+bool may_place_early(const wire::Frame& f) {
+  const wire::OpcodeInfo& info = *f.roce.info;
+  return f.roce.payload.size() >= early_placement_min_payload && info.is_request &&
+         (info.transport == wire::Transport::rc || info.transport == wire::Transport::uc) &&
+         (info.position == Position::middle || info.position == Position::last) &&
+         (info.operation == Operation::send || info.operation == Operation::rdma_write);
+}
+
+std::span<uint8_t> DeviceImpl::early_destination(QueuePair& qp, const wire::Frame& f, PlacedPayload& where) {
+  const wire::OpcodeInfo& info = *f.roce.info;
+  const wire::Bth& bth = f.roce.bth();
+  const QueuePair::Responder& r = qp.resp;
+  const size_t len = f.roce.payload.size();
+  // What dispatch() checks for every frame.
+  const QpState st = qp.attr.qp_state;
+  if (!pkey_matches(bth.pkey, pkey_) || !transport_matches(qp.type, info.transport) ||
+      (st != QpState::rtr && st != QpState::rts && st != QpState::sqd)) {
+    return {};
+  }
+  // The next packet of the message in progress, as the responder (RC) or handle_uc (UC) will see it.
+  if (bth.psn != r.psn || !in_message(r) || uint8_t(info.operation) != r.last_operation) return {};
+  if (qp.type == QpType::uc && r.drop_until_first) return {};
+  const unsigned mtu = qp.mtu();
+  if (info.position == Position::middle ? len != mtu : len > mtu) return {};
+
+  const MemoryRegion* mr = nullptr;
+  uint64_t address = 0;
+  if (info.operation == Operation::send) {
+    if (!r.recv) return {};
+    // The part of the receive buffer this packet fills, when it lies in one SGE.
+    uint32_t offset = r.received;
+    const Sge* sge = nullptr;
+    for (const Sge& s : r.recv->sg_list) {
+      if (offset >= s.length) {
+        offset -= s.length;
+        continue;
+      }
+      if (len <= s.length - offset) sge = &s;
+      break;
+    }
+    if (sge == nullptr) return {};
+    address = sge->addr + offset;
+    if (mrs_.check(sge->lkey, qp.pd, address, len, access_local_write, &mr) != KeyCheck::ok) return {};
+  } else {
+    if ((qp.attr.qp_access_flags & access_remote_write) == 0) return {};
+    // A WRITE with immediate that would need a receive WQE first (RNR or not) takes the usual path.
+    if (info.has(wire::hdr_immdt) && !r.recv) return {};
+    const uint64_t end = uint64_t(r.received) + len;
+    if (end > r.write_length || (info.position == Position::last && end != r.write_length)) return {};
+    address = r.write_va + r.received;
+    if (mrs_.check(r.write_rkey, qp.pd, address, len, access_remote_write, &mr) != KeyCheck::ok) return {};
+  }
+  const std::span<uint8_t> place = mr->memory->writable_view(mr->memory_offset + (address - mr->iova), len);
+  if (place.size() != len) return {};
+  where = {mr->memory.get(), mr->memory_offset + (address - mr->iova), len, f.roce.payload.data()};
+  return place;
+}
+
+EarlyPlacement DeviceImpl::place_early(const wire::Frame& f) {
+  QueuePair* qp = find_qp(f.roce.bth().dest_qp);
+  if (qp == nullptr) return EarlyPlacement::not_taken;
+  PlacedPayload where;
+  const std::span<uint8_t> place = early_destination(*qp, f, where);
+  if (place.empty()) return EarlyPlacement::not_taken;
+  if (wire::compute_icrc_copying_payload(f, place.data()) != f.roce.icrc) return EarlyPlacement::bad_icrc;
+  placed_ = where;
+  ++counters_.rx_placed_early;
+  return EarlyPlacement::placed;
+}
+
+bool DeviceImpl::write_payload(const MemoryRegion& mr, uint64_t offset, const uint8_t* src, size_t len) {
+  if (placed_.memory == mr.memory.get() && placed_.offset == offset && placed_.length == len &&
+      placed_.source == src) {
+    placed_ = {};  // one frame's payload, used once
+    return true;
+  }
+  return mr.memory->write(offset, src, len);
+}
+
+}  // namespace uroce::transport
