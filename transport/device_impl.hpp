@@ -33,11 +33,16 @@ inline bool transport_matches(verbs::QpType type, wire::Transport t) {
 }
 
 // Early placement (qp/early_placement.cpp): from this payload size on, a request that continues a
-// message in progress is copied into place while its ICRC is checked. crc32_copy folds from 256 bytes.
+// message in progress, or a READ response, is copied into place while its ICRC is checked. crc32_copy
+// folds from 256 bytes.
 inline constexpr size_t early_placement_min_payload = 256;
 enum class EarlyPlacement : uint8_t { not_taken, placed, bad_icrc };
 // Whether the frame is of a kind early placement may take (opcode and size only: no QP is looked at).
 bool may_place_early(const wire::Frame& f);
+
+// The send WQE (an RDMA READ) whose response carries PSN `psn`, found as the completer finds it; sq.size()
+// if none is, or an older READ or atomic is still unanswered (qp/completer.cpp).
+size_t read_answered_by(const QueuePair& qp, uint32_t psn);
 
 // Where early placement copied a payload: the responder's copy of exactly these bytes to exactly there
 // is skipped (DeviceImpl::write_payload). memory == nullptr: nothing placed.
@@ -139,8 +144,12 @@ class DeviceImpl {
   // For a frame may_place_early() accepted, before its ICRC is checked: copies its payload to where the
   // responder will put it while checking the ICRC, if every rule holds; bad_icrc if the ICRC failed.
   EarlyPlacement place_early(const wire::Frame& f);
-  // The bytes the payload of `f` goes to, if it may be placed early; empty otherwise.
-  std::span<uint8_t> early_destination(QueuePair& qp, const wire::Frame& f, PlacedPayload& where);
+  // The bytes the payload of `f` (a request to, or a READ response for, `qp`) goes to, if it may be
+  // placed early; empty otherwise. Neither changes anything.
+  std::span<uint8_t> request_destination(QueuePair& qp, const wire::Frame& f, PlacedPayload& where);
+  std::span<uint8_t> read_response_destination(QueuePair& qp, const wire::Frame& f, PlacedPayload& where);
+  std::span<uint8_t> writable_place(const MemoryRegion& mr, uint64_t address, size_t len, const wire::Frame& f,
+                                    PlacedPayload& where);
   PlacedPayload placed_;  // reset by every receive()
 
   // -- requester (qp/requester.cpp) --

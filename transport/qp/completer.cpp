@@ -167,6 +167,22 @@ uint32_t acknowledge_before(QueuePair& qp, uint32_t next_psn) {
 
 }  // namespace
 
+size_t read_answered_by(const QueuePair& qp, uint32_t psn) {
+  const size_t end = std::min(qp.req.next, qp.sq.size());
+  // A response to a later request implies everything before it arrived, but an older READ/atomic still
+  // unanswered means this one is out of order.
+  for (size_t r = oldest_unfinished(qp); r < end; ++r) {
+    const SendWqe& w = qp.sq[r];
+    if (w.state == WqeState::done || w.state == WqeState::failed) continue;
+    if (w.wr.opcode == WrOpcode::rdma_read && wire::psn_diff(psn, w.first_psn) >= 0 &&
+        wire::psn_diff(psn, w.last_psn) <= 0) {
+      return r;
+    }
+    if (w.is_read_or_atomic()) break;
+  }
+  return qp.sq.size();
+}
+
 void DeviceImpl::on_response(QueuePair& qp, const wire::Frame& f, Nanos now) {
   const wire::Bth& bth = f.roce.bth();
   const wire::OpcodeInfo& info = *f.roce.info;
@@ -251,24 +267,8 @@ void DeviceImpl::on_response(QueuePair& qp, const wire::Frame& f, Nanos now) {
       break;
     }
     case wire::Operation::rdma_read_response: {
-      const size_t i = oldest_unfinished(qp);
-      if (i >= qp.sq.size()) break;
-      // Find the READ this packet answers; a response to a later request implies everything before it
-      // arrived, but an older READ/atomic still unanswered means this one is out of order.
-      size_t r = i;
-      for (; r < qp.req.next && r < qp.sq.size(); ++r) {
-        const SendWqe& w = qp.sq[r];
-        if (w.state == WqeState::done || w.state == WqeState::failed) continue;
-        if (w.wr.opcode == WrOpcode::rdma_read && wire::psn_diff(psn, w.first_psn) >= 0 &&
-            wire::psn_diff(psn, w.last_psn) <= 0) {
-          break;
-        }
-        if (w.is_read_or_atomic()) {
-          r = qp.sq.size();  // an older READ/atomic is unanswered: this response is out of order
-          break;
-        }
-      }
-      if (r >= qp.sq.size() || r >= qp.req.next) break;
+      const size_t r = read_answered_by(qp, psn);
+      if (r >= qp.sq.size()) break;
       acknowledge_before(qp, qp.sq[r].first_psn);
       SendWqe& w = qp.sq[r];
       const unsigned mtu = qp.mtu();

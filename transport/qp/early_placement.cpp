@@ -1,22 +1,29 @@
-// Early placement: the payload of a large request that continues a message in progress is copied to its
-// place in the same pass that checks the frame's ICRC.
+// Early placement: the payload of a large packet whose place in memory the QP already knows is copied
+// there in the same pass that checks the frame's ICRC.
 //
 // Why: checking the ICRC and then copying reads every payload byte twice, and for a 64 KiB RDMA WRITE the
 // receiver's two passes were half of all the bytes the transport moves (bench: "floor" rows; the fused
 // copy with CRC is crc32_copy.hpp). One pass instead of two is only safe where writing the bytes before
 // they are known to be good cannot hurt:
-//   - only MIDDLE and LAST packets of an RC or UC SEND or RDMA WRITE that the QP expects next (its PSN,
-//     the operation of the message in progress, a full MTU for MIDDLE, no more than the message has left).
-//     Their destination comes from the QP's state, set by a FIRST packet that was checked as usual, never
-//     from a header of this packet; a FIRST or ONLY packet, whose RETH names the address, is checked first.
-//   - the destination is the next bytes of that message: a receive buffer or a WRITE's range, whose
-//     contents the verbs leave undefined until the message completes. A frame whose ICRC then fails is
-//     dropped and counted as before; the QP's state is untouched, so the retransmitted packet lands on
-//     the same bytes, and a message that never completes leaves them undefined, as any failed one does.
+//   - the destination comes from the QP's state, never from an address or key in this packet:
+//       requests: only MIDDLE and LAST packets of an RC or UC SEND or RDMA WRITE that the QP expects next
+//       (its PSN, the operation of the message in progress, a full MTU for MIDDLE, no more than the
+//       message has left), whose place was set by a FIRST packet checked as usual; a FIRST or ONLY
+//       request, whose RETH names the address, is checked first.
+//       READ responses (any position): the next bytes of the READ work request whose response PSN this is,
+//       into its own scatter list, exactly where the completer puts them.
+//   - the destination is the next bytes of that message: a receive buffer, a WRITE's range or a READ's
+//     local buffer, whose contents the verbs leave undefined until the message completes. A frame whose
+//     ICRC then fails is dropped and counted as before; the QP's state is untouched, so the retransmitted
+//     packet lands on the same bytes, and a message that never completes leaves them undefined, as any
+//     failed one does. (A corrupted PSN that still names an expected packet only moves the bytes into
+//     another message's next, equally undefined, bytes.)
 //   - nothing else happens before the check: every rule here is a test without side effects, and the
-//     responder still applies all of its own afterwards (it only skips a copy that was already made,
-//     recognised by the exact memory, offset, length and source: DeviceImpl::write_payload).
-// A packet that fails any rule here takes the usual path: ICRC first, then the responder.
+//     responder and completer still apply all of their own afterwards (they only skip a copy that was
+//     already made, recognised by the exact memory, offset, length and source: DeviceImpl::write_payload).
+// A packet that fails any rule here takes the usual path: ICRC first, then the engine.
+#include <algorithm>
+
 #include "transport/device_impl.hpp"
 
 namespace uroce::transport {
@@ -36,13 +43,68 @@ bool in_message(const QueuePair::Responder& r) {
 
 bool may_place_early(const wire::Frame& f) {
   const wire::OpcodeInfo& info = *f.roce.info;
-  return f.roce.payload.size() >= early_placement_min_payload && info.is_request &&
-         (info.transport == wire::Transport::rc || info.transport == wire::Transport::uc) &&
+  if (f.roce.payload.size() < early_placement_min_payload) return false;
+  if (info.operation == Operation::rdma_read_response) return info.transport == wire::Transport::rc;
+  return info.is_request && (info.transport == wire::Transport::rc || info.transport == wire::Transport::uc) &&
          (info.position == Position::middle || info.position == Position::last) &&
          (info.operation == Operation::send || info.operation == Operation::rdma_write);
 }
 
-std::span<uint8_t> DeviceImpl::early_destination(QueuePair& qp, const wire::Frame& f, PlacedPayload& where) {
+namespace {
+
+// The SGE of `sges` that holds all of the message's bytes [offset, offset + len), with `offset` made
+// relative to it; nullptr when they span SGEs or lie beyond them.
+const Sge* sge_holding_all(const SgeList& sges, uint32_t& offset, size_t len) {
+  for (const Sge& s : sges) {
+    if (offset >= s.length) {
+      offset -= s.length;
+      continue;
+    }
+    return len <= s.length - offset ? &s : nullptr;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::span<uint8_t> DeviceImpl::writable_place(const MemoryRegion& mr, uint64_t address, size_t len,
+                                              const wire::Frame& f, PlacedPayload& where) {
+  const uint64_t offset = mr.memory_offset + (address - mr.iova);
+  const std::span<uint8_t> place = mr.memory->writable_view(offset, len);
+  if (place.size() != len) return {};
+  where = {mr.memory.get(), offset, len, f.roce.payload.data()};
+  return place;
+}
+
+std::span<uint8_t> DeviceImpl::read_response_destination(QueuePair& qp, const wire::Frame& f,
+                                                         PlacedPayload& where) {
+  const uint32_t psn = f.roce.bth().psn;
+  const size_t len = f.roce.payload.size();
+  // What dispatch() checks for a response, then what on_response() and its READ case check, in order.
+  const QpState st = qp.attr.qp_state;
+  if (!pkey_matches(f.roce.bth().pkey, pkey_) || qp.type != QpType::rc ||
+      (st != QpState::rts && st != QpState::sqd)) {
+    return {};
+  }
+  if (wire::psn_diff(psn, qp.comp.psn) < 0 || wire::psn_diff(psn, qp.req.psn) >= 0) return {};
+  const size_t i = read_answered_by(qp, psn);
+  if (i >= qp.sq.size()) return {};
+  const SendWqe* w = &qp.sq[i];
+  const unsigned mtu = qp.mtu();
+  if (psn != ((w->first_psn + w->received / mtu) & wire::psn_mask)) return {};
+  const wire::Position p = f.roce.info->position;
+  const bool last = p == Position::last || p == Position::only;
+  if (last ? uint64_t(w->received) + len != w->length : len != mtu) return {};
+  uint32_t offset = w->received;
+  const Sge* sge = sge_holding_all(w->wr.sg_list, offset, len);
+  const MemoryRegion* mr = nullptr;
+  if (sge == nullptr || mrs_.check(sge->lkey, qp.pd, sge->addr + offset, len, access_local_write, &mr) != KeyCheck::ok) {
+    return {};
+  }
+  return writable_place(*mr, sge->addr + offset, len, f, where);
+}
+
+std::span<uint8_t> DeviceImpl::request_destination(QueuePair& qp, const wire::Frame& f, PlacedPayload& where) {
   const wire::OpcodeInfo& info = *f.roce.info;
   const wire::Bth& bth = f.roce.bth();
   const QueuePair::Responder& r = qp.resp;
@@ -65,15 +127,7 @@ std::span<uint8_t> DeviceImpl::early_destination(QueuePair& qp, const wire::Fram
     if (!r.recv) return {};
     // The part of the receive buffer this packet fills, when it lies in one SGE.
     uint32_t offset = r.received;
-    const Sge* sge = nullptr;
-    for (const Sge& s : r.recv->sg_list) {
-      if (offset >= s.length) {
-        offset -= s.length;
-        continue;
-      }
-      if (len <= s.length - offset) sge = &s;
-      break;
-    }
+    const Sge* sge = sge_holding_all(r.recv->sg_list, offset, len);
     if (sge == nullptr) return {};
     address = sge->addr + offset;
     if (mrs_.check(sge->lkey, qp.pd, address, len, access_local_write, &mr) != KeyCheck::ok) return {};
@@ -86,17 +140,15 @@ std::span<uint8_t> DeviceImpl::early_destination(QueuePair& qp, const wire::Fram
     address = r.write_va + r.received;
     if (mrs_.check(r.write_rkey, qp.pd, address, len, access_remote_write, &mr) != KeyCheck::ok) return {};
   }
-  const std::span<uint8_t> place = mr->memory->writable_view(mr->memory_offset + (address - mr->iova), len);
-  if (place.size() != len) return {};
-  where = {mr->memory.get(), mr->memory_offset + (address - mr->iova), len, f.roce.payload.data()};
-  return place;
+  return writable_place(*mr, address, len, f, where);
 }
 
 EarlyPlacement DeviceImpl::place_early(const wire::Frame& f) {
   QueuePair* qp = find_qp(f.roce.bth().dest_qp);
   if (qp == nullptr) return EarlyPlacement::not_taken;
   PlacedPayload where;
-  const std::span<uint8_t> place = early_destination(*qp, f, where);
+  const std::span<uint8_t> place =
+      f.roce.info->is_request ? request_destination(*qp, f, where) : read_response_destination(*qp, f, where);
   if (place.empty()) return EarlyPlacement::not_taken;
   if (wire::compute_icrc_copying_payload(f, place.data()) != f.roce.icrc) return EarlyPlacement::bad_icrc;
   placed_ = where;

@@ -1,5 +1,5 @@
 // Early placement (transport/qp/early_placement.cpp): the MIDDLE and LAST packets of an RC or UC SEND or
-// RDMA WRITE are copied into place while their ICRC is checked. What must hold: the bytes and completions
+// RDMA WRITE, and RC READ responses, are copied into place while their ICRC is checked. What must hold: the bytes and completions
 // are the same as with check-then-copy; a corrupted packet is still dropped and counted with the QP's state
 // untouched, and its retransmission repairs the bytes it wrote; nothing outside the message's next bytes is
 // ever written; and packets the rules exclude (FIRST/ONLY, unexpected PSN, memory without a direct view, a
@@ -57,7 +57,7 @@ uint64_t bad_icrc(const Pair& p) { return p.b.device->counters().rx_bad_icrc; }
 
 }  // namespace
 
-TEST_CASE("early placement: multi-packet WRITEs and SENDs arrive byte-identical through it",
+TEST_CASE("early placement: multi-packet WRITEs, SENDs and READs arrive byte-identical through it",
           "[transport][early_placement]") {
   PairConfig c;
   const auto [type, mtu, mtu_bytes] = GENERATE(std::tuple{QpType::rc, Mtu::mtu_1024, 1024u},
@@ -91,6 +91,21 @@ TEST_CASE("early placement: multi-packet WRITEs and SENDs arrive byte-identical 
   REQUIRE(sc.size() == 2);
   CHECK(sc[0].status == WcStatus::success);
   CHECK(sc[1].status == WcStatus::success);
+
+  if (type == QpType::rc) {
+    // An RDMA READ back from b: every response packet, the FIRST and ONLY included, lands in a's buffer
+    // through early placement (its place comes from a's own work request, never from the packet).
+    const uint64_t a_placed_before = p.a.device->counters().rx_placed_early;
+    REQUIRE(p.post_a(rdma_wr(12, WrOpcode::rdma_read, a_base + 0x80000, len, p.a_key, b_base + 0x1000, p.b_key)) == 0);
+    REQUIRE(p.run());
+    CHECK(slice(p.a.buffer(0), 0x80000, len) == pattern(len, 3));
+    CHECK(slice(p.a.buffer(0), 0x80000 + len, 64) == std::vector<uint8_t>(64, 0));
+    CHECK(p.a.device->counters().rx_placed_early - a_placed_before == 17);
+    const auto rsc = p.a.poll(p.a.send_cq);
+    REQUIRE(rsc.size() == 1);
+    CHECK(rsc[0].status == WcStatus::success);
+    CHECK(rsc[0].byte_len == len);
+  }
 }
 
 TEST_CASE("early placement: a corrupted MIDDLE packet is dropped with the QP untouched, and its retransmission "
@@ -198,7 +213,7 @@ TEST_CASE("early placement: packets outside its rules are checked first, as befo
   }
 }
 
-TEST_CASE("early placement: 64 KiB WRITEs and SENDs over a network that corrupts, loses and reorders",
+TEST_CASE("early placement: 64 KiB WRITEs, SENDs and READs over a network that corrupts, loses and reorders",
           "[transport][early_placement]") {
   // Every corrupted copy that early placement took is caught by its ICRC, and retransmission repairs what
   // it wrote: each message arrives byte-identical, with no completion in error.
@@ -219,7 +234,12 @@ TEST_CASE("early placement: 64 KiB WRITEs and SENDs over a network that corrupts
   for (int i = 0; i < messages; ++i) put(p.a.buffer(0), size_t(i) * len, pattern(len, uint8_t(seed * 16 + i)));
   for (int i = 0; i < messages; ++i) {
     const uint64_t from = a_base + uint64_t(i) * len;
-    if (i % 2 == 0) {
+    if (i % 3 == 2) {  // a READ of b's bytes, which were put there in advance, into a's buffer
+      put(p.b.buffer(0), size_t(i) * len, pattern(len, uint8_t(seed * 16 + i)));
+      std::fill_n(p.a.buffer(0).begin() + long(i) * len, len, uint8_t(0));
+      REQUIRE(p.post_a(rdma_wr(uint64_t(i), WrOpcode::rdma_read, from, len, p.a_key, b_base + uint64_t(i) * len,
+                               p.b_key)) == 0);
+    } else if (i % 3 == 0) {
       REQUIRE(p.post_a(rdma_wr(uint64_t(i), WrOpcode::rdma_write, from, len, p.a_key, b_base + uint64_t(i) * len,
                                p.b_key)) == 0);
     } else {
@@ -231,13 +251,16 @@ TEST_CASE("early placement: 64 KiB WRITEs and SENDs over a network that corrupts
   for (int i = 0; i < messages; ++i) {
     INFO("message " << i);
     CHECK(slice(p.b.buffer(0), size_t(i) * len, len) == pattern(len, uint8_t(seed * 16 + i)));
+    CHECK(slice(p.a.buffer(0), size_t(i) * len, len) == pattern(len, uint8_t(seed * 16 + i)));
   }
   const auto sc = p.a.poll(p.a.send_cq);
   REQUIRE(sc.size() == messages);
   for (const auto& wc : sc) CHECK(wc.status == WcStatus::success);
   const auto rc = p.b.poll(p.b.recv_cq);
-  REQUIRE(rc.size() == messages / 2);
+  REQUIRE(rc.size() == messages / 3);
   for (const auto& wc : rc) CHECK(wc.status == WcStatus::success);
   CHECK(placed(p) > 0);
   CHECK(bad_icrc(p) > 0);
+  CHECK(p.a.device->counters().rx_placed_early > 0);  // READ responses
+  CHECK(p.a.device->counters().rx_bad_icrc > 0);
 }
