@@ -99,11 +99,7 @@ KeyCheck DeviceImpl::scatter(const SgeList& sges, uint32_t pd, uint32_t offset,
                    });
 }
 
-namespace {
-
-// The SGE that holds all of [offset, offset + length) of the message, with `offset` made relative to
-// it; nullptr if that part spans SGEs (or lies beyond them). Skips SGEs as walk_sges() does.
-const Sge* sge_holding(const SgeList& sges, uint32_t& offset, uint32_t length) {
+const Sge* sge_holding(const SgeList& sges, uint32_t& offset, size_t length) {
   for (const Sge& sge : sges) {
     if (offset >= sge.length) {
       offset -= sge.length;
@@ -113,8 +109,6 @@ const Sge* sge_holding(const SgeList& sges, uint32_t& offset, uint32_t length) {
   }
   return nullptr;
 }
-
-}  // namespace
 
 KeyCheck DeviceImpl::send_payload(const SgeList& sges, uint32_t pd, uint32_t offset, uint32_t length,
                                   std::span<const uint8_t>& out) {

@@ -40,6 +40,10 @@ enum class EarlyPlacement : uint8_t { not_taken, placed, bad_icrc };
 // Whether the frame is of a kind early placement may take (opcode and size only: no QP is looked at).
 bool may_place_early(const wire::Frame& f);
 
+// The SGE that holds all of [offset, offset + length) of a message laid out by `sges`, with `offset` made
+// relative to it; nullptr if that part spans SGEs (or lies beyond them) (device.cpp).
+const verbs::Sge* sge_holding(const verbs::SgeList& sges, uint32_t& offset, size_t length);
+
 // The send WQE (an RDMA READ) whose response carries PSN `psn`, found as the completer finds it; sq.size()
 // if none is, or an older READ or atomic is still unanswered (qp/completer.cpp).
 size_t read_answered_by(const QueuePair& qp, uint32_t psn);

@@ -50,23 +50,6 @@ bool may_place_early(const wire::Frame& f) {
          (info.operation == Operation::send || info.operation == Operation::rdma_write);
 }
 
-namespace {
-
-// The SGE of `sges` that holds all of the message's bytes [offset, offset + len), with `offset` made
-// relative to it; nullptr when they span SGEs or lie beyond them.
-const Sge* sge_holding_all(const SgeList& sges, uint32_t& offset, size_t len) {
-  for (const Sge& s : sges) {
-    if (offset >= s.length) {
-      offset -= s.length;
-      continue;
-    }
-    return len <= s.length - offset ? &s : nullptr;
-  }
-  return nullptr;
-}
-
-}  // namespace
-
 std::span<uint8_t> DeviceImpl::writable_place(const MemoryRegion& mr, uint64_t address, size_t len,
                                               const wire::Frame& f, PlacedPayload& where) {
   const uint64_t offset = mr.memory_offset + (address - mr.iova);
@@ -96,7 +79,7 @@ std::span<uint8_t> DeviceImpl::read_response_destination(QueuePair& qp, const wi
   const bool last = p == Position::last || p == Position::only;
   if (last ? uint64_t(w->received) + len != w->length : len != mtu) return {};
   uint32_t offset = w->received;
-  const Sge* sge = sge_holding_all(w->wr.sg_list, offset, len);
+  const Sge* sge = sge_holding(w->wr.sg_list, offset, len);
   const MemoryRegion* mr = nullptr;
   if (sge == nullptr || mrs_.check(sge->lkey, qp.pd, sge->addr + offset, len, access_local_write, &mr) != KeyCheck::ok) {
     return {};
@@ -127,7 +110,7 @@ std::span<uint8_t> DeviceImpl::request_destination(QueuePair& qp, const wire::Fr
     if (!r.recv) return {};
     // The part of the receive buffer this packet fills, when it lies in one SGE.
     uint32_t offset = r.received;
-    const Sge* sge = sge_holding_all(r.recv->sg_list, offset, len);
+    const Sge* sge = sge_holding(r.recv->sg_list, offset, len);
     if (sge == nullptr) return {};
     address = sge->addr + offset;
     if (mrs_.check(sge->lkey, qp.pd, address, len, access_local_write, &mr) != KeyCheck::ok) return {};
