@@ -4,7 +4,7 @@
 // payload byte, and for a 4 KiB RDMA WRITE packet the copy cost as much as the CRC (docs/icrc.md, "Copying
 // and CRC-ing in one pass"). No CRC library offers a fused copy, so on CPUs with AVX-512 and VPCLMULQDQ the
 // bulk of the payload is folded by a loop of our own that stores each 64-byte block to the destination as
-// it folds it; ISA-L (crc32.hpp) still reduces the folded state to the CRC and does everything else.
+// it folds it (crc32_fold.hpp), and reduces the folded state to the CRC; ISA-L (crc32.hpp) does the tail.
 // Elsewhere, and for short runs, it is memcpy followed by crc32_update.
 #pragma once
 

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "transport/wire/crc32.hpp"
+#include "transport/wire/crc32_fold.hpp"
 
 namespace uroce::wire {
 
@@ -84,9 +85,69 @@ void copy_masked(uint8_t* out, const uint8_t* in, size_t n, const OrMask& mask) 
   if (i < n) store_chunk(out + n - 16, load_chunk(in + n - 16) | load_chunk(mask.bytes + n - 16));
 }
 
+#if defined(__x86_64__)
+// The folded path for small packets (crc32_fold.hpp). The CRC of the eight 0xFF bytes with zlib's start
+// equals, by the rule that a register can be XORed into a message's first bytes, a zero register over
+// 00 00 00 00 FF FF FF FF, and leading zeros count for nothing: so the ICRC is the inverted register after
+// FF FF FF FF followed by the masked packet, from zero. That message, padded in front to whole 64-byte
+// registers, is loaded straight from the packet (masked loads keep out the bytes before it) and ORed with
+// an image of the four 0xFF bytes and the variant-field mask laid out the same way: no copy to reread,
+// and every register is folded to the last in parallel.
+struct FoldImage {
+  // [64, 68): the 0xFF bytes; then the OR mask of the packet's first bytes; zero around them, so that
+  // each register's slice of the image can be loaded whole.
+  alignas(64) uint8_t bytes[64 + 4 + max_copied_packet + 60] = {};
+};
+
+constexpr FoldImage fold_image(IpVersion version, size_t ip_header_length) {
+  FoldImage m;
+  for (int i = 0; i < 4; ++i) m.bytes[64 + i] = 0xff;
+  mask_variant_fields(m.bytes + 68, version, ip_header_length);
+  return m;
+}
+
+constexpr FoldImage fold_images[] = {
+    fold_image(IpVersion::v4, 20), fold_image(IpVersion::v4, 24), fold_image(IpVersion::v4, 28),
+    fold_image(IpVersion::v4, 32), fold_image(IpVersion::v4, 36), fold_image(IpVersion::v4, 40),
+    fold_image(IpVersion::v4, 44), fold_image(IpVersion::v4, 48), fold_image(IpVersion::v4, 52),
+    fold_image(IpVersion::v4, 56), fold_image(IpVersion::v4, 60), fold_image(IpVersion::v6, 40),
+};
+
+// Register r of the message (FF FF FF FF, then the packet's n bytes) padded in front by `pad` zeros: message
+// bytes [64 r - pad, 64 r - pad + 64), masked.
+UROCE_FOLD_TARGET inline __m512i message_register(const uint8_t* packet, size_t pad, size_t r, const FoldImage& image) {
+  const ptrdiff_t from = ptrdiff_t(64 * r) - ptrdiff_t(pad) - 4;  // its first byte, in packet offsets
+  const __mmask64 inside = from >= 0 ? ~__mmask64(0) : from <= -64 ? __mmask64(0) : ~__mmask64(0) << -from;
+  // Lanes outside the mask are neither read nor able to fault, even before the packet's first byte.
+  const void* at = reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(packet) + uintptr_t(from));
+  return _mm512_or_si512(_mm512_maskz_loadu_epi8(inside, at), _mm512_loadu_si512(image.bytes + 64 + 64 * r - pad));
+}
+
+// 40 <= n <= max_copied_packet (every packet has IP, UDP and BTH headers).
+UROCE_FOLD_TARGET uint32_t icrc_folded(const uint8_t* packet, size_t n, const FoldImage& image) {
+  constexpr fold::FoldConstant by_registers[] = {fold::fold_forward(512), fold::fold_forward(1024),
+                                                 fold::fold_forward(1536), fold::fold_forward(2048)};
+  const size_t message = n + 4;
+  const size_t registers = (message + 63) / 64;
+  const size_t pad = registers * 64 - message;
+  const size_t last = registers - 1;
+  __m512i acc = message_register(packet, pad, last, image);
+  for (size_t r = 0; r < last; ++r) {
+    acc = fold::fold(message_register(packet, pad, r, image), fold::broadcast(by_registers[last - 1 - r]), acc);
+  }
+  return ~fold::reduce_lane(fold::fold_to_last_lane(acc));
+}
+#endif
+
 }  // namespace
 
 uint32_t compute_icrc(std::span<const uint8_t> packet, IpVersion version, size_t ip_header_length) {
+#if defined(__x86_64__)
+  if (packet.size() <= max_copied_packet && packet.size() >= 40 && fold::available()) {
+    return icrc_folded(packet.data(), packet.size(),
+                       fold_images[version == IpVersion::v6 ? 11 : (ip_header_length - 20) / 4]);
+  }
+#endif
   if (packet.size() <= max_copied_packet) {
     uint8_t copy[max_copied_packet];
     copy_masked(copy, packet.data(), packet.size(), or_mask_for(version, ip_header_length));
