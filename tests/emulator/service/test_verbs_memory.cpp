@@ -55,6 +55,22 @@ TEST_CASE("ClientLiveness switches a client's memory backends off", "[verbs][mem
   CHECK_FALSE(process.read(64, &byte, 1));
   CHECK_FALSE(shared.write(4090, local, 7));
 
+  // The shared pages are offered in place, for sending and for early placement; process_vm_* memory is
+  // not, so the transport copies through read() and write() there.
+  CHECK(process.view(0, 8).empty());
+  CHECK(process.writable_view(0, 8).empty());
+  const std::span<uint8_t> place = shared.writable_view(100, 4);
+  REQUIRE(place.size() == 4);
+  std::memcpy(place.data(), "abcd", 4);
+  uint8_t back[4] = {};
+  CHECK(shared.read(100, back, 4));
+  CHECK(std::memcmp(back, "abcd", 4) == 0);
+  const std::span<const uint8_t> seen = shared.view(100, 4);
+  REQUIRE(seen.size() == 4);
+  CHECK(std::memcmp(seen.data(), "abcd", 4) == 0);
+  CHECK(shared.view(4090, 7).empty());
+  CHECK(shared.writable_view(4096, 1).empty());
+
   liveness->alive = false;
   uint64_t v = 0x55, original = 0;
   CHECK_FALSE(process.read(0, &v, 8));
@@ -65,6 +81,8 @@ TEST_CASE("ClientLiveness switches a client's memory backends off", "[verbs][mem
   CHECK_FALSE(shared.write(0, &v, 8));
   CHECK_FALSE(shared.compare_swap(0, 2, 9, original));
   CHECK_FALSE(shared.fetch_add(0, 1, original));
+  CHECK(shared.view(0, 8).empty());
+  CHECK(shared.writable_view(0, 8).empty());
   std::memcpy(&word, local, 8);
   CHECK(word == 2);  // untouched since
 }
