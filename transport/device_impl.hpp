@@ -146,12 +146,13 @@ class DeviceImpl {
 
   // -- early placement (qp/early_placement.cpp) --
   // For a frame may_place_early() accepted, before its ICRC is checked: copies its payload to where the
-  // responder will put it while checking the ICRC, if every rule holds; bad_icrc if the ICRC failed.
+  // responder or completer will put it while checking the ICRC, if every rule holds; bad_icrc if the
+  // ICRC failed.
   EarlyPlacement place_early(const wire::Frame& f);
   // The bytes the payload of `f` (a request to, or a READ response for, `qp`) goes to, if it may be
   // placed early; empty otherwise. Neither changes anything.
-  std::span<uint8_t> request_destination(QueuePair& qp, const wire::Frame& f, PlacedPayload& where);
-  std::span<uint8_t> read_response_destination(QueuePair& qp, const wire::Frame& f, PlacedPayload& where);
+  std::span<uint8_t> request_destination(const QueuePair& qp, const wire::Frame& f, PlacedPayload& where);
+  std::span<uint8_t> read_response_destination(const QueuePair& qp, const wire::Frame& f, PlacedPayload& where);
   std::span<uint8_t> writable_place(const MemoryRegion& mr, uint64_t address, size_t len, const wire::Frame& f,
                                     PlacedPayload& where);
   PlacedPayload placed_;  // reset by every receive()

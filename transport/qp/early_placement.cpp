@@ -22,8 +22,6 @@
 //     responder and completer still apply all of their own afterwards (they only skip a copy that was
 //     already made, recognised by the exact memory, offset, length and source: DeviceImpl::write_payload).
 // A packet that fails any rule here takes the usual path: ICRC first, then the engine.
-#include <algorithm>
-
 #include "transport/device_impl.hpp"
 
 namespace uroce::transport {
@@ -59,7 +57,7 @@ std::span<uint8_t> DeviceImpl::writable_place(const MemoryRegion& mr, uint64_t a
   return place;
 }
 
-std::span<uint8_t> DeviceImpl::read_response_destination(QueuePair& qp, const wire::Frame& f,
+std::span<uint8_t> DeviceImpl::read_response_destination(const QueuePair& qp, const wire::Frame& f,
                                                          PlacedPayload& where) {
   const uint32_t psn = f.roce.bth().psn;
   const size_t len = f.roce.payload.size();
@@ -81,13 +79,14 @@ std::span<uint8_t> DeviceImpl::read_response_destination(QueuePair& qp, const wi
   uint32_t offset = w->received;
   const Sge* sge = sge_holding(w->wr.sg_list, offset, len);
   const MemoryRegion* mr = nullptr;
-  if (sge == nullptr || mrs_.check(sge->lkey, qp.pd, sge->addr + offset, len, access_local_write, &mr) != KeyCheck::ok) {
+  if (sge == nullptr ||
+      mrs_.check(sge->lkey, qp.pd, sge->addr + offset, len, access_local_write, &mr) != KeyCheck::ok) {
     return {};
   }
   return writable_place(*mr, sge->addr + offset, len, f, where);
 }
 
-std::span<uint8_t> DeviceImpl::request_destination(QueuePair& qp, const wire::Frame& f, PlacedPayload& where) {
+std::span<uint8_t> DeviceImpl::request_destination(const QueuePair& qp, const wire::Frame& f, PlacedPayload& where) {
   const wire::OpcodeInfo& info = *f.roce.info;
   const wire::Bth& bth = f.roce.bth();
   const QueuePair::Responder& r = qp.resp;

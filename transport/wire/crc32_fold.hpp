@@ -96,7 +96,8 @@ UROCE_FOLD_TARGET inline __m128i fold_to_last_lane(__m512i x) {
   // Lane 3's constant is zero: its products vanish and it is added as it is.
   const __m512i t = fold(x, k, _mm512_setzero_si512());
   const __m128i a = _mm_xor_si128(_mm512_castsi512_si128(t), _mm512_maskz_extracti32x4_epi32(0xF, t, 1));
-  return _mm_ternarylogic_epi64(a, _mm512_maskz_extracti32x4_epi32(0xF, t, 2), _mm512_maskz_extracti32x4_epi32(0xF, x, 3), 0x96);
+  return _mm_ternarylogic_epi64(a, _mm512_maskz_extracti32x4_epi32(0xF, t, 2),
+                                _mm512_maskz_extracti32x4_epi32(0xF, x, 3), 0x96);
 }
 
 // The CRC register (reflected, zlib's value before its final inversion) after the 16 bytes of `lane`

@@ -1,9 +1,9 @@
 // Early placement (transport/qp/early_placement.cpp): the MIDDLE and LAST packets of an RC or UC SEND or
-// RDMA WRITE, and RC READ responses, are copied into place while their ICRC is checked. What must hold: the bytes and completions
-// are the same as with check-then-copy; a corrupted packet is still dropped and counted with the QP's state
-// untouched, and its retransmission repairs the bytes it wrote; nothing outside the message's next bytes is
-// ever written; and packets the rules exclude (FIRST/ONLY, unexpected PSN, memory without a direct view, a
-// packet spanning two SGEs) take the usual path.
+// RDMA WRITE, and RC READ responses, are copied into place while their ICRC is checked. What must hold:
+// the bytes and completions are the same as with check-then-copy; a corrupted packet is still dropped and
+// counted with the QP's state untouched, and its retransmission repairs the bytes it wrote; nothing
+// outside the message's next bytes is ever written; and packets the rules exclude (FIRST/ONLY requests,
+// an unexpected PSN, memory without a direct view, a packet spanning two SGEs) take the usual path.
 #include "tests/unit/transport/transport_fixture.hpp"
 
 using namespace uroce::test;

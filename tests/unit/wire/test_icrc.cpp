@@ -413,7 +413,8 @@ TEST_CASE("ICRC: every short packet length and header layout, at the edges of re
           uint8_t* p = at_start ? region + page : region + 3 * page - n;
           for (size_t i = 0; i < n; ++i) p[i] = uint8_t(rng.next());
           p[0] = v6 ? uint8_t(0x60 | (p[0] & 0x0f)) : uint8_t(0x40 | (ihl / 4));
-          INFO("IPv" << (v6 ? 6 : 4) << " header " << ihl << " packet " << n << (at_start ? " at a page start" : " at a page end"));
+          INFO("IPv" << (v6 ? 6 : 4) << " header " << ihl << " packet " << n
+                     << (at_start ? " at a page start" : " at a page end"));
           CHECK(compute_icrc(std::span<const uint8_t>(p, n), v6 ? IpVersion::v6 : IpVersion::v4, ihl) ==
                 ref_icrc(std::span<const uint8_t>(p, n), v6));
         }
