@@ -95,7 +95,9 @@ UROCE_FOLD_TARGET inline __m128i fold_to_last_lane(__m512i x) {
                                      int64_t(by3.for_second_half), int64_t(by3.for_first_half));
   // Lane 3's constant is zero: its products vanish and it is added as it is.
   const __m512i t = fold(x, k, _mm512_setzero_si512());
-  const __m128i a = _mm_xor_si128(_mm512_castsi512_si128(t), _mm512_maskz_extracti32x4_epi32(0xF, t, 1));
+  // (Masked extracts, even for lane 0: GCC 12's unmasked ones warn about an uninitialised operand.)
+  const __m128i a =
+      _mm_xor_si128(_mm512_maskz_extracti32x4_epi32(0xF, t, 0), _mm512_maskz_extracti32x4_epi32(0xF, t, 1));
   return _mm_ternarylogic_epi64(a, _mm512_maskz_extracti32x4_epi32(0xF, t, 2),
                                 _mm512_maskz_extracti32x4_epi32(0xF, x, 3), 0x96);
 }
