@@ -587,8 +587,8 @@ void Device::receive(std::span<const uint8_t> bytes, Nanos now) {
     return;
   }
   d.placed_ = {};
-  // A large request continuing a message in progress, or a READ response, is copied into place while its
-  // ICRC is checked (qp/early_placement.cpp); every other frame is checked first.
+  // A large request continuing a message in progress, a READ response or a datagram is copied into place
+  // while its ICRC is checked (qp/early_placement.cpp); every other frame is checked first.
   EarlyPlacement early = EarlyPlacement::not_taken;
   if (may_place_early(f)) early = d.place_early(f);
   if (early == EarlyPlacement::bad_icrc || (early == EarlyPlacement::not_taken && !wire::icrc_ok(f))) {

@@ -33,10 +33,12 @@ inline bool transport_matches(verbs::QpType type, wire::Transport t) {
 }
 
 // Early placement (qp/early_placement.cpp): from this payload size on, a request that continues a
-// message in progress, or a READ response, is copied into place while its ICRC is checked. crc32_copy
-// folds from 256 bytes.
+// message in progress, a READ response or a UD datagram is copied into place while its ICRC is checked.
+// crc32_copy folds from 256 bytes.
 inline constexpr size_t early_placement_min_payload = 256;
 enum class EarlyPlacement : uint8_t { not_taken, placed, bad_icrc };
+// Every UD receive starts with a 40-byte GRH area (qp/responder.cpp).
+inline constexpr uint32_t ud_grh_size = 40;
 // Whether the frame is of a kind early placement may take (opcode and size only: no QP is looked at).
 bool may_place_early(const wire::Frame& f);
 
@@ -149,10 +151,11 @@ class DeviceImpl {
   // responder or completer will put it while checking the ICRC, if every rule holds; bad_icrc if the
   // ICRC failed.
   EarlyPlacement place_early(const wire::Frame& f);
-  // The bytes the payload of `f` (a request to, or a READ response for, `qp`) goes to, if it may be
-  // placed early; empty otherwise. Neither changes anything.
+  // The bytes the payload of `f` (a request to, a READ response for, or a datagram to `qp`) goes to, if it
+  // may be placed early; empty otherwise. None changes anything.
   std::span<uint8_t> request_destination(const QueuePair& qp, const wire::Frame& f, PlacedPayload& where);
   std::span<uint8_t> read_response_destination(const QueuePair& qp, const wire::Frame& f, PlacedPayload& where);
+  std::span<uint8_t> datagram_destination(QueuePair& qp, const wire::Frame& f, PlacedPayload& where);
   std::span<uint8_t> writable_place(const MemoryRegion& mr, uint64_t address, size_t len, const wire::Frame& f,
                                     PlacedPayload& where);
   PlacedPayload placed_;  // reset by every receive()

@@ -12,8 +12,10 @@
 //       request, whose RETH names the address, is checked first.
 //       READ responses (any position): the next bytes of the READ work request whose response PSN this is,
 //       into its own scatter list, exactly where the completer puts them.
+//       UD datagrams (SEND ONLY, the Q_Key right): behind the GRH area of the receive the QP takes next.
 //   - the destination is the next bytes of that message: a receive buffer, a WRITE's range or a READ's
-//     local buffer, whose contents the verbs leave undefined until the message completes. A frame whose
+//     local buffer, whose contents the verbs leave undefined until the message completes (a receive that
+//     a dropped datagram wrote into stays posted, and the next datagram overwrites it). A frame whose
 //     ICRC then fails is dropped and counted as before; the QP's state is untouched, so the retransmitted
 //     packet lands on the same bytes, and a message that never completes leaves them undefined, as any
 //     failed one does. (A corrupted PSN that still names an expected packet only moves the bytes into
@@ -43,6 +45,7 @@ bool may_place_early(const wire::Frame& f) {
   const wire::OpcodeInfo& info = *f.roce.info;
   if (f.roce.payload.size() < early_placement_min_payload) return false;
   if (info.operation == Operation::rdma_read_response) return info.transport == wire::Transport::rc;
+  if (info.transport == wire::Transport::ud) return info.operation == Operation::send;
   return info.is_request && (info.transport == wire::Transport::rc || info.transport == wire::Transport::uc) &&
          (info.position == Position::middle || info.position == Position::last) &&
          (info.operation == Operation::send || info.operation == Operation::rdma_write);
@@ -125,12 +128,40 @@ std::span<uint8_t> DeviceImpl::request_destination(const QueuePair& qp, const wi
   return writable_place(*mr, address, len, f, where);
 }
 
+std::span<uint8_t> DeviceImpl::datagram_destination(QueuePair& qp, const wire::Frame& f, PlacedPayload& where) {
+  const size_t len = f.roce.payload.size();
+  // What dispatch() checks for every frame, then handle_ud(): the Q_Key, a posted receive, its length.
+  const QpState st = qp.attr.qp_state;
+  if (!pkey_matches(f.roce.bth().pkey, pkey_) || qp.type != QpType::ud ||
+      (st != QpState::rtr && st != QpState::rts && st != QpState::sqd) ||
+      f.roce.headers.deth.qkey != qp.attr.qkey) {
+    return {};
+  }
+  const ReceiveQueue* q = receive_queue(qp);
+  if (q == nullptr || q->wrs.empty()) return {};
+  // The receive handle_ud() will take, behind its GRH area.
+  uint32_t offset = ud_grh_size;
+  const Sge* sge = sge_holding(q->wrs.front().sg_list, offset, len);
+  const MemoryRegion* mr = nullptr;
+  if (sge == nullptr ||
+      mrs_.check(sge->lkey, qp.pd, sge->addr + offset, len, access_local_write, &mr) != KeyCheck::ok) {
+    return {};
+  }
+  return writable_place(*mr, sge->addr + offset, len, f, where);
+}
+
 EarlyPlacement DeviceImpl::place_early(const wire::Frame& f) {
   QueuePair* qp = find_qp(f.roce.bth().dest_qp);
   if (qp == nullptr) return EarlyPlacement::not_taken;
   PlacedPayload where;
-  const std::span<uint8_t> place =
-      f.roce.info->is_request ? request_destination(*qp, f, where) : read_response_destination(*qp, f, where);
+  std::span<uint8_t> place;
+  if (!f.roce.info->is_request) {
+    place = read_response_destination(*qp, f, where);
+  } else if (f.roce.info->transport == wire::Transport::ud) {
+    place = datagram_destination(*qp, f, where);
+  } else {
+    place = request_destination(*qp, f, where);
+  }
   if (place.empty()) return EarlyPlacement::not_taken;
   if (wire::compute_icrc_copying_payload(f, place.data()) != f.roce.icrc) return EarlyPlacement::bad_icrc;
   placed_ = where;

@@ -536,7 +536,7 @@ void handle_uc(DeviceImpl& d, QueuePair& qp, const wire::Frame& f) {
 // -- UD ----------------------------------------------------------------------------------------------------
 // Every datagram lands behind a 40-byte GRH area: for IPv4 twenty zero bytes and then the IPv4 header,
 // for IPv6 the IPv6 header (what rxe writes, and what ibv_ud_pingpong skips).
-constexpr uint32_t grh_size = 40;
+constexpr uint32_t grh_size = ud_grh_size;
 
 void handle_ud(DeviceImpl& d, QueuePair& qp, const wire::Frame& f) {
   const auto& h = f.roce.headers;

@@ -2,8 +2,10 @@
 //
 // Provided by a library, never by a hand-written table. The implementation behind it was chosen by
 // measurement (bench: "crc32 candidates"; docs/icrc.md): ISA-L's crc32_gzip_refl folds with PCLMULQDQ
-// and is several times faster than zlib's crc32 on 4 KiB packets. The one exception is crc32_copy.hpp, a copy
-// fused with the CRC, which no library offers; even there ISA-L computes the final CRC.
+// and is several times faster than zlib's crc32 on 4 KiB packets. The exceptions, each measured against it
+// (docs/icrc.md): crc32_copy.hpp, a copy fused with the CRC, which no library offers, and the ICRC of
+// packets up to 256 bytes (icrc.cpp), where ISA-L's one-lane-at-a-time folding and the call cost three
+// times what folding every register at once does. Both use the carry-less folding of crc32_fold.hpp.
 #pragma once
 
 #include <cstddef>

@@ -17,10 +17,11 @@ constexpr uint32_t crc_of_lrh_ones = 0x2144DF1C;
 // Largest masked prefix: IPv4 with maximal options (60) + UDP (8) + BTH (12).
 constexpr size_t max_masked_prefix = 60 + 8 + 12;
 
-// Packets up to this size are copied whole and CRC'd in one call: for small packets the cost of a CRC
-// call is mostly fixed, and two chained calls add their latencies, which costs more than copying a few
-// hundred bytes (docs/icrc.md, "Where the ICRC time goes"). Larger packets are CRC'd in place after the
-// masked prefix, so that no payload is copied.
+// Packets up to this size are folded in registers where the CPU can (icrc_folded, below), and otherwise
+// copied whole and CRC'd in one call: for small packets the cost of a CRC call is mostly fixed, and two
+// chained calls add their latencies, which costs more than copying a few hundred bytes (docs/icrc.md,
+// "Where the ICRC time goes"). Larger packets are CRC'd in place after the masked prefix, so that no
+// payload is copied.
 constexpr size_t max_copied_packet = 256;
 
 // Sets the fields of the IP, UDP and BTH headers that the ICRC does not cover to ones, in a copy. On a

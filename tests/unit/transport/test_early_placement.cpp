@@ -264,3 +264,52 @@ TEST_CASE("early placement: 64 KiB WRITEs, SENDs and READs over a network that c
   CHECK(p.a.device->counters().rx_placed_early > 0);  // READ responses
   CHECK(p.a.device->counters().rx_bad_icrc > 0);
 }
+
+TEST_CASE("early placement: a UD datagram lands behind the GRH of the next receive; a corrupted one leaves "
+          "that receive posted",
+          "[transport][early_placement]") {
+  PairConfig c;
+  c.type = QpType::ud;
+  Pair p(c);
+  REQUIRE(p.run());
+  constexpr uint32_t grh = 40;
+  const std::vector<uint8_t> data = pattern(1000, 21);
+  REQUIRE(p.b.device->post_recv(p.qb, recv_wr(1, b_base, 2048, p.b_key)) == 0);
+  REQUIRE(p.b.device->post_recv(p.qb, recv_wr(2, b_base + 4096, 2048, p.b_key)) == 0);
+  wire::TransportHeaders h;
+  h.bth.opcode = uint8_t(wire::Opcode::ud_send_only);
+  h.bth.dest_qp = p.qb;
+  h.deth.qkey = c.b.qkey;
+  h.deth.src_qp = p.qa;
+  const auto datagram = roce_frame(p.a.address, p.b.address, h, data);
+
+  auto bad = datagram;
+  bad[payload_offset + 8 + 100] ^= 0x20;  // after BTH and DETH
+  p.b.device->receive(bad, p.net.now());
+  CHECK(bad_icrc(p) == 1);
+  CHECK(placed(p) == 0);
+  CHECK(p.b.poll(p.b.recv_cq).empty());
+  // What it wrote lies behind the GRH area of the first receive, and nowhere else.
+  CHECK(slice(p.b.buffer(0), 0, grh) == std::vector<uint8_t>(grh, 0));
+  CHECK(slice(p.b.buffer(0), grh + data.size(), 4096 - grh - data.size()) ==
+        std::vector<uint8_t>(4096 - grh - data.size(), 0));
+
+  SECTION("the next datagram takes that receive, which holds its bytes alone") {
+    p.b.device->receive(datagram, p.net.now());
+    CHECK(placed(p) == 1);
+    const auto rc = p.b.poll(p.b.recv_cq);
+    REQUIRE(rc.size() == 1);
+    CHECK(rc[0].wr_id == 1);
+    CHECK(rc[0].status == WcStatus::success);
+    CHECK(rc[0].byte_len == grh + data.size());
+    CHECK(slice(p.b.buffer(0), grh, data.size()) == data);
+    CHECK(p.b.buffer(0)[20] == 0x45);  // the GRH area holds the IPv4 header
+  }
+  SECTION("a datagram with the wrong Q_Key is neither placed nor delivered") {
+    h.deth.qkey = c.b.qkey ^ 1;
+    p.b.device->receive(roce_frame(p.a.address, p.b.address, h, data), p.net.now());
+    CHECK(placed(p) == 0);
+    CHECK(p.b.device->counters().rx_bad_qkey == 1);
+    CHECK(p.b.poll(p.b.recv_cq).empty());
+  }
+}
