@@ -151,11 +151,16 @@ class DeviceImpl {
   // responder or completer will put it while checking the ICRC, if every rule holds; bad_icrc if the
   // ICRC failed.
   EarlyPlacement place_early(const wire::Frame& f);
-  // The bytes the payload of `f` (a request to, a READ response for, or a datagram to `qp`) goes to, if it
-  // may be placed early; empty otherwise. None changes anything.
+  // The bytes the payload of `f` (a request to, a READ response for, or a datagram to `qp`, which
+  // dispatch() would hand to the QP) goes to, if it may be placed early; empty otherwise. None changes
+  // anything.
   std::span<uint8_t> request_destination(const QueuePair& qp, const wire::Frame& f, PlacedPayload& where);
   std::span<uint8_t> read_response_destination(const QueuePair& qp, const wire::Frame& f, PlacedPayload& where);
   std::span<uint8_t> datagram_destination(QueuePair& qp, const wire::Frame& f, PlacedPayload& where);
+  // The payload's place at `offset` into a local scatter list (it must lie in one SGE, with LOCAL_WRITE),
+  // and at `address` in `mr`; both fill `where`.
+  std::span<uint8_t> local_place(const verbs::SgeList& sges, uint32_t pd, uint32_t offset, size_t len,
+                                 const wire::Frame& f, PlacedPayload& where);
   std::span<uint8_t> writable_place(const MemoryRegion& mr, uint64_t address, size_t len, const wire::Frame& f,
                                     PlacedPayload& where);
   PlacedPayload placed_;  // reset by every receive()

@@ -27,10 +27,7 @@ class SharedMemory final : public transport::MemoryBackend {
   bool fetch_add(uint64_t offset, uint64_t add, uint64_t& original) override;
   // The mapping in place: the requester sends from it and the responder places payloads into it without
   // a staging copy. Empty once the client is gone, as read() and write() then refuse.
-  std::span<const uint8_t> view(uint64_t offset, size_t len) override {
-    if (!usable(offset, len)) return {};
-    return {base_ + offset, len};
-  }
+  std::span<const uint8_t> view(uint64_t offset, size_t len) override { return writable_view(offset, len); }
   std::span<uint8_t> writable_view(uint64_t offset, size_t len) override {
     if (!usable(offset, len)) return {};
     return {base_ + offset, len};

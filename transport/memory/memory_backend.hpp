@@ -48,10 +48,7 @@ class HostMemory final : public MemoryBackend {
   bool write(uint64_t offset, const void* src, size_t len) override;
   bool compare_swap(uint64_t offset, uint64_t compare, uint64_t swap, uint64_t& original) override;
   bool fetch_add(uint64_t offset, uint64_t add, uint64_t& original) override;
-  std::span<const uint8_t> view(uint64_t offset, size_t len) override {
-    if (!in_bounds(offset, len)) return {};
-    return {base_ + offset, len};
-  }
+  std::span<const uint8_t> view(uint64_t offset, size_t len) override { return writable_view(offset, len); }
   std::span<uint8_t> writable_view(uint64_t offset, size_t len) override {
     if (!in_bounds(offset, len)) return {};
     return {base_ + offset, len};

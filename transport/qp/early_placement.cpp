@@ -34,9 +34,12 @@ using wire::Position;
 
 namespace {
 
-bool in_message(const QueuePair::Responder& r) {
-  const auto last = Position(r.last_opcode_position);
-  return last == Position::first || last == Position::middle;
+// What dispatch() checks for every frame before the engines see it: P_Key, transport and QP state.
+bool dispatch_accepts(const QueuePair& qp, const wire::Frame& f, uint16_t port_pkey) {
+  const QpState st = qp.attr.qp_state;
+  const bool state_ok = f.roce.info->is_request ? st == QpState::rtr || st == QpState::rts || st == QpState::sqd
+                                                : st == QpState::rts || st == QpState::sqd;
+  return state_ok && pkey_matches(f.roce.bth().pkey, port_pkey) && transport_matches(qp.type, f.roce.info->transport);
 }
 
 }  // namespace
@@ -49,6 +52,16 @@ bool may_place_early(const wire::Frame& f) {
   return info.is_request && (info.transport == wire::Transport::rc || info.transport == wire::Transport::uc) &&
          (info.position == Position::middle || info.position == Position::last) &&
          (info.operation == Operation::send || info.operation == Operation::rdma_write);
+}
+
+std::span<uint8_t> DeviceImpl::local_place(const SgeList& sges, uint32_t pd, uint32_t offset, size_t len,
+                                           const wire::Frame& f, PlacedPayload& where) {
+  const Sge* sge = sge_holding(sges, offset, len);
+  const MemoryRegion* mr = nullptr;
+  if (sge == nullptr || mrs_.check(sge->lkey, pd, sge->addr + offset, len, access_local_write, &mr) != KeyCheck::ok) {
+    return {};
+  }
+  return writable_place(*mr, sge->addr + offset, len, f, where);
 }
 
 std::span<uint8_t> DeviceImpl::writable_place(const MemoryRegion& mr, uint64_t address, size_t len,
@@ -64,12 +77,7 @@ std::span<uint8_t> DeviceImpl::read_response_destination(const QueuePair& qp, co
                                                          PlacedPayload& where) {
   const uint32_t psn = f.roce.bth().psn;
   const size_t len = f.roce.payload.size();
-  // What dispatch() checks for a response, then what on_response() and its READ case check, in order.
-  const QpState st = qp.attr.qp_state;
-  if (!pkey_matches(f.roce.bth().pkey, pkey_) || qp.type != QpType::rc ||
-      (st != QpState::rts && st != QpState::sqd)) {
-    return {};
-  }
+  // What on_response() and its READ case check, in order.
   if (wire::psn_diff(psn, qp.comp.psn) < 0 || wire::psn_diff(psn, qp.req.psn) >= 0) return {};
   const size_t i = read_answered_by(qp, psn);
   if (i >= qp.sq.size()) return {};
@@ -79,14 +87,7 @@ std::span<uint8_t> DeviceImpl::read_response_destination(const QueuePair& qp, co
   const wire::Position p = f.roce.info->position;
   const bool last = p == Position::last || p == Position::only;
   if (last ? uint64_t(w->received) + len != w->length : len != mtu) return {};
-  uint32_t offset = w->received;
-  const Sge* sge = sge_holding(w->wr.sg_list, offset, len);
-  const MemoryRegion* mr = nullptr;
-  if (sge == nullptr ||
-      mrs_.check(sge->lkey, qp.pd, sge->addr + offset, len, access_local_write, &mr) != KeyCheck::ok) {
-    return {};
-  }
-  return writable_place(*mr, sge->addr + offset, len, f, where);
+  return local_place(w->wr.sg_list, qp.pd, w->received, len, f, where);
 }
 
 std::span<uint8_t> DeviceImpl::request_destination(const QueuePair& qp, const wire::Frame& f, PlacedPayload& where) {
@@ -94,65 +95,38 @@ std::span<uint8_t> DeviceImpl::request_destination(const QueuePair& qp, const wi
   const wire::Bth& bth = f.roce.bth();
   const QueuePair::Responder& r = qp.resp;
   const size_t len = f.roce.payload.size();
-  // What dispatch() checks for every frame.
-  const QpState st = qp.attr.qp_state;
-  if (!pkey_matches(bth.pkey, pkey_) || !transport_matches(qp.type, info.transport) ||
-      (st != QpState::rtr && st != QpState::rts && st != QpState::sqd)) {
-    return {};
-  }
   // The next packet of the message in progress, as the responder (RC) or handle_uc (UC) will see it.
-  if (bth.psn != r.psn || !in_message(r) || uint8_t(info.operation) != r.last_operation) return {};
+  if (bth.psn != r.psn || !r.in_message() || uint8_t(info.operation) != r.last_operation) return {};
   if (qp.type == QpType::uc && r.drop_until_first) return {};
   const unsigned mtu = qp.mtu();
   if (info.position == Position::middle ? len != mtu : len > mtu) return {};
 
-  const MemoryRegion* mr = nullptr;
-  uint64_t address = 0;
   if (info.operation == Operation::send) {
-    if (!r.recv) return {};
     // The part of the receive buffer this packet fills, when it lies in one SGE.
-    uint32_t offset = r.received;
-    const Sge* sge = sge_holding(r.recv->sg_list, offset, len);
-    if (sge == nullptr) return {};
-    address = sge->addr + offset;
-    if (mrs_.check(sge->lkey, qp.pd, address, len, access_local_write, &mr) != KeyCheck::ok) return {};
-  } else {
-    if ((qp.attr.qp_access_flags & access_remote_write) == 0) return {};
-    // A WRITE with immediate that would need a receive WQE first (RNR or not) takes the usual path.
-    if (info.has(wire::hdr_immdt) && !r.recv) return {};
-    const uint64_t end = uint64_t(r.received) + len;
-    if (end > r.write_length || (info.position == Position::last && end != r.write_length)) return {};
-    address = r.write_va + r.received;
-    if (mrs_.check(r.write_rkey, qp.pd, address, len, access_remote_write, &mr) != KeyCheck::ok) return {};
+    return r.recv ? local_place(r.recv->sg_list, qp.pd, r.received, len, f, where) : std::span<uint8_t>();
   }
+  if ((qp.attr.qp_access_flags & access_remote_write) == 0) return {};
+  // A WRITE with immediate that would need a receive WQE first (RNR or not) takes the usual path.
+  if (info.has(wire::hdr_immdt) && !r.recv) return {};
+  const uint64_t end = uint64_t(r.received) + len;
+  if (end > r.write_length || (info.position == Position::last && end != r.write_length)) return {};
+  const uint64_t address = r.write_va + r.received;
+  const MemoryRegion* mr = nullptr;
+  if (mrs_.check(r.write_rkey, qp.pd, address, len, access_remote_write, &mr) != KeyCheck::ok) return {};
   return writable_place(*mr, address, len, f, where);
 }
 
 std::span<uint8_t> DeviceImpl::datagram_destination(QueuePair& qp, const wire::Frame& f, PlacedPayload& where) {
-  const size_t len = f.roce.payload.size();
-  // What dispatch() checks for every frame, then handle_ud(): the Q_Key, a posted receive, its length.
-  const QpState st = qp.attr.qp_state;
-  if (!pkey_matches(f.roce.bth().pkey, pkey_) || qp.type != QpType::ud ||
-      (st != QpState::rtr && st != QpState::rts && st != QpState::sqd) ||
-      f.roce.headers.deth.qkey != qp.attr.qkey) {
-    return {};
-  }
+  // What handle_ud() checks: the Q_Key, then a posted receive, which takes the payload behind its GRH area.
+  if (f.roce.headers.deth.qkey != qp.attr.qkey) return {};
   const ReceiveQueue* q = receive_queue(qp);
   if (q == nullptr || q->wrs.empty()) return {};
-  // The receive handle_ud() will take, behind its GRH area.
-  uint32_t offset = ud_grh_size;
-  const Sge* sge = sge_holding(q->wrs.front().sg_list, offset, len);
-  const MemoryRegion* mr = nullptr;
-  if (sge == nullptr ||
-      mrs_.check(sge->lkey, qp.pd, sge->addr + offset, len, access_local_write, &mr) != KeyCheck::ok) {
-    return {};
-  }
-  return writable_place(*mr, sge->addr + offset, len, f, where);
+  return local_place(q->wrs.front().sg_list, qp.pd, ud_grh_size, f.roce.payload.size(), f, where);
 }
 
 EarlyPlacement DeviceImpl::place_early(const wire::Frame& f) {
   QueuePair* qp = find_qp(f.roce.bth().dest_qp);
-  if (qp == nullptr) return EarlyPlacement::not_taken;
+  if (qp == nullptr || !dispatch_accepts(*qp, f, pkey_)) return EarlyPlacement::not_taken;
   PlacedPayload where;
   std::span<uint8_t> place;
   if (!f.roce.info->is_request) {

@@ -134,6 +134,11 @@ struct QueuePair {
     uint32_t ack_psn = 0;
     std::vector<ResponderResource> resources;  // ring of max_dest_rd_atomic entries
     size_t next_resource = 0;
+    // A message is in progress: the last packet accepted was its FIRST or a MIDDLE.
+    bool in_message() const {
+      const auto last = wire::Position(last_opcode_position);
+      return last == wire::Position::first || last == wire::Position::middle;
+    }
   } resp;
 
   bool in_error() const { return attr.qp_state == verbs::QpState::err; }

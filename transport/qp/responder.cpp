@@ -108,11 +108,9 @@ class RcResponder {
 
   // -- checks -----------------------------------------------------------------------------------------
   bool check_sequence() {
-    const auto last = Position(qp_.resp.last_opcode_position);
-    const bool in_message = last == Position::first || last == Position::middle;
     const Position p = info_.position;
     bool ok;
-    if (in_message) {
+    if (qp_.resp.in_message()) {
       ok = (p == Position::middle || p == Position::last) && uint8_t(info_.operation) == qp_.resp.last_operation;
     } else {
       ok = starts_message(p);
@@ -469,9 +467,7 @@ void handle_uc(DeviceImpl& d, QueuePair& qp, const wire::Frame& f) {
     if (!starts_message(info.position)) return;
     r.drop_until_first = false;
   }
-  const bool in_message = Position(r.last_opcode_position) == Position::first ||
-                          Position(r.last_opcode_position) == Position::middle;
-  if (in_message != !starts_message(info.position)) return drop_uc_message(qp);
+  if (r.in_message() != !starts_message(info.position)) return drop_uc_message(qp);
   if (info.operation == Operation::rdma_write && !(qp.attr.qp_access_flags & access_remote_write)) {
     return drop_uc_message(qp);
   }
@@ -535,8 +531,7 @@ void handle_uc(DeviceImpl& d, QueuePair& qp, const wire::Frame& f) {
 
 // -- UD ----------------------------------------------------------------------------------------------------
 // Every datagram lands behind a 40-byte GRH area: for IPv4 twenty zero bytes and then the IPv4 header,
-// for IPv6 the IPv6 header (what rxe writes, and what ibv_ud_pingpong skips).
-constexpr uint32_t grh_size = ud_grh_size;
+// for IPv6 the IPv6 header (what rxe writes, and what ibv_ud_pingpong skips): ud_grh_size bytes.
 
 void handle_ud(DeviceImpl& d, QueuePair& qp, const wire::Frame& f) {
   const auto& h = f.roce.headers;
@@ -557,12 +552,12 @@ void handle_ud(DeviceImpl& d, QueuePair& qp, const wire::Frame& f) {
   wc.src_qp = h.deth.src_qp;
   wc.solicited = f.roce.bth().solicited;
   wc.wc_flags = wc_grh;
-  wc.byte_len = grh_size + uint32_t(payload.size());
+  wc.byte_len = ud_grh_size + uint32_t(payload.size());
   if (f.roce.info->has(wire::hdr_immdt)) {
     wc.wc_flags |= wc_with_imm;
     wc.imm_data = h.immdt;
   }
-  uint8_t grh[grh_size] = {};
+  uint8_t grh[ud_grh_size] = {};
   const auto ip = f.bytes.subspan(f.l3_offset);
   if (f.ip_version == wire::IpVersion::v4) {
     std::memcpy(grh + 20, ip.data(), 20);
@@ -571,8 +566,8 @@ void handle_ud(DeviceImpl& d, QueuePair& qp, const wire::Frame& f) {
   }
   if (wc.byte_len > sge_total(*recv)) {
     wc.status = WcStatus::loc_len_err;
-  } else if (d.scatter(recv->sg_list, qp.pd, 0, std::span<const uint8_t>(grh, grh_size)) != KeyCheck::ok ||
-             d.scatter(recv->sg_list, qp.pd, grh_size, payload) != KeyCheck::ok) {
+  } else if (d.scatter(recv->sg_list, qp.pd, 0, std::span<const uint8_t>(grh, ud_grh_size)) != KeyCheck::ok ||
+             d.scatter(recv->sg_list, qp.pd, ud_grh_size, payload) != KeyCheck::ok) {
     wc.status = WcStatus::loc_prot_err;
   }
   d.post_completion(qp.recv_cq, wc);
