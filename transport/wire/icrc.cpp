@@ -1,9 +1,11 @@
 #include "transport/wire/icrc.hpp"
 
+#include <array>
 #include <cstring>
 
 #include "transport/wire/crc32.hpp"
 #include "transport/wire/crc32_fold.hpp"
+#include "transport/wire/ip.hpp"
 
 namespace uroce::wire {
 
@@ -58,15 +60,26 @@ constexpr OrMask or_mask(IpVersion version, size_t ip_header_length) {
   return m;
 }
 
-// IPv4 with each possible header length (20 to 60 bytes, options included), then IPv6.
-constexpr OrMask or_masks[] = {
-    or_mask(IpVersion::v4, 20), or_mask(IpVersion::v4, 24), or_mask(IpVersion::v4, 28), or_mask(IpVersion::v4, 32),
-    or_mask(IpVersion::v4, 36), or_mask(IpVersion::v4, 40), or_mask(IpVersion::v4, 44), or_mask(IpVersion::v4, 48),
-    or_mask(IpVersion::v4, 52), or_mask(IpVersion::v4, 56), or_mask(IpVersion::v4, 60), or_mask(IpVersion::v6, 40),
-};
+// The header layouts a mask depends on: IPv4 with each possible header length (20 to 60 bytes, options
+// included), then IPv6. per_layout() makes a table of something for each, header_layout() finds an entry.
+constexpr size_t header_layouts = 12;
+
+constexpr size_t header_layout(IpVersion version, size_t ip_header_length) {
+  return version == IpVersion::v6 ? header_layouts - 1 : (ip_header_length - 20) / 4;
+}
+
+template <class Make>
+constexpr auto per_layout(Make make) {
+  std::array<decltype(make(IpVersion::v4, 20)), header_layouts> table{};
+  for (size_t i = 0; i + 1 < header_layouts; ++i) table[i] = make(IpVersion::v4, 20 + 4 * i);
+  table[header_layouts - 1] = make(IpVersion::v6, ipv6_header_size);
+  return table;
+}
+
+constexpr auto or_masks = per_layout(or_mask);
 
 const OrMask& or_mask_for(IpVersion version, size_t ip_header_length) {
-  return version == IpVersion::v6 ? or_masks[11] : or_masks[(ip_header_length - 20) / 4];
+  return or_masks[header_layout(version, ip_header_length)];
 }
 
 Chunk load_chunk(const uint8_t* p) {
@@ -107,12 +120,7 @@ constexpr FoldImage fold_image(IpVersion version, size_t ip_header_length) {
   return m;
 }
 
-constexpr FoldImage fold_images[] = {
-    fold_image(IpVersion::v4, 20), fold_image(IpVersion::v4, 24), fold_image(IpVersion::v4, 28),
-    fold_image(IpVersion::v4, 32), fold_image(IpVersion::v4, 36), fold_image(IpVersion::v4, 40),
-    fold_image(IpVersion::v4, 44), fold_image(IpVersion::v4, 48), fold_image(IpVersion::v4, 52),
-    fold_image(IpVersion::v4, 56), fold_image(IpVersion::v4, 60), fold_image(IpVersion::v6, 40),
-};
+constexpr auto fold_images = per_layout(fold_image);
 
 // Register r of the message (FF FF FF FF, then the packet's n bytes) padded in front by `pad` zeros: message
 // bytes [64 r - pad, 64 r - pad + 64), masked.
@@ -145,8 +153,7 @@ UROCE_FOLD_TARGET uint32_t icrc_folded(const uint8_t* packet, size_t n, const Fo
 uint32_t compute_icrc(std::span<const uint8_t> packet, IpVersion version, size_t ip_header_length) {
 #if defined(__x86_64__)
   if (packet.size() <= max_copied_packet && packet.size() >= 40 && fold::available()) {
-    return icrc_folded(packet.data(), packet.size(),
-                       fold_images[version == IpVersion::v6 ? 11 : (ip_header_length - 20) / 4]);
+    return icrc_folded(packet.data(), packet.size(), fold_images[header_layout(version, ip_header_length)]);
   }
 #endif
   if (packet.size() <= max_copied_packet) {

@@ -206,23 +206,29 @@ ParseError parse_l3(uint16_t ethertype, std::span<const uint8_t> bytes, Frame& o
   return dispatch_l3(out, ethertype, 0);
 }
 
+namespace {
+
+size_t ip_header_length(const Frame& f) {
+  return f.ip_version == IpVersion::v4 ? f.ipv4.header_length : ipv6_header_size;
+}
+
+}  // namespace
+
 uint32_t compute_icrc(const Frame& f) {
   if (!f.has(layer_transport)) return 0;  // not a RoCE frame that parsed: there is nothing to cover
-  const size_t ip_header_length = f.ip_version == IpVersion::v4 ? f.ipv4.header_length : ipv6_header_size;
   const auto packet = f.bytes.subspan(f.l3_offset, f.end_offset - icrc_size - f.l3_offset);
-  return compute_icrc(packet, f.ip_version, ip_header_length);
+  return compute_icrc(packet, f.ip_version, ip_header_length(f));
 }
 
 bool icrc_ok(const Frame& f) { return f.is_roce() && compute_icrc(f) == f.roce.icrc; }
 
 uint32_t compute_icrc_copying_payload(const Frame& f, uint8_t* dst) {
   if (!f.has(layer_transport)) return 0;
-  const size_t ip_header_length = f.ip_version == IpVersion::v4 ? f.ipv4.header_length : ipv6_header_size;
   const uint8_t* l3 = f.bytes.data() + f.l3_offset;
   const uint8_t* payload = f.roce.payload.data();
   const uint8_t* icrc_at = f.bytes.data() + f.end_offset - icrc_size;
   // The headers (at least IP, UDP and BTH, as compute_icrc needs), then the payload, then the pad.
-  uint32_t crc = compute_icrc(std::span<const uint8_t>(l3, size_t(payload - l3)), f.ip_version, ip_header_length);
+  uint32_t crc = compute_icrc(std::span<const uint8_t>(l3, size_t(payload - l3)), f.ip_version, ip_header_length(f));
   crc = crc32_copy(crc, dst, payload, f.roce.payload.size());
   const uint8_t* pad = payload + f.roce.payload.size();
   return crc32_update(crc, pad, size_t(icrc_at - pad));
