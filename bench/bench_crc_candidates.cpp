@@ -11,6 +11,7 @@
 #include "bench/sections.hpp"
 #include "transport/wire/crc32.hpp"
 #include "transport/wire/crc32_copy.hpp"
+#include "transport/wire/crc32_fold.hpp"
 
 // Two of the kernels ISA-L's crc32_gzip_refl dispatches to (exported by libisal.so.2, not declared in
 // <isa-l/crc.h>): measured separately to show which one the dispatcher picks on this CPU.
@@ -32,6 +33,8 @@ const std::string row_zlib = "zlib crc32_z";
 const std::string row_isal = "ISA-L crc32_gzip_refl";
 const std::string row_isal_by16 = "ISA-L crc32_gzip_refl_by16_10 (AVX-512 kernel)";
 const std::string row_isal_by8 = "ISA-L crc32_gzip_refl_by8_02 (AVX kernel)";
+const std::string row_fold_256 = "uroce fold, AVX2 + VPCLMULQDQ (crc32_fold_256)";
+const std::string row_crc32_update = "uroce crc32_update (what the ICRC uses here)";
 const std::string row_dpdk_avx512 = "DPDK rte_net_crc_calc, RTE_NET_CRC_AVX512";
 const std::string row_dpdk_sse42 = "DPDK rte_net_crc_calc, RTE_NET_CRC_SSE42";
 const std::string row_dpdk_scalar = "DPDK rte_net_crc_calc, RTE_NET_CRC_SCALAR";
@@ -80,7 +83,8 @@ double dpdk_gbps(const FramePool& pool, double seconds) {
 }  // namespace
 
 std::vector<std::string> crc_row_names() {
-  return {row_zlib, row_isal, row_isal_by16, row_isal_by8, row_dpdk_avx512, row_dpdk_sse42, row_dpdk_scalar};
+  return {row_zlib,         row_isal,        row_isal_by16,  row_isal_by8,   row_fold_256,
+          row_crc32_update, row_dpdk_avx512, row_dpdk_sse42, row_dpdk_scalar};
 }
 
 void add_copy_crc_measurements(Group& g, uint8_t* dst) {
@@ -214,6 +218,14 @@ void add_crc_measurements(Group& g, bool all) {
       return crc_pass(pool, [](const uint8_t* p, size_t n) { return crc32_gzip_refl_by8_02(0, p, n); });
     });
   }
+  if (all && wire::fold::available_256()) {
+    add(row_fold_256, [&pool] {
+      return crc_pass(pool, [](const uint8_t* p, size_t n) { return wire::detail::crc32_fold_256(0, p, n); });
+    });
+  }
+  add(row_crc32_update, [&pool] {
+    return crc_pass(pool, [](const uint8_t* p, size_t n) { return wire::crc32_update(0, p, n); });
+  });
   const std::pair<dpdk::Alg, const std::string*> algs[] = {{dpdk::Alg::avx512, &row_dpdk_avx512},
                                                            {dpdk::Alg::sse42, &row_dpdk_sse42},
                                                            {dpdk::Alg::scalar, &row_dpdk_scalar}};

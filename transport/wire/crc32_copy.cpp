@@ -1,6 +1,7 @@
 #include "transport/wire/crc32_copy.hpp"
 
 #include <cstring>
+#include <vector>
 
 #include "transport/wire/crc32.hpp"
 #include "transport/wire/crc32_fold.hpp"
@@ -67,7 +68,44 @@ UROCE_FOLD_TARGET uint32_t fold_and_copy(uint32_t crc, uint8_t* dst, const uint8
   return copy_then_crc(folded, dst + done, src + done, len - done);
 }
 
+// The same loop on 32-byte registers, for CPUs without AVX-512: eight of them make the block, so that as
+// many products are in flight as with four ZMM registers. With `copy` false it only folds (crc32_update's
+// kernel on such CPUs, crc32.cpp) and `dst` is unused.
+template <bool copy>
+UROCE_FOLD256_TARGET inline __m256i take_256(uint8_t* dst, const uint8_t* src) {
+  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src));
+  if constexpr (copy) _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), v);
+  return v;
+}
+
+template <bool copy>
+UROCE_FOLD256_TARGET uint32_t fold_256(uint32_t crc, uint8_t* dst, const uint8_t* src, size_t len) {
+  const __m256i by_block = fold::broadcast256(fold_by_block);
+  __m256i x[8];
+#pragma GCC unroll 8
+  for (size_t i = 0; i < 8; ++i) x[i] = take_256<copy>(dst + 32 * i, src + 32 * i);
+  x[0] = _mm256_xor_si256(x[0], _mm256_zextsi128_si256(_mm_cvtsi32_si128(int(~crc))));
+  size_t done = block_size;
+  for (; len - done >= block_size; done += block_size) {
+#pragma GCC unroll 8
+    for (size_t i = 0; i < 8; ++i) {
+      x[i] = fold::fold(x[i], by_block, take_256<copy>(dst + done + 32 * i, src + done + 32 * i));
+    }
+  }
+  // Every register straight onto the last, each by its own distance: independent products.
+  constexpr FoldConstant by_registers[7] = {fold_forward(8 * 224), fold_forward(8 * 192), fold_forward(8 * 160),
+                                            fold_forward(8 * 128), fold_forward(8 * 96),  fold_forward(8 * 64),
+                                            fold_forward(8 * 32)};
+  __m256i last = x[7];
+#pragma GCC unroll 7
+  for (size_t i = 0; i < 7; ++i) last = fold::fold(x[i], fold::broadcast256(by_registers[i]), last);
+  const uint32_t folded = ~fold::reduce_lane(fold::fold_to_last_lane(last));
+  if constexpr (copy) return copy_then_crc(folded, dst + done, src + done, len - done);
+  return crc32_update(folded, src + done, len - done);
+}
+
 const bool cpu_folds = fold::available();
+const bool cpu_folds_256 = fold::available_256();
 
 }  // namespace
 
@@ -81,24 +119,47 @@ bool fold::available() {
   return yes;
 }
 
-bool detail::crc32_copy_folds() { return cpu_folds; }
+bool fold::available_256() {
+  static const bool yes = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") != 0 && __builtin_cpu_supports("vpclmulqdq") != 0;
+  }();
+  return yes;
+}
 
-uint32_t detail::crc32_copy_folded(uint32_t crc, uint8_t* dst, const uint8_t* src, size_t len) {
-  return len < block_size ? copy_then_crc(crc, dst, src, len) : fold_and_copy(crc, dst, src, len);
+std::vector<detail::CopyKernel> detail::crc32_copy_kernels() {
+  std::vector<CopyKernel> k;
+  // Any length: below a block, what crc32_copy does there.
+  if (cpu_folds) {
+    k.push_back({"AVX-512", [](uint32_t crc, uint8_t* dst, const uint8_t* src, size_t len) {
+                   return len < block_size ? copy_then_crc(crc, dst, src, len) : fold_and_copy(crc, dst, src, len);
+                 }});
+  }
+  if (cpu_folds_256) {
+    k.push_back({"AVX2", [](uint32_t crc, uint8_t* dst, const uint8_t* src, size_t len) {
+                   return len < block_size ? copy_then_crc(crc, dst, src, len) : fold_256<true>(crc, dst, src, len);
+                 }});
+  }
+  return k;
+}
+
+uint32_t detail::crc32_fold_256(uint32_t crc, const uint8_t* src, size_t len) {
+  return len < block_size ? crc32_update(crc, src, len) : fold_256<false>(crc, nullptr, src, len);
 }
 
 uint32_t crc32_copy(uint32_t crc, uint8_t* dst, const uint8_t* src, size_t len) {
-  if (cpu_folds && len >= block_size) return fold_and_copy(crc, dst, src, len);
+  if (len >= block_size) {
+    if (cpu_folds) return fold_and_copy(crc, dst, src, len);
+    if (cpu_folds_256) return fold_256<true>(crc, dst, src, len);
+  }
   return copy_then_crc(crc, dst, src, len);
 }
 
 #else  // not x86-64: copy, then CRC
 
-bool detail::crc32_copy_folds() { return false; }
+std::vector<detail::CopyKernel> detail::crc32_copy_kernels() { return {}; }
 
-uint32_t detail::crc32_copy_folded(uint32_t crc, uint8_t* dst, const uint8_t* src, size_t len) {
-  return copy_then_crc(crc, dst, src, len);
-}
+uint32_t detail::crc32_fold_256(uint32_t crc, const uint8_t* src, size_t len) { return crc32_update(crc, src, len); }
 
 uint32_t crc32_copy(uint32_t crc, uint8_t* dst, const uint8_t* src, size_t len) {
   return copy_then_crc(crc, dst, src, len);

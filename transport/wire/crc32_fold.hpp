@@ -1,5 +1,6 @@
 // CRC-32 (the reflected 0x04C11DB7 of Ethernet, zlib and the ICRC) by carry-less multiplication on
-// AVX-512 registers: the building blocks crc32_copy.cpp and icrc.cpp share. Internal to transport/wire.
+// AVX-512 registers, or on AVX2 registers where the CPU has VPCLMULQDQ without AVX-512: the building
+// blocks crc32_copy.cpp and icrc.cpp share. Internal to transport/wire.
 //
 // How the folding works. A 16-byte lane loaded little-endian holds in bit i (8 x byte + bit) the term
 // x^(127 - i) of the message polynomial, counted from the lane's end: the reflected CRC takes each byte's
@@ -70,10 +71,18 @@ constexpr FoldConstant fold_forward(unsigned bits) {
 #if defined(__x86_64__)
 
 #define UROCE_FOLD_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,vpclmulqdq,pclmul")))
+// The same folding on 32-byte registers, for CPUs with VPCLMULQDQ but no AVX-512: AMD Zen 3 (EPYC 7003),
+// Intel's client cores from Alder Lake on.
+#define UROCE_FOLD256_TARGET __attribute__((target("avx2,vpclmulqdq,pclmul")))
+// Only what reduce_lane needs: callable (and inlined) from both of the above.
+#define UROCE_REDUCE_TARGET __attribute__((target("pclmul")))
 
 // Whether this CPU has what the folding needs (AVX-512 F/BW/VL and VPCLMULQDQ, with the OS saving ZMM
 // state: GCC's and clang's checks include XCR0).
 bool available();
+
+// Whether it has what the 32-byte folding needs (AVX2 and VPCLMULQDQ, with the OS saving YMM state).
+bool available_256();
 
 UROCE_FOLD_TARGET inline __m512i broadcast(FoldConstant k) {
   return _mm512_set_epi64(int64_t(k.for_second_half), int64_t(k.for_first_half), int64_t(k.for_second_half),
@@ -102,9 +111,29 @@ UROCE_FOLD_TARGET inline __m128i fold_to_last_lane(__m512i x) {
                                 _mm512_maskz_extracti32x4_epi32(0xF, x, 3), 0x96);
 }
 
+UROCE_FOLD256_TARGET inline __m256i broadcast256(FoldConstant k) {
+  return _mm256_set_epi64x(int64_t(k.for_second_half), int64_t(k.for_first_half), int64_t(k.for_second_half),
+                           int64_t(k.for_first_half));
+}
+
+UROCE_FOLD256_TARGET inline __m256i fold(__m256i lanes, __m256i k, __m256i there) {
+  return _mm256_xor_si256(_mm256_xor_si256(_mm256_clmulepi64_epi128(lanes, k, 0x00),
+                                           _mm256_clmulepi64_epi128(lanes, k, 0x11)),
+                          there);
+}
+
+// The two lanes of a register folded into its last one.
+UROCE_FOLD256_TARGET inline __m128i fold_to_last_lane(__m256i x) {
+  constexpr FoldConstant by1 = fold_forward(128);
+  const __m128i k = _mm_set_epi64x(int64_t(by1.for_second_half), int64_t(by1.for_first_half));
+  const __m128i first = _mm256_castsi256_si128(x);
+  return _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(first, k, 0x00), _mm_clmulepi64_si128(first, k, 0x11)),
+                       _mm256_extracti128_si256(x, 1));
+}
+
 // The CRC register (reflected, zlib's value before its final inversion) after the 16 bytes of `lane`
 // from a register of zero: lane * x^32 mod P.
-UROCE_FOLD_TARGET inline uint32_t reduce_lane(__m128i lane) {
+UROCE_REDUCE_TARGET inline uint32_t reduce_lane(__m128i lane) {
   // lane = H x^64 + L. First H x^96 + L x^32, which has the same residue and at most 96 bits ...
   constexpr uint64_t x95 = reflect64(x_pow_mod_p(95));
   const __m128i s = _mm_xor_si128(_mm_clmulepi64_si128(lane, _mm_set_epi64x(0, int64_t(x95)), 0x00),

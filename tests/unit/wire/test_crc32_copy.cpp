@@ -47,10 +47,6 @@ void check_copy(CopyFn fn, const Bytes& src, size_t src_off, size_t dst_off, siz
   }
 }
 
-uint32_t folded(uint32_t crc, uint8_t* dst, const uint8_t* src, size_t len) {
-  return detail::crc32_copy_folded(crc, dst, src, len);
-}
-
 }  // namespace
 
 TEST_CASE("crc32_copy equals the bitwise oracle", "[wire][crc32]") {
@@ -67,13 +63,11 @@ TEST_CASE("crc32_copy equals the bitwise oracle", "[wire][crc32]") {
 
 TEST_CASE("crc32_copy: every length, alignment and starting CRC", "[wire][crc32]") {
   const Bytes data = random_bytes(9000 + 64, 11);
-  std::vector<CopyFn> fns = {crc32_copy};
-  if (detail::crc32_copy_folds()) {
-    fns.push_back(folded);
-  } else {
-    WARN("this CPU has no AVX-512 VPCLMULQDQ: only the memcpy + crc32_update path is checked");
-  }
-  for (CopyFn fn : fns) {
+  std::vector<detail::CopyKernel> kernels = detail::crc32_copy_kernels();
+  if (kernels.empty()) WARN("this CPU has no VPCLMULQDQ: only the memcpy + crc32_update path is checked");
+  kernels.push_back({"crc32_copy", crc32_copy});
+  for (const auto& [name, fn] : kernels) {
+    INFO("kernel " << name);
     // Every length through five blocks: no block, one block with every tail, the loop with every tail.
     for (size_t n = 0; n <= 5 * 256 + 1; ++n) check_copy(fn, data, 0, 0, n, 0x2144DF1Cu);
     // Misaligned source and destination, separately and together.
