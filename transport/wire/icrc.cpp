@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cstring>
+#include <vector>
 
 #include "transport/wire/crc32.hpp"
 #include "transport/wire/crc32_fold.hpp"
@@ -146,20 +147,118 @@ UROCE_FOLD_TARGET uint32_t icrc_folded(const uint8_t* packet, size_t n, const Fo
   }
   return ~fold::reduce_lane(fold::fold_to_last_lane(acc));
 }
+
+// The same folding one 16-byte lane at a time, for CPUs without AVX-512 (every x86-64 CPU with PCLMULQDQ):
+// there are no byte-masked loads, so the message is the packet alone, and the eight 0xFF bytes enter as
+// the register they leave (~crc_of_lrh_ones) XORed into the packet's first four bytes. The message is
+// padded in front to whole lanes: the first lane's r = n mod 16 bytes are loaded from the packet's start
+// and shuffled to the lane's top (all 16 when r is 0). Every lane is folded straight onto the last.
+#define UROCE_LANE_FOLD_TARGET __attribute__((target("pclmul,ssse3")))
+
+constexpr size_t max_lanes = max_copied_packet / 16;
+
+constexpr std::array<fold::FoldConstant, max_lanes> lane_distances = [] {
+  std::array<fold::FoldConstant, max_lanes> k{};
+  for (size_t d = 1; d < max_lanes; ++d) k[d] = fold::fold_forward(unsigned(128 * d));
+  return k;
+}();
+
+// The register the 0xFF bytes leave, little-endian, where the packet's first four bytes are, then zeros:
+// loaded at a lane's packet offset (0 to 16), it is what XORs that lane's share of those bytes.
+struct RegisterImage {
+  alignas(16) uint8_t bytes[32] = {};
+};
+constexpr RegisterImage lrh_register_image = [] {
+  RegisterImage m;
+  for (int i = 0; i < 4; ++i) m.bytes[i] = uint8_t(~crc_of_lrh_ones >> (8 * i));
+  return m;
+}();
+
+// pshufb controls: loaded from shift_control + 16 - s, bytes j >= s take byte j - s and the rest zero.
+alignas(16) constexpr uint8_t shift_control[32] = {0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80,
+                                                   0x80, 0x80, 0x80, 0x80, 0x80, 0,    1,    2,    3,    4,    5,
+                                                   6,    7,    8,    9,    10,   11,   12,   13,   14,   15};
+
+UROCE_LANE_FOLD_TARGET inline __m128i masked_lane(const uint8_t* packet, const OrMask& mask, size_t at) {
+  return _mm_or_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(packet + at)),
+                      _mm_loadu_si128(reinterpret_cast<const __m128i*>(mask.bytes + at)));
+}
+
+UROCE_LANE_FOLD_TARGET inline __m128i fold_lane(__m128i lane, fold::FoldConstant k, __m128i there) {
+  const __m128i kk = _mm_set_epi64x(int64_t(k.for_second_half), int64_t(k.for_first_half));
+  return _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(lane, kk, 0x00), _mm_clmulepi64_si128(lane, kk, 0x11)),
+                       there);
+}
+
+UROCE_LANE_FOLD_TARGET inline __m128i register_share(size_t at) {
+  return _mm_loadu_si128(reinterpret_cast<const __m128i*>(lrh_register_image.bytes + at));
+}
+
+// 40 <= n <= max_copied_packet.
+UROCE_LANE_FOLD_TARGET uint32_t icrc_lane_folded(const uint8_t* packet, size_t n, const OrMask& mask) {
+  const size_t lanes = (n + 15) / 16;
+  const size_t first = n - 16 * (lanes - 1);  // bytes in the first lane, 1 to 16
+  __m128i lane0 = _mm_xor_si128(masked_lane(packet, mask, 0), register_share(0));
+  if (first < 16) {
+    lane0 = _mm_shuffle_epi8(lane0, _mm_loadu_si128(reinterpret_cast<const __m128i*>(shift_control + first)));
+  }
+  // A first lane of fewer than four bytes leaves the rest of the register's bytes to the second.
+  const __m128i lane1 = _mm_xor_si128(masked_lane(packet, mask, first), register_share(first));
+  __m128i acc = masked_lane(packet, mask, n - 16);  // n >= 40: three lanes at least
+  acc = fold_lane(lane0, lane_distances[lanes - 1], acc);
+  acc = fold_lane(lane1, lane_distances[lanes - 2], acc);
+  for (size_t k = 2; k + 1 < lanes; ++k) {
+    acc = fold_lane(masked_lane(packet, mask, first + 16 * (k - 1)), lane_distances[lanes - 1 - k], acc);
+  }
+  return ~fold::reduce_lane(acc);
+}
+
+const bool cpu_folds_lanes = [] {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("pclmul") != 0 && __builtin_cpu_supports("ssse3") != 0;
+}();
 #endif
+
+// Where neither folding can run: a masked copy, CRC'd in one call. n <= max_copied_packet.
+uint32_t icrc_copied(const uint8_t* packet, size_t n, const OrMask& mask) {
+  uint8_t copy[max_copied_packet];
+  copy_masked(copy, packet, n, mask);
+  return crc32_update(crc_of_lrh_ones, copy, n);
+}
 
 }  // namespace
 
-uint32_t compute_icrc(std::span<const uint8_t> packet, IpVersion version, size_t ip_header_length) {
+std::vector<detail::ShortIcrcKernel> detail::short_icrc_kernels() {
+  std::vector<ShortIcrcKernel> k;
 #if defined(__x86_64__)
-  if (packet.size() <= max_copied_packet && packet.size() >= 40 && fold::available()) {
-    return icrc_folded(packet.data(), packet.size(), fold_images[header_layout(version, ip_header_length)]);
+  if (fold::available()) {
+    k.push_back({"AVX-512 registers", [](std::span<const uint8_t> p, IpVersion v, size_t ihl) {
+                   return icrc_folded(p.data(), p.size(), fold_images[header_layout(v, ihl)]);
+                 }});
+  }
+  if (cpu_folds_lanes) {
+    k.push_back({"16-byte lanes", [](std::span<const uint8_t> p, IpVersion v, size_t ihl) {
+                   return icrc_lane_folded(p.data(), p.size(), or_mask_for(v, ihl));
+                 }});
   }
 #endif
+  k.push_back({"masked copy", [](std::span<const uint8_t> p, IpVersion v, size_t ihl) {
+                 return icrc_copied(p.data(), p.size(), or_mask_for(v, ihl));
+               }});
+  return k;
+}
+
+uint32_t compute_icrc(std::span<const uint8_t> packet, IpVersion version, size_t ip_header_length) {
   if (packet.size() <= max_copied_packet) {
-    uint8_t copy[max_copied_packet];
-    copy_masked(copy, packet.data(), packet.size(), or_mask_for(version, ip_header_length));
-    return crc32_update(crc_of_lrh_ones, copy, packet.size());
+#if defined(__x86_64__)
+    if (packet.size() >= 40 && fold::available()) {
+      return icrc_folded(packet.data(), packet.size(), fold_images[header_layout(version, ip_header_length)]);
+    }
+    if (packet.size() >= 40 && cpu_folds_lanes) {
+      return icrc_lane_folded(packet.data(), packet.size(), or_mask_for(version, ip_header_length));
+    }
+#endif
+    return icrc_copied(packet.data(), packet.size(), or_mask_for(version, ip_header_length));
   }
   // Mask a copy of the variant fields; the payload is CRC'd in place, so the copy is at most 80 bytes.
   const size_t prefix = ip_header_length + 8 + 12;

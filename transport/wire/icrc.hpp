@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 namespace uroce::wire {
 
@@ -19,6 +20,16 @@ enum class IpVersion : uint8_t { v4 = 4, v6 = 6 };
 // packet.size() >= ip_header_length + 8 + 12. The result continues like any CRC: given only the packet's
 // first bytes (at least its headers), crc32_update() or crc32_copy() over the rest gives the ICRC.
 uint32_t compute_icrc(std::span<const uint8_t> packet, IpVersion version, size_t ip_header_length);
+
+namespace detail {
+// The ways compute_icrc can take a packet of 40 to 256 bytes on this CPU, best first (the first is what it
+// uses): AVX-512 registers, 16-byte lanes, a masked copy CRC'd in one call. For tests.
+struct ShortIcrcKernel {
+  const char* name;
+  uint32_t (*fn)(std::span<const uint8_t> packet, IpVersion version, size_t ip_header_length);
+};
+std::vector<ShortIcrcKernel> short_icrc_kernels();
+}  // namespace detail
 
 // The ICRC as stored on the wire (4 bytes, least-significant first).
 uint32_t load_icrc(const uint8_t* p);
