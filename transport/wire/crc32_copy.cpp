@@ -71,10 +71,11 @@ UROCE_FOLD_TARGET uint32_t fold_and_copy(uint32_t crc, uint8_t* dst, const uint8
 // The same loop on 32-byte registers, for CPUs without AVX-512: eight of them make the block, so that as
 // many products are in flight as with four ZMM registers. With `copy` false it only folds (crc32_update's
 // kernel on such CPUs, crc32.cpp) and `dst` is unused.
+// (dst is null without the copy, so no offset is applied to it then.)
 template <bool copy>
-UROCE_FOLD256_TARGET inline __m256i take_256(uint8_t* dst, const uint8_t* src) {
-  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src));
-  if constexpr (copy) _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), v);
+UROCE_FOLD256_TARGET inline __m256i take_256(uint8_t* dst, const uint8_t* src, size_t at) {
+  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + at));
+  if constexpr (copy) _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + at), v);
   return v;
 }
 
@@ -83,13 +84,13 @@ UROCE_FOLD256_TARGET uint32_t fold_256(uint32_t crc, uint8_t* dst, const uint8_t
   const __m256i by_block = fold::broadcast256(fold_by_block);
   __m256i x[8];
 #pragma GCC unroll 8
-  for (size_t i = 0; i < 8; ++i) x[i] = take_256<copy>(dst + 32 * i, src + 32 * i);
+  for (size_t i = 0; i < 8; ++i) x[i] = take_256<copy>(dst, src, 32 * i);
   x[0] = _mm256_xor_si256(x[0], _mm256_zextsi128_si256(_mm_cvtsi32_si128(int(~crc))));
   size_t done = block_size;
   for (; len - done >= block_size; done += block_size) {
 #pragma GCC unroll 8
     for (size_t i = 0; i < 8; ++i) {
-      x[i] = fold::fold(x[i], by_block, take_256<copy>(dst + done + 32 * i, src + done + 32 * i));
+      x[i] = fold::fold(x[i], by_block, take_256<copy>(dst, src, done + 32 * i));
     }
   }
   // Every register straight onto the last, each by its own distance: independent products.
