@@ -53,6 +53,36 @@ std::optional<ConnData> decode(const void* data, size_t length) {
   return c;
 }
 
+void encode(const DatagramHeader& h, uint8_t* out) {
+  out[0] = h.version;
+  out[1] = uint8_t(h.size());
+  put_be(out + 2, h.port, 2);
+  if (h.version == 6) {
+    put_be(out + 4, h.flowinfo, 4);
+    std::memcpy(out + 8, h.address.data(), 16);
+  } else {
+    std::memcpy(out + 4, h.address.data(), 4);
+  }
+}
+
+std::optional<DatagramHeader> decode_datagram_header(const void* data, size_t length) {
+  if (data == nullptr || length < kDatagramHeaderV4) return std::nullopt;
+  const auto* p = static_cast<const uint8_t*>(data);
+  DatagramHeader h;
+  h.version = p[0];
+  const bool v4 = h.version == 4 && p[1] == kDatagramHeaderV4;
+  const bool v6 = h.version == 6 && p[1] == kDatagramHeaderV6 && length >= kDatagramHeaderV6;
+  if (!v4 && !v6) return std::nullopt;
+  h.port = uint16_t(get_be(p + 2, 2));
+  if (v6) {
+    h.flowinfo = uint32_t(get_be(p + 4, 4));
+    std::memcpy(h.address.data(), p + 8, 16);
+  } else {
+    std::memcpy(h.address.data(), p + 4, 4);
+  }
+  return h;
+}
+
 uint32_t to_scale(uint32_t value, int bits) {
   const uint32_t half = 1u << (bits - 1);
   return value <= half ? value : half | (value >> bits);

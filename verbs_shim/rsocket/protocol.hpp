@@ -65,6 +65,26 @@ std::array<uint8_t, kConnDataSize> encode(const ConnData& c);
 // Nothing if the bytes are too short; the version is returned as found (the caller refuses others).
 std::optional<ConnData> decode(const void* data, size_t length);
 
+// Datagram rsockets (SOCK_DGRAM over UD QPs): every datagram starts with the sender's own address, so that
+// the receiver can say where it came from (rrecvfrom) and answer it. librdmacm's struct ds_header: version
+// (4 or 6), this header's length, the sender's port, then its IPv4 address, or its IPv6 flow information
+// and address; all in network order.
+inline constexpr size_t kDatagramHeaderV4 = 8;
+inline constexpr size_t kDatagramHeaderV6 = 24;
+
+struct DatagramHeader {
+  uint8_t version = 4;        // 4 or 6
+  uint16_t port = 0;          // host order here
+  uint32_t flowinfo = 0;      // IPv6 only, as on the wire
+  std::array<uint8_t, 16> address{};  // IPv4 in the first four bytes
+  size_t size() const { return version == 6 ? kDatagramHeaderV6 : kDatagramHeaderV4; }
+};
+
+// Writes the header (size() bytes) at `out`.
+void encode(const DatagramHeader& h, uint8_t* out);
+// Nothing unless the bytes hold a whole header of version 4 (length 8) or 6 (length 24).
+std::optional<DatagramHeader> decode_datagram_header(const void* data, size_t length);
+
 // Sizes up to 2^(bits-1) as they are; above, the top bit set and the value shifted down by `bits`
 // (librdmacm's rs_value_to_scale, for the iomap size in one byte).
 uint32_t to_scale(uint32_t value, int bits);

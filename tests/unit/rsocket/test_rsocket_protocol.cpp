@@ -3,6 +3,9 @@
 // must put in a REQ/REP and in each WRITE WITH IMMEDIATE for the real library to understand them.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <array>
+#include <utility>
 #include <vector>
 
 #include "verbs_shim/rsocket/protocol.hpp"
@@ -72,4 +75,53 @@ TEST_CASE("rsocket iomap size scale: exact up to 128, then 256-entry steps", "[r
   CHECK(from_scale(0x82, 8) == 512);
   CHECK(from_scale(to_scale(128, 8), 8) == 128);
   CHECK(from_scale(to_scale(300, 8), 8) == 256);  // rounded down to what the byte can say
+}
+
+TEST_CASE("rsocket datagram header: librdmacm's ds_header, 8 bytes for IPv4 and 24 for IPv6", "[rsocket]") {
+  DatagramHeader h4;
+  h4.version = 4;
+  h4.port = 7174;
+  h4.address = {192, 0, 2, 1};
+  std::array<uint8_t, kDatagramHeaderV4> b4{};
+  encode(h4, b4.data());
+  // version, length, port (big-endian: 7174 = 0x1C06), the address in network order.
+  CHECK(b4 == std::array<uint8_t, 8>{4, 8, 0x1C, 0x06, 192, 0, 2, 1});
+  const auto d4 = decode_datagram_header(b4.data(), b4.size());
+  REQUIRE(d4);
+  CHECK(d4->version == 4);
+  CHECK(d4->port == 7174);
+  CHECK(std::equal(b4.begin() + 4, b4.end(), d4->address.begin()));
+
+  DatagramHeader h6;
+  h6.version = 6;
+  h6.port = 0xBEEF;
+  h6.flowinfo = 0x000ABCDE;
+  for (size_t i = 0; i < 16; ++i) h6.address[i] = uint8_t(0xF0 + i);
+  std::array<uint8_t, kDatagramHeaderV6> b6{};
+  encode(h6, b6.data());
+  CHECK(b6[0] == 6);
+  CHECK(b6[1] == 24);
+  CHECK(b6[2] == 0xBE);
+  CHECK(b6[3] == 0xEF);
+  CHECK(std::array<uint8_t, 4>{b6[4], b6[5], b6[6], b6[7]} == std::array<uint8_t, 4>{0x00, 0x0A, 0xBC, 0xDE});
+  CHECK(b6[8] == 0xF0);
+  CHECK(b6[23] == 0xFF);
+  const auto d6 = decode_datagram_header(b6.data(), b6.size());
+  REQUIRE(d6);
+  CHECK(d6->port == 0xBEEF);
+  CHECK(d6->flowinfo == 0x000ABCDE);
+  CHECK(d6->address == h6.address);
+}
+
+TEST_CASE("rsocket datagram header: a wrong version, length or size is refused", "[rsocket]") {
+  const std::array<uint8_t, 24> v6{6, 24};
+  CHECK(decode_datagram_header(v6.data(), 24));
+  CHECK_FALSE(decode_datagram_header(v6.data(), 23));  // IPv6 needs all 24 bytes
+  CHECK_FALSE(decode_datagram_header(v6.data(), 7));
+  CHECK_FALSE(decode_datagram_header(nullptr, 24));
+  for (const auto& [version, length] : {std::pair{4, 24}, std::pair{6, 8}, std::pair{5, 8}, std::pair{0, 0}}) {
+    const std::array<uint8_t, 24> b{uint8_t(version), uint8_t(length)};
+    INFO("version " << version << " length " << length);
+    CHECK_FALSE(decode_datagram_header(b.data(), b.size()));
+  }
 }
