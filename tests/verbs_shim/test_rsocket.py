@@ -36,7 +36,10 @@ Cases, in each setup:
   must end within 15 s, not crash or hang, with the error librdmacm gives for the bad versions (ENOTSUP from
   rconnect, or raccept, which rejects the request) and EPROTO for the rest (where librdmacm would read past
   its ring or lose messages); the daemons must serve the next rstream.
-- with --dgram (off by default), on the loopback: udpong, echo mode (every datagram answered) and one-way.
+- with --dgram: udpong (SOCK_DGRAM rsockets), echo mode (every datagram answered) and one-way, and echo mode
+  with blocking calls over IPv6.
+- with --datagram-check (tests/verbs_shim/rsocket_peer/datagram_check.c): datagram rsockets call by call
+  against UDP's semantics, over IPv4 and IPv6.
 - with --long, on the loopback: rstream -S all (every size from 64 B to 6 MiB, latency and bandwidth).
 
 Every program runs under stdbuf -oL with its output in a file (at most 64 MB: a program that loops printing
@@ -387,14 +390,18 @@ def link_cut(t):
     return transfer_broken(t, "the link cut", True, lambda _server: link("down"), mend=lambda: link("up"))
 
 
-def udpong(t, echo):
+def udpong(t, echo, ipv6=False, blocking=False):
     """SOCK_DGRAM rsockets. The server (it serves until stopped) binds to the daemon's address: udpong's
-    default is the kernel's loopback address. The client retries its login every second until answered."""
+    default is the kernel's loopback address. The client retries its login every second until answered.
+    The first datagram to the server finds its QPN by SIDR through the daemons (verbs_shim/rsocket/datagram.cpp);
+    the server answers the address its datagrams carry."""
     p = port()
     count, size = 100, 1024
-    server = Job(t, t.server_socket, ["udpong", "-b", t.server_ip, "-p", p], "udpong-server")
+    ip = t.server_ip6 if ipv6 else t.server_ip
+    mode = ["-T", "b"] if blocking else []
+    server = Job(t, t.server_socket, ["udpong", "-b", ip, "-p", p, *mode], "udpong-server")
     try:
-        client = Job(t, t.client_socket, ["udpong", "-s", t.server_ip, "-p", p, "-C", str(count), "-S", str(size),
+        client = Job(t, t.client_socket, ["udpong", "-s", ip, "-p", p, "-C", str(count), "-S", str(size), *mode,
                                           *(["-T", "e"] if echo else [])], "udpong-client")
         rc = client.wait(TIMEOUT)
         out = client.output()
@@ -410,6 +417,19 @@ def udpong(t, echo):
     else:  # the server says how many it received; over UD some may be dropped, but not all
         assert rows[0][2] != "0", f"udpong: the server received nothing: {rows[0]}"
     return f"{rows[0][2]} datagrams of {rows[0][1]} counted, {rows[0][5]} Gb/s"
+
+
+def datagram_check(t, program, ip):
+    """tests/verbs_shim/rsocket_peer/datagram_check.c: three datagram rsockets of one process through the
+    server's daemon, each call checked against UDP's semantics (addresses, ports, boundaries, MSG_PEEK and
+    MSG_TRUNC, EMSGSIZE, a port nobody is bound to, 2000 datagrams in a row)."""
+    job = Job(t, t.server_socket, [program, ip], "datagram-check")
+    rc = job.wait(TIMEOUT)
+    out = job.output()
+    assert rc == 0, f"datagram_check {job.status(rc)}:\n{tail(out)}"
+    checks = out.count("ok: ")
+    assert "datagram checks passed" in out and checks >= 30, f"datagram_check: {checks} checks:\n{tail(out)}"
+    return f"{checks} checks passed"
 
 
 # --- a peer that breaks the protocol (tests/verbs_shim/rsocket_peer/hostile_peer.c) ------------------------
@@ -531,12 +551,16 @@ def cases(t, args):
             ("hostile server: more data messages than receives granted", h("flood", "rsend", EPROTO_TEXT)),
             ("hostile client: ConnData of version 2", lambda: hostile_client(t)),
         ]
+    if args.dgram:
+        c += [("udpong -T e", lambda: udpong(t, True)), ("udpong", lambda: udpong(t, False)),
+              ("udpong -T e -T b over IPv6", lambda: udpong(t, True, ipv6=True, blocking=True))]
+    if args.datagram_check:
+        c += [("datagram rsockets call by call", lambda: datagram_check(t, args.datagram_check, t.server_ip)),
+              ("datagram rsockets call by call, IPv6", lambda: datagram_check(t, args.datagram_check, t.server_ip6))]
     if t.name == "loopback":
         c.append(("rstream's own size table", s("rstream", [], rows=default_rows(0))))
         if args.long:
             c.append(("rstream -S all", s("rstream", ["-S", "all"], rows=default_rows(1))))
-        if args.dgram:
-            c += [("udpong -T e", lambda: udpong(t, True)), ("udpong", lambda: udpong(t, False))]
     return c
 
 
@@ -546,7 +570,9 @@ def main():
     ap.add_argument("--uroce-run", required=True)
     ap.add_argument("--uroce", help="the uroce tool, for the daemons' counters (default: in uroced's build)")
     ap.add_argument("--setup", action="append", choices=["loopback", "veth"])
-    ap.add_argument("--dgram", action="store_true", help="also udpong (SOCK_DGRAM rsockets), on the loopback")
+    ap.add_argument("--dgram", action="store_true", help="also udpong (SOCK_DGRAM rsockets)")
+    ap.add_argument("--datagram-check", help="tests/verbs_shim/rsocket_peer/datagram_check.c, built (its cases "
+                    "are skipped without it)")
     ap.add_argument("--long", action="store_true", help="also rstream -S all, on the loopback")
     ap.add_argument("--hostile-peer", help="tests/verbs_shim/rsocket_peer/hostile_peer.c, built (its cases are "
                     "skipped without it)")

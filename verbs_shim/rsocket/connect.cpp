@@ -344,9 +344,19 @@ CMA_EXPORT int rsocket(int domain, int type, int protocol) {
       (type == SOCK_DGRAM && protocol != 0 && protocol != IPPROTO_UDP)) {
     return fail(ENOTSUP);
   }
-  if (type == SOCK_DGRAM || domain == AF_IB) return fail(ENOTSUP);  // datagram rsockets: not yet
+  if (domain == AF_IB) return fail(ENOTSUP);
   Rsocket* rs = alloc(nullptr);
   if (rs == nullptr) return fail(ENOMEM);
+  if (type == SOCK_DGRAM) {
+    const int fd = datagram_create(rs, domain);
+    if (fd < 0) {
+      const int err = errno;
+      if (rs->dgram != nullptr) datagram_close(rs);
+      delete rs;
+      return fail(err);
+    }
+    return fd;
+  }
   if (rdma_create_id(nullptr, &rs->cm_id, rs, RDMA_PS_TCP) != 0) {
     const int err = errno;
     delete rs;
@@ -361,9 +371,10 @@ CMA_EXPORT int rsocket(int domain, int type, int protocol) {
   return rs->index;
 }
 
-CMA_EXPORT int rbind(int socket, const sockaddr* addr, socklen_t /*addrlen*/) {
+CMA_EXPORT int rbind(int socket, const sockaddr* addr, socklen_t addrlen) {
   Rsocket* rs = lookup(socket);
   if (rs == nullptr) return fail(EBADF);
+  if (rs->dgram != nullptr) return datagram_bind(rs, addr, addrlen);
   const int rc = rdma_bind_addr(rs->cm_id, const_cast<sockaddr*>(addr));
   if (rc == 0) rs->state = kBound;
   return rc;
@@ -372,6 +383,7 @@ CMA_EXPORT int rbind(int socket, const sockaddr* addr, socklen_t /*addrlen*/) {
 CMA_EXPORT int rlisten(int socket, int backlog) {
   Rsocket* rs = lookup(socket);
   if (rs == nullptr) return fail(EBADF);
+  if (rs->dgram != nullptr) return fail(EOPNOTSUPP);  // as listen(2) on a UDP socket
   if (rs->state == kListening) return 0;
   const int rc = rdma_listen(rs->cm_id, backlog);
   if (rc == 0) rs->state = kListening;
@@ -383,6 +395,7 @@ CMA_EXPORT int rlisten(int socket, int backlog) {
 CMA_EXPORT int raccept(int socket, sockaddr* addr, socklen_t* addrlen) {
   Rsocket* rs = lookup(socket);
   if (rs == nullptr) return fail(EBADF);
+  if (rs->dgram != nullptr) return fail(EOPNOTSUPP);
   if (rs->state != kListening) return fail(EINVAL);
   Rsocket* nrs = alloc(rs);
   if (nrs == nullptr) return fail(ENOMEM);
@@ -424,6 +437,7 @@ CMA_EXPORT int raccept(int socket, sockaddr* addr, socklen_t* addrlen) {
 CMA_EXPORT int rconnect(int socket, const sockaddr* addr, socklen_t addrlen) {
   Rsocket* rs = lookup(socket);
   if (rs == nullptr) return fail(EBADF);
+  if (rs->dgram != nullptr) return datagram_connect(rs, addr, addrlen);
   if (addr == nullptr || addrlen > sizeof(sockaddr_in6)) return fail(EINVAL);
   if (rs->state == kInit || rs->state == kBound) std::memcpy(&rs->cm_id->route.addr.dst_addr, addr, addrlen);
   return do_connect(rs);
@@ -434,6 +448,7 @@ CMA_EXPORT int rconnect(int socket, const sockaddr* addr, socklen_t addrlen) {
 CMA_EXPORT int rshutdown(int socket, int how) {
   Rsocket* rs = lookup(socket);
   if (rs == nullptr) return fail(EBADF);
+  if (rs->dgram != nullptr) return 0;  // nothing in flight to finish: datagrams are sent when posted
   if (rs->opts & kOptSvcActive) keepalive_remove(rs);
   if (rs->fd_flags & O_NONBLOCK) set_nonblocking(rs, 0);
   int rc = 0;
@@ -474,6 +489,12 @@ CMA_EXPORT int rshutdown(int socket, int how) {
 CMA_EXPORT int rclose(int socket) {
   Rsocket* rs = lookup(socket);
   if (rs == nullptr) return fail(EBADF);
+  if (rs->dgram != nullptr) {
+    remove(rs);
+    datagram_close(rs);
+    delete rs;
+    return 0;
+  }
   if (rs->state & kConnected) {
     rshutdown(socket, SHUT_RDWR);
   } else if (rs->opts & kOptSvcActive) {

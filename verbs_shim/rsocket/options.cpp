@@ -90,11 +90,30 @@ void release(Rsocket* rs, std::list<IoMapMr*>& list, std::list<IoMapMr*>::iterat
   rs->iomap_pending = !rs->iomap_queue.empty();
 }
 
+// What a datagram rsocket takes: the sizes (queue depths apply when it is bound or first sends), and the
+// options that only describe it. The rest are a stream's, or need an rdma_cm ID it does not have yet.
+bool datagram_option(int level, int optname) {
+  switch (level) {
+    case SOL_SOCKET: return optname == SO_SNDBUF || optname == SO_RCVBUF || optname == SO_REUSEADDR;
+    case SOL_RDMA: return optname == RDMA_SQSIZE || optname == RDMA_RQSIZE || optname == RDMA_INLINE;
+    default: return false;
+  }
+}
+
 }  // namespace
 
 CMA_EXPORT int rsetsockopt(int socket, int level, int optname, const void* optval, socklen_t optlen) {
   Rsocket* rs = lookup(socket);
   if (rs == nullptr) return fail(EBADF);
+  if (rs->dgram != nullptr) {
+    if (!datagram_option(level, optname)) return fail(ENOTSUP);
+    if (level == SOL_SOCKET && optname == SO_REUSEADDR) {
+      int value = 0;
+      if (int_of(optval, optlen, value) != 0) return -1;
+      rs->so_opts = value != 0 ? rs->so_opts | (uint64_t(1) << SO_REUSEADDR) : rs->so_opts & ~(uint64_t(1) << SO_REUSEADDR);
+      return 0;
+    }
+  }
   int value = 0;
   uint64_t* opts = nullptr;
   bool on = false;
@@ -210,6 +229,10 @@ CMA_EXPORT int rgetsockopt(int socket, int level, int optname, void* optval, soc
   Rsocket* rs = lookup(socket);
   if (rs == nullptr) return fail(EBADF);
   if (optval == nullptr || optlen == nullptr) return fail(EFAULT);
+  if (rs->dgram != nullptr) {
+    if (level == SOL_SOCKET && optname == SO_TYPE) return put_int(optval, optlen, SOCK_DGRAM);
+    if (!datagram_option(level, optname) && !(level == SOL_SOCKET && optname == SO_ERROR)) return fail(ENOTSUP);
+  }
   auto bit = [](uint64_t set, int name) { return name < 64 && (set & (uint64_t(1) << name)) ? 1 : 0; };
   switch (level) {
     case SOL_SOCKET:
@@ -271,7 +294,10 @@ CMA_EXPORT int rfcntl(int socket, int cmd, ...) {
   const int flags = va_arg(args, int);
   va_end(args);
   int rc = 0;
-  if ((rs->fd_flags & O_NONBLOCK) != (flags & O_NONBLOCK)) rc = set_nonblocking(rs, flags & O_NONBLOCK);
+  // (A datagram rsocket's calls read fd_flags themselves; a stream's channels change too.)
+  if (rs->dgram == nullptr && (rs->fd_flags & O_NONBLOCK) != (flags & O_NONBLOCK)) {
+    rc = set_nonblocking(rs, flags & O_NONBLOCK);
+  }
   if (rc == 0) rs->fd_flags = flags;
   return rc;
 }
@@ -280,6 +306,7 @@ CMA_EXPORT int rgetpeername(int socket, sockaddr* addr, socklen_t* addrlen) {
   Rsocket* rs = lookup(socket);
   if (rs == nullptr) return fail(EBADF);
   if (addr == nullptr || addrlen == nullptr) return fail(EFAULT);
+  if (rs->dgram != nullptr) return datagram_name(rs, addr, addrlen, true);
   copy_addr(addr, rdma_get_peer_addr(rs->cm_id), addrlen);
   return 0;
 }
@@ -288,6 +315,7 @@ CMA_EXPORT int rgetsockname(int socket, sockaddr* addr, socklen_t* addrlen) {
   Rsocket* rs = lookup(socket);
   if (rs == nullptr) return fail(EBADF);
   if (addr == nullptr || addrlen == nullptr) return fail(EFAULT);
+  if (rs->dgram != nullptr) return datagram_name(rs, addr, addrlen, false);
   copy_addr(addr, rdma_get_local_addr(rs->cm_id), addrlen);
   return 0;
 }
@@ -297,6 +325,7 @@ CMA_EXPORT int rgetsockname(int socket, sockaddr* addr, socklen_t* addrlen) {
 CMA_EXPORT off_t riomap(int socket, void* buf, size_t len, int prot, int /*flags*/, off_t offset) {
   Rsocket* rs = lookup(socket);
   if (rs == nullptr) return fail<off_t>(EBADF);
+  if (rs->dgram != nullptr) return fail<off_t>(EOPNOTSUPP);
   if (rs->cm_id->pd == nullptr || (prot & ~(PROT_WRITE | PROT_NONE))) return fail<off_t>(EINVAL);
   std::lock_guard g(rs->map_lock);
   int access = IBV_ACCESS_LOCAL_WRITE;
@@ -336,6 +365,7 @@ CMA_EXPORT off_t riomap(int socket, void* buf, size_t len, int prot, int /*flags
 CMA_EXPORT int riounmap(int socket, void* buf, size_t len) {
   Rsocket* rs = lookup(socket);
   if (rs == nullptr) return fail(EBADF);
+  if (rs->dgram != nullptr) return fail(EOPNOTSUPP);
   std::lock_guard g(rs->map_lock);
   for (auto* list : {&rs->iomap_list, &rs->iomap_queue}) {
     for (auto it = list->begin(); it != list->end(); ++it) {

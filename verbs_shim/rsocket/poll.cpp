@@ -23,6 +23,7 @@ bool poll_all(Rsocket*) { return true; }
 bool is_cq_armed(Rsocket* rs) { return rs->cq_armed; }
 
 short poll_rs(Rsocket* rs, short events, bool nonblock, bool (*test)(Rsocket*)) {
+  if (rs->dgram != nullptr) return datagram_poll(rs, events);
   for (;;) {
     if ((rs->state & kConnected) || rs->state == kDisconnected || (rs->state & kError)) {
       process_cq(rs, nonblock, test);
@@ -76,6 +77,16 @@ int arm_all(std::vector<pollfd>& rfds, std::vector<nfds_t>& extra, pollfd* fds, 
   rfds.resize(n);
   extra.clear();
   for (nfds_t i = 0; i < n; ++i) {
+    if (Rsocket* rs = lookup(fds[i].fd); rs != nullptr && rs->dgram != nullptr) {
+      int fd = -1;
+      const int ready = datagram_arm(rs, fds[i].events, fd);
+      if (ready != 0) {
+        fds[i].revents = ready > 0 ? datagram_poll(rs, fds[i].events) : short(POLLERR);
+        if (fds[i].revents != 0) return 1;
+      }
+      rfds[i] = {fd, POLLIN, 0};
+      continue;
+    }
     if (Rsocket* rs = lookup(fds[i].fd)) {
       fds[i].revents = poll_rs(rs, fds[i].events, false, is_cq_armed);
       if (fds[i].revents != 0) return 1;
@@ -108,7 +119,9 @@ int take_events(const std::vector<pollfd>& rfds, const std::vector<nfds_t>& extr
   for (nfds_t i = 0; i < n; ++i) {
     if (!woken[i]) continue;
     if (Rsocket* rs = lookup(fds[i].fd)) {
-      if (rfds[i].revents != 0) {
+      if (rfds[i].revents != 0 && rs->dgram != nullptr) {
+        datagram_woken(rs);
+      } else if (rfds[i].revents != 0) {
         std::lock_guard g(rs->cq_wait_lock);
         get_cq_event(rs);
       }

@@ -5,13 +5,14 @@
 //
 // Files: connect.cpp (socket, bind, listen, accept, connect, shutdown, close), transfer.cpp (the credit
 // protocol: send, receive, iowrite), poll.cpp (rpoll, rselect), options.cpp (socket options, fcntl,
-// names, riomap), keepalive.cpp (SO_KEEPALIVE's service thread).
+// names, riomap), keepalive.cpp (SO_KEEPALIVE's service thread), datagram.cpp (SOCK_DGRAM rsockets).
 #pragma once
 
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 #include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <chrono>
 #include <cstdint>
@@ -67,8 +68,11 @@ struct ReceivedMessage {
   uint32_t data;  // bytes still to read
 };
 
+struct Datagram;  // datagram.cpp
+
 struct Rsocket {
   int index = -1;
+  Datagram* dgram = nullptr;    // a datagram rsocket (SOCK_DGRAM): all its state; cm_id and the rest unused
   rdma_cm_id* cm_id = nullptr;
   uint32_t state = kInit;
   int opts = 0;
@@ -169,6 +173,20 @@ bool conn_all_sends_done(Rsocket* rs);
 // connect.cpp: advances a connect or accept still in progress (non-blocking sockets).
 int do_connect(Rsocket* rs);
 int set_nonblocking(Rsocket* rs, int flags);
+
+// datagram.cpp: datagram rsockets. The descriptor is created with the socket; the address, the UD QP and
+// its buffers when it is bound, or when it first sends or connects.
+int datagram_create(Rsocket* rs, int domain);
+int datagram_bind(Rsocket* rs, const sockaddr* addr, socklen_t len);
+int datagram_connect(Rsocket* rs, const sockaddr* addr, socklen_t len);
+ssize_t datagram_send(Rsocket* rs, const iovec* iov, int iovcnt, int flags, const sockaddr* dest, socklen_t len);
+ssize_t datagram_recv(Rsocket* rs, void* buf, size_t len, int flags, sockaddr* src, socklen_t* addrlen);
+short datagram_poll(Rsocket* rs, short events);  // without blocking
+// rpoll's sleep: arms the CQ, then says whether the socket is ready (1) or which descriptor to sleep on.
+int datagram_arm(Rsocket* rs, short events, int& fd);
+void datagram_woken(Rsocket* rs);  // that descriptor was readable: takes its event
+int datagram_name(Rsocket* rs, sockaddr* addr, socklen_t* addrlen, bool peer);
+void datagram_close(Rsocket* rs);  // frees everything but the Rsocket
 
 // keepalive.cpp
 int keepalive_add(Rsocket* rs);

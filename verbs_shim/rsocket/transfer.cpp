@@ -507,6 +507,10 @@ bool SpinBudget::left() {
 CMA_EXPORT ssize_t rsend(int socket, const void* buf, size_t len, int flags) {
   Rsocket* rs = stream(socket);
   if (rs == nullptr) return -1;
+  if (rs->dgram != nullptr) {
+    const iovec one{const_cast<void*>(buf), len};
+    return datagram_send(rs, &one, 1, flags, nullptr, 0);
+  }
   const auto* p = static_cast<const uint8_t*>(buf);
   size_t done = 0;
   return send_stream(rs, len, flags, p, [&](uint8_t* dst, size_t n) {
@@ -519,10 +523,12 @@ CMA_EXPORT ssize_t rwrite(int socket, const void* buf, size_t count) { return rs
 
 namespace {
 
-ssize_t sendv(int socket, const iovec* iov, int iovcnt, int flags) {
+ssize_t sendv(int socket, const iovec* iov, int iovcnt, int flags, const sockaddr* dest = nullptr,
+              socklen_t destlen = 0) {
   Rsocket* rs = stream(socket);
   if (rs == nullptr) return -1;
   if (iovcnt < 0 || (iovcnt > 0 && iov == nullptr)) return fail<ssize_t>(EINVAL);
+  if (rs->dgram != nullptr) return datagram_send(rs, iov, iovcnt, flags, dest, destlen);
   size_t len = 0;
   for (int i = 0; i < iovcnt; ++i) len += iov[i].iov_len;
   const iovec* cur = iov;
@@ -549,12 +555,18 @@ CMA_EXPORT ssize_t rwritev(int socket, const iovec* iov, int iovcnt) { return se
 CMA_EXPORT ssize_t rsendmsg(int socket, const msghdr* msg, int flags) {
   if (msg == nullptr) return fail<ssize_t>(EINVAL);
   if (msg->msg_control != nullptr && msg->msg_controllen != 0) return fail<ssize_t>(ENOTSUP);
-  return sendv(socket, msg->msg_iov, int(msg->msg_iovlen), flags);
+  return sendv(socket, msg->msg_iov, int(msg->msg_iovlen), flags, static_cast<const sockaddr*>(msg->msg_name),
+               msg->msg_namelen);
 }
 
 CMA_EXPORT ssize_t rsendto(int socket, const void* buf, size_t len, int flags, const sockaddr* dest,
                            socklen_t addrlen) {
-  if (lookup(socket) == nullptr) return fail<ssize_t>(EBADF);
+  Rsocket* rs = lookup(socket);
+  if (rs == nullptr) return fail<ssize_t>(EBADF);
+  if (rs->dgram != nullptr) {
+    const iovec one{const_cast<void*>(buf), len};
+    return datagram_send(rs, &one, 1, flags, dest, addrlen);
+  }
   if (dest != nullptr || addrlen != 0) return fail<ssize_t>(EISCONN);
   return rsend(socket, buf, len, flags);
 }
@@ -563,6 +575,7 @@ CMA_EXPORT ssize_t rsendto(int socket, const void* buf, size_t len, int flags, c
 CMA_EXPORT ssize_t rrecv(int socket, void* buf, size_t len, int flags) {
   Rsocket* rs = stream(socket);
   if (rs == nullptr) return -1;
+  if (rs->dgram != nullptr) return datagram_recv(rs, buf, len, flags, nullptr, nullptr);
   if (finish_opening(rs) != 0) return -1;
   std::lock_guard g(rs->rlock);
   auto* out = static_cast<uint8_t*>(buf);
@@ -617,6 +630,9 @@ CMA_EXPORT ssize_t rrecv(int socket, void* buf, size_t len, int flags) {
 CMA_EXPORT ssize_t rread(int socket, void* buf, size_t count) { return rrecv(socket, buf, count, 0); }
 
 CMA_EXPORT ssize_t rrecvfrom(int socket, void* buf, size_t len, int flags, sockaddr* src, socklen_t* addrlen) {
+  if (Rsocket* rs = lookup(socket); rs != nullptr && rs->dgram != nullptr) {
+    return datagram_recv(rs, buf, len, flags, src, addrlen);
+  }
   const ssize_t n = rrecv(socket, buf, len, flags);
   if (n > 0 && src != nullptr) rgetpeername(socket, src, addrlen);
   return n;
@@ -631,6 +647,10 @@ CMA_EXPORT ssize_t rreadv(int socket, const iovec* iov, int iovcnt) {
 CMA_EXPORT ssize_t rrecvmsg(int socket, msghdr* msg, int flags) {
   if (msg == nullptr || msg->msg_iovlen == 0 || msg->msg_iov == nullptr) return fail<ssize_t>(EINVAL);
   if (msg->msg_control != nullptr && msg->msg_controllen != 0) return fail<ssize_t>(ENOTSUP);
+  if (Rsocket* rs = lookup(socket); rs != nullptr && rs->dgram != nullptr) {
+    return datagram_recv(rs, msg->msg_iov[0].iov_base, msg->msg_iov[0].iov_len, flags,
+                         static_cast<sockaddr*>(msg->msg_name), msg->msg_name != nullptr ? &msg->msg_namelen : nullptr);
+  }
   return rrecv(socket, msg->msg_iov[0].iov_base, msg->msg_iov[0].iov_len, flags);
 }
 
@@ -638,6 +658,7 @@ CMA_EXPORT ssize_t rrecvmsg(int socket, msghdr* msg, int flags) {
 CMA_EXPORT size_t riowrite(int socket, const void* buf, size_t count, off_t offset, int flags) {
   Rsocket* rs = stream(socket);
   if (rs == nullptr) return size_t(-1);
+  if (rs->dgram != nullptr) return fail<size_t>(EOPNOTSUPP);
   std::lock_guard g(rs->slock);
   const auto* p = static_cast<const uint8_t*>(buf);
   size_t left = count;
