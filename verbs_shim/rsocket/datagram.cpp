@@ -443,13 +443,14 @@ void take_receive(Datagram& d, ibv_wc& wc) {
     const auto h = decode_datagram_header(buf + kGrh, wc.byte_len - kGrh);
     if (h && wc.byte_len >= kGrh + h->size()) {
       Arrival a{slot, uint32_t(wc.byte_len - kGrh - h->size()), address_of(*h)};
-      // The sender can be answered from now on: its QPN, and an address handle back to it.
-      Peer& p = d.peers[key_of(reinterpret_cast<sockaddr*>(&a.from))];
-      if (p.ah == nullptr || p.qpn != wc.src_qp) {
-        ibv_ah* ah = ibv_create_ah_from_wc(d.pd, &wc, reinterpret_cast<ibv_grh*>(buf), 1);
-        if (ah != nullptr) {
-          if (p.ah != nullptr) ibv_destroy_ah(p.ah);
-          p = {ah, wc.src_qp, RDMA_UDP_QKEY};
+      // The sender can be answered from now on: its QPN, and an address handle back to it (a new one
+      // when its QPN changed: another process bound there since).
+      const PeerKey key = key_of(reinterpret_cast<sockaddr*>(&a.from));
+      const auto known = d.peers.find(key);
+      if (known == d.peers.end() || known->second.qpn != wc.src_qp) {
+        if (ibv_ah* ah = ibv_create_ah_from_wc(d.pd, &wc, reinterpret_cast<ibv_grh*>(buf), 1)) {
+          if (known != d.peers.end()) ibv_destroy_ah(known->second.ah);
+          d.peers[key] = {ah, wc.src_qp, RDMA_UDP_QKEY};
         }
       }
       d.arrivals.push_back(a);
