@@ -74,7 +74,7 @@ constexpr FoldConstant fold_forward(unsigned bits) {
 // The same folding on 32-byte registers, for CPUs with VPCLMULQDQ but no AVX-512: AMD Zen 3 (EPYC 7003),
 // Intel's client cores from Alder Lake on.
 #define UROCE_FOLD256_TARGET __attribute__((target("avx2,vpclmulqdq,pclmul")))
-// Only what reduce_lane needs: callable (and inlined) from both of the above.
+// Only what reduce_lane and the 16-byte fold need: callable (and inlined) from both of the above.
 #define UROCE_REDUCE_TARGET __attribute__((target("pclmul")))
 
 // Whether this CPU has what the folding needs (AVX-512 F/BW/VL and VPCLMULQDQ, with the OS saving ZMM
@@ -122,13 +122,16 @@ UROCE_FOLD256_TARGET inline __m256i fold(__m256i lanes, __m256i k, __m256i there
                           there);
 }
 
+// One 16-byte lane moved forward by the distance `k` was made for, XORed into `there` (PCLMULQDQ only).
+UROCE_REDUCE_TARGET inline __m128i fold(__m128i lane, FoldConstant k, __m128i there) {
+  const __m128i kk = _mm_set_epi64x(int64_t(k.for_second_half), int64_t(k.for_first_half));
+  return _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(lane, kk, 0x00), _mm_clmulepi64_si128(lane, kk, 0x11)),
+                       there);
+}
+
 // The two lanes of a register folded into its last one.
 UROCE_FOLD256_TARGET inline __m128i fold_to_last_lane(__m256i x) {
-  constexpr FoldConstant by1 = fold_forward(128);
-  const __m128i k = _mm_set_epi64x(int64_t(by1.for_second_half), int64_t(by1.for_first_half));
-  const __m128i first = _mm256_castsi256_si128(x);
-  return _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(first, k, 0x00), _mm_clmulepi64_si128(first, k, 0x11)),
-                       _mm256_extracti128_si256(x, 1));
+  return fold(_mm256_castsi256_si128(x), fold_forward(128), _mm256_extracti128_si256(x, 1));
 }
 
 // The CRC register (reflected, zlib's value before its final inversion) after the 16 bytes of `lane`

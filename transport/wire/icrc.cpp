@@ -184,12 +184,6 @@ UROCE_LANE_FOLD_TARGET inline __m128i masked_lane(const uint8_t* packet, const O
                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(mask.bytes + at)));
 }
 
-UROCE_LANE_FOLD_TARGET inline __m128i fold_lane(__m128i lane, fold::FoldConstant k, __m128i there) {
-  const __m128i kk = _mm_set_epi64x(int64_t(k.for_second_half), int64_t(k.for_first_half));
-  return _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(lane, kk, 0x00), _mm_clmulepi64_si128(lane, kk, 0x11)),
-                       there);
-}
-
 UROCE_LANE_FOLD_TARGET inline __m128i register_share(size_t at) {
   return _mm_loadu_si128(reinterpret_cast<const __m128i*>(lrh_register_image.bytes + at));
 }
@@ -205,10 +199,10 @@ UROCE_LANE_FOLD_TARGET uint32_t icrc_lane_folded(const uint8_t* packet, size_t n
   // A first lane of fewer than four bytes leaves the rest of the register's bytes to the second.
   const __m128i lane1 = _mm_xor_si128(masked_lane(packet, mask, first), register_share(first));
   __m128i acc = masked_lane(packet, mask, n - 16);  // n >= 40: three lanes at least
-  acc = fold_lane(lane0, lane_distances[lanes - 1], acc);
-  acc = fold_lane(lane1, lane_distances[lanes - 2], acc);
+  acc = fold::fold(lane0, lane_distances[lanes - 1], acc);
+  acc = fold::fold(lane1, lane_distances[lanes - 2], acc);
   for (size_t k = 2; k + 1 < lanes; ++k) {
-    acc = fold_lane(masked_lane(packet, mask, first + 16 * (k - 1)), lane_distances[lanes - 1 - k], acc);
+    acc = fold::fold(masked_lane(packet, mask, first + 16 * (k - 1)), lane_distances[lanes - 1 - k], acc);
   }
   return ~fold::reduce_lane(acc);
 }
