@@ -244,6 +244,18 @@ uint32_t mtu_bytes(ibv_context* verbs) {
   return 128u << std::clamp(int(pa.active_mtu), 1, 5);
 }
 
+// `a` with port 0: the address alone, to bind or resolve from.
+sockaddr_storage without_port(const sockaddr* a) {
+  sockaddr_storage out{};
+  std::memcpy(&out, a, size_of(a));
+  if (out.ss_family == AF_INET6) {
+    reinterpret_cast<sockaddr_in6*>(&out)->sin6_port = 0;
+  } else {
+    reinterpret_cast<sockaddr_in*>(&out)->sin_port = 0;
+  }
+  return out;
+}
+
 // A UD QP in RTS with rdma_cm's Q_Key, as librdmacm's ucma_init_ud_qp leaves one (made here, not by
 // rdma_create_qp, because an ID bound to a wildcard address has no device to make it on).
 ibv_qp* create_ud_qp(Datagram& d) {
@@ -362,16 +374,9 @@ int open_at(Rsocket* rs, Datagram& d, const sockaddr* addr) {
 int open_towards(Rsocket* rs, Datagram& d, const sockaddr* dest) {
   rdma_cm_id* probe = nullptr;
   if (rdma_create_id(nullptr, &probe, nullptr, RDMA_PS_UDP) != 0) return -1;
-  int rc = rdma_resolve_addr(probe, nullptr, const_cast<sockaddr*>(dest), kResolveTimeoutMs);
+  const int rc = rdma_resolve_addr(probe, nullptr, const_cast<sockaddr*>(dest), kResolveTimeoutMs);
   sockaddr_storage local{};
-  if (rc == 0) {
-    std::memcpy(&local, rdma_get_local_addr(probe), size_of(rdma_get_local_addr(probe)));
-    if (local.ss_family == AF_INET6) {
-      reinterpret_cast<sockaddr_in6*>(&local)->sin6_port = 0;
-    } else {
-      reinterpret_cast<sockaddr_in*>(&local)->sin_port = 0;
-    }
-  }
+  if (rc == 0) local = without_port(rdma_get_local_addr(probe));
   const int err = errno;
   rdma_destroy_id(probe);
   errno = err;
@@ -385,13 +390,7 @@ int open_towards(Rsocket* rs, Datagram& d, const sockaddr* dest) {
 int resolve(Datagram& d, const sockaddr* dest, Peer& out) {
   rdma_cm_id* id = nullptr;
   if (rdma_create_id(nullptr, &id, nullptr, RDMA_PS_UDP) != 0) return -1;
-  sockaddr_storage src{};
-  std::memcpy(&src, rdma_get_local_addr(d.id), size_of(rdma_get_local_addr(d.id)));
-  if (src.ss_family == AF_INET6) {
-    reinterpret_cast<sockaddr_in6*>(&src)->sin6_port = 0;
-  } else {
-    reinterpret_cast<sockaddr_in*>(&src)->sin_port = 0;
-  }
+  sockaddr_storage src = without_port(rdma_get_local_addr(d.id));
   int rc = rdma_resolve_addr(id, reinterpret_cast<sockaddr*>(&src), const_cast<sockaddr*>(dest), kResolveTimeoutMs);
   if (rc == 0) rc = rdma_resolve_route(id, kResolveTimeoutMs);
   if (rc == 0) rc = rdma_connect(id, nullptr);
@@ -480,15 +479,18 @@ void process_cq(Datagram& d) {
   }
 }
 
-// Until the CQ's channel says there is something: the first call arms the CQ (the caller looks again
-// before it sleeps), the next one sleeps. Called without d.lock.
-int wait_cq(Datagram& d) {
-  std::lock_guard w(d.wait_lock);
-  if (!d.cq_armed) {
-    if (ibv_req_notify_cq(d.cq, 0) != 0) return -1;
-    d.cq_armed = true;
-    return 0;
-  }
+// Asks for an event on the CQ's channel at its next completion, unless that is asked already. Under
+// d.wait_lock.
+int arm_cq(Datagram& d) {
+  if (d.cq_armed) return 0;
+  if (ibv_req_notify_cq(d.cq, 0) != 0) return -1;
+  d.cq_armed = true;
+  return 0;
+}
+
+// Reads the armed CQ's event from its channel (blocking until there is one), acknowledged 16 at a time.
+// Under d.wait_lock.
+int take_cq_event(Datagram& d) {
   ibv_cq* cq = nullptr;
   void* context = nullptr;
   if (ibv_get_cq_event(d.cq_channel, &cq, &context) != 0) return -1;
@@ -498,6 +500,14 @@ int wait_cq(Datagram& d) {
     d.unacked_events = 0;
   }
   return 0;
+}
+
+// Until the CQ's channel says there is something: the first call arms the CQ (the caller looks again
+// before it sleeps), the next one sleeps. Called without d.lock.
+int wait_cq(Datagram& d) {
+  std::lock_guard w(d.wait_lock);
+  if (!d.cq_armed) return arm_cq(d);
+  return take_cq_event(d);
 }
 
 // Runs `ready` under the lock after taking the CQ's completions, waiting (or EAGAIN) until it is true.
@@ -642,10 +652,7 @@ int datagram_arm(Rsocket* rs, short events, int& fd) {
   }
   {
     std::lock_guard w(d.wait_lock);
-    if (!d.cq_armed) {
-      if (ibv_req_notify_cq(d.cq, 0) != 0) return -1;
-      d.cq_armed = true;
-    }
+    if (arm_cq(d) != 0) return -1;
   }
   fd = d.cq_channel->fd;
   return datagram_poll(rs, events) != 0 ? 1 : 0;
@@ -655,15 +662,7 @@ void datagram_woken(Rsocket* rs) {
   Datagram& d = *rs->dgram;
   if (!d.open()) return;
   std::lock_guard w(d.wait_lock);
-  if (!d.cq_armed) return;
-  ibv_cq* cq = nullptr;
-  void* context = nullptr;
-  if (ibv_get_cq_event(d.cq_channel, &cq, &context) != 0) return;
-  d.cq_armed = false;
-  if (++d.unacked_events >= 16) {
-    ibv_ack_cq_events(d.cq, d.unacked_events);
-    d.unacked_events = 0;
-  }
+  if (d.cq_armed) take_cq_event(d);
 }
 
 int datagram_name(Rsocket* rs, sockaddr* addr, socklen_t* addrlen, bool peer) {
