@@ -442,9 +442,13 @@ void take_receive(Datagram& d, ibv_wc& wc) {
     const auto h = decode_datagram_header(buf + kGrh, wc.byte_len - kGrh);
     if (h && wc.byte_len >= kGrh + h->size()) {
       Arrival a{slot, uint32_t(wc.byte_len - kGrh - h->size()), address_of(*h)};
+      const PeerKey key = key_of(reinterpret_cast<sockaddr*>(&a.from));
+      if (d.connected && key != key_of(reinterpret_cast<const sockaddr*>(&d.peer))) {
+        post_receive(d, slot);  // as a connected UDP socket: only the peer's datagrams are taken
+        return;
+      }
       // The sender can be answered from now on: its QPN, and an address handle back to it (a new one
       // when its QPN changed: another process bound there since).
-      const PeerKey key = key_of(reinterpret_cast<sockaddr*>(&a.from));
       const auto known = d.peers.find(key);
       if (known == d.peers.end() || known->second.qpn != wc.src_qp) {
         if (ibv_ah* ah = ibv_create_ah_from_wc(d.pd, &wc, reinterpret_cast<ibv_grh*>(buf), 1)) {
@@ -552,6 +556,14 @@ int datagram_bind(Rsocket* rs, const sockaddr* addr, socklen_t len) {
 
 int datagram_connect(Rsocket* rs, const sockaddr* addr, socklen_t len) {
   Datagram& d = *rs->dgram;
+  if (addr != nullptr && len >= socklen_t(sizeof(sa_family_t)) && addr->sa_family == AF_UNSPEC) {
+    // As connect(AF_UNSPEC) on a UDP socket: the peer is forgotten (datagrams from anyone are taken again,
+    // and rsend needs an address), the local address and port are kept.
+    std::lock_guard g(d.lock);
+    d.connected = false;
+    d.peer = {};
+    return 0;
+  }
   if (addr == nullptr || len < size_of(addr) || len > socklen_t(sizeof(sockaddr_storage))) return fail(EINVAL);
   std::lock_guard g(d.lock);
   if (!d.open() && open_towards(rs, d, addr) != 0) return -1;
@@ -648,14 +660,14 @@ int datagram_arm(Rsocket* rs, short events, int& fd) {
   Datagram& d = *rs->dgram;
   if (!d.open()) {
     fd = d.channel->fd;  // never readable for the caller: the responder empties it
-    return events & POLLOUT ? 1 : 0;
+    return events & POLLOUT;
   }
   {
     std::lock_guard w(d.wait_lock);
     if (arm_cq(d) != 0) return -1;
   }
   fd = d.cq_channel->fd;
-  return datagram_poll(rs, events) != 0 ? 1 : 0;
+  return datagram_poll(rs, events);  // what arrived before the CQ was armed raises no event: look once
 }
 
 void datagram_woken(Rsocket* rs) {

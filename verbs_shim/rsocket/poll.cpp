@@ -81,8 +81,8 @@ int arm_all(std::vector<pollfd>& rfds, std::vector<nfds_t>& extra, pollfd* fds, 
       int fd = -1;
       const int ready = datagram_arm(rs, fds[i].events, fd);
       if (ready != 0) {
-        fds[i].revents = ready > 0 ? datagram_poll(rs, fds[i].events) : short(POLLERR);
-        if (fds[i].revents != 0) return 1;
+        fds[i].revents = ready > 0 ? short(ready) : short(POLLERR);
+        return 1;
       }
       rfds[i] = {fd, POLLIN, 0};
       continue;

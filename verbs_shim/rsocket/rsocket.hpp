@@ -182,7 +182,8 @@ int datagram_connect(Rsocket* rs, const sockaddr* addr, socklen_t len);
 ssize_t datagram_send(Rsocket* rs, const iovec* iov, int iovcnt, int flags, const sockaddr* dest, socklen_t len);
 ssize_t datagram_recv(Rsocket* rs, void* buf, size_t len, int flags, sockaddr* src, socklen_t* addrlen);
 short datagram_poll(Rsocket* rs, short events);  // without blocking
-// rpoll's sleep: arms the CQ, then says whether the socket is ready (1) or which descriptor to sleep on.
+// rpoll's sleep: arms the CQ, then returns the events the socket already has (its revents), or 0 and the
+// descriptor to sleep on in `fd`, or -1 if the CQ could not be armed.
 int datagram_arm(Rsocket* rs, short events, int& fd);
 void datagram_woken(Rsocket* rs);  // that descriptor was readable: takes its event
 int datagram_name(Rsocket* rs, sockaddr* addr, socklen_t* addrlen, bool peer);

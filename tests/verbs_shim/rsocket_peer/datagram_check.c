@@ -229,6 +229,32 @@ int main(int argc, char **argv) {
             port_of(&from) == port_of(&name_c),
         "b receives it from c's port");
 
+  /* Connected, c takes datagrams from b only, as a connected UDP socket does; rconnect with AF_UNSPEC
+   * dissolves the association and c keeps its port. (Whichever of the two datagrams arrives first, a's
+   * must never be read.) */
+  check(rsendto(a, hello, 3, 0, (struct sockaddr *)&name_c, addr_len(&name_c)) == 3, "a sends c a datagram");
+  check(rsendto(b, hello, 4, 0, (struct sockaddr *)&name_c, addr_len(&name_c)) == 4, "b sends c one");
+  len = sizeof from;
+  check(readable(c) && rrecvfrom(c, buf, sizeof buf, 0, (struct sockaddr *)&from, &len) == 4 &&
+            port_of(&from) == port_of(&name_b),
+        "c, connected to b, receives b's");
+  p = (struct pollfd){c, POLLIN, 0};
+  check(rpoll(&p, 1, 300) == 0, "and not a's");
+  struct sockaddr unspec = {.sa_family = AF_UNSPEC};
+  check(rconnect(c, &unspec, sizeof unspec) == 0, "rconnect(AF_UNSPEC)");
+  check(rsend(c, hello, 5, 0) == -1 && errno == EDESTADDRREQ, "rsend after it: EDESTADDRREQ");
+  len = sizeof peer;
+  check(rgetpeername(c, (struct sockaddr *)&peer, &len) == -1 && errno == ENOTCONN, "rgetpeername: ENOTCONN");
+  struct sockaddr_storage name_c2;
+  len = sizeof name_c2;
+  rc = rgetsockname(c, (struct sockaddr *)&name_c2, &len);
+  check(rc == 0 && port_of(&name_c2) == port_of(&name_c), "c keeps its port");
+  check(rsendto(a, hello, 3, 0, (struct sockaddr *)&name_c, addr_len(&name_c)) == 3, "a sends c another");
+  len = sizeof from;
+  check(readable(c) && rrecvfrom(c, buf, sizeof buf, 0, (struct sockaddr *)&from, &len) == 3 &&
+            port_of(&from) == port_of(&name_a),
+        "c, no longer connected, receives a's");
+
   /* Nothing bound at a port: the datagram is lost, as over UDP, and SO_ERROR says why. */
   struct sockaddr_storage nobody = here;
   set_port(&nobody, port_of(&name_a) == 9 ? 10 : 9);
