@@ -64,6 +64,7 @@ int serve(const DaemonOptions& o) {
       config.addresses.push_back(ll);
     }
   }
+  if (o.vlan >= 0) config.vlan = uint16_t(o.vlan);
   config.capture_path = o.capture;
   config.capture_received = !o.port.empty();  // on the loopback every frame received was just sent
   config.wire_loops_back = o.port.empty();

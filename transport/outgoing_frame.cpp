@@ -15,6 +15,10 @@ wire::FrameSpec frame_spec_for(const OutPacket& packet, const PortAddressing& po
                     .udp_src_port = packet.udp_src_port,
                     .headers = packet.headers,
                     .payload = packet.payload};
+  if (port.vlan_id) {
+    s.eth.has_vlan = true;
+    s.eth.vlan_tci = uint16_t((av.service_level & 7u) << 13 | (*port.vlan_id & 0x0fffu));
+  }
   if (port.src_ip.is_v4() && av.dgid.is_v4()) {
     s.ip_version = wire::IpVersion::v4;
     s.eth.ethertype = wire::ethertype_ipv4;

@@ -40,6 +40,12 @@ void describe_options(CLI::App& app, DaemonOptions& o) {
                "do not add the port's IPv6 link-local address (from its MAC) as the last GID");
   app.add_option("--mtu", o.mtu, "set the port's IP MTU (the RoCE path MTU follows, as in rxe)")->check(
       CLI::Range(576u, 9000u));
+  app.add_option("--vlan", o.vlan,
+                 "put the port on this 802.1Q VLAN: every frame it sends is tagged with the ID, RoCE frames with "
+                 "their address vector's service level (ibv_ah_attr.sl) as priority (PCP), as RoCE NICs do; "
+                 "only frames tagged with the ID are taken (0: untagged and priority-tagged frames are taken, "
+                 "RoCE frames are sent priority-tagged)")
+      ->check(CLI::Range(0, 4094));
   app.add_option("--socket", o.socket, "the control socket applications connect to")->capture_default_str();
   app.add_option("--capture", o.capture, "write every frame sent and received to this pcap file");
   app.add_option("--rx-loss", o.rx_loss, "drop this fraction of received RoCE frames (testing recovery)")

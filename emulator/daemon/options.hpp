@@ -29,6 +29,7 @@ struct DaemonOptions {
   bool no_router_discovery = false;  // ignore IPv6 Router Advertisements, send no solicitations
   bool no_link_local = false;       // a real port gets no fe80:: GID after the configured addresses
   unsigned mtu = 0;                 // 0: keep the port's
+  int vlan = -1;                    // the 802.1Q VLAN ID the port is on; -1: none (0: priority-tagged)
   std::string socket = default_socket_path;
   std::string capture;
   double rx_loss = 0;

@@ -42,6 +42,7 @@ net::PortAddresses addresses_of(const port::DpdkPort& port, const EngineConfig& 
   net::PortAddresses a;
   a.mac = config.mac.value_or(port.mac());
   a.ips = config.addresses;
+  a.vlan_tci = config.vlan;  // priority 0 for ARP, ND and membership reports: control traffic
   return a;
 }
 
@@ -171,9 +172,9 @@ unsigned Engine::run_commands(transport::Nanos now) {
 }
 
 void Engine::run() {
-  spdlog::info("engine running on port {} (MAC {}, IP MTU {}, {} rx wake-up fds, clock: {})", port_.name(),
-               wire::to_string(addresses_.mac), config_.ip_mtu, port_.rx_wait_fds().size(),
-               clock_.uses_tsc() ? "TSC" : "clock_gettime");
+  spdlog::info("engine running on port {} (MAC {}, {}, IP MTU {}, {} rx wake-up fds, clock: {})", port_.name(),
+               wire::to_string(addresses_.mac), config_.vlan ? fmt::format("VLAN {}", *config_.vlan) : "untagged",
+               config_.ip_mtu, port_.rx_wait_fds().size(), clock_.uses_tsc() ? "TSC" : "clock_gettime");
   // The idle back-off sleeps for tens of microseconds: without this, the kernel's default timer slack
   // (50 us) would stretch a 10-us sleep to 60.
   prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
@@ -428,6 +429,7 @@ void Engine::transmit(const transport::OutPacket& p) {
   addressing.src_ip = config_.addresses[sgid];
   addressing.src_mac = addresses_.mac;
   addressing.ip_identification = ip_identification_++;
+  addressing.vlan_id = config_.vlan;
   // Traffic between two QPs of this port (the loopback) needs no ARP or ND: the MAC is ours. A group's
   // MAC follows from its address (RFC 1112, RFC 2464).
   const bool multicast = av.dgid.is_multicast();

@@ -62,6 +62,9 @@ struct EngineConfig {
   // engine does not deliver its own multicast to its QPs a second time.
   bool wire_loops_back = false;
   unsigned ip_mtu = 1500;                  // the port's IP MTU; the RoCE path MTU follows from it
+  // The 802.1Q VLAN the port sits on: every frame it sends is tagged with it (RoCE frames with their
+  // service level as priority), and only frames tagged with it are taken. 0: priority-tagged frames.
+  std::optional<uint16_t> vlan;
   transport::DeviceLimits limits;
 };
 

@@ -251,6 +251,11 @@ Classification classify(std::span<const uint8_t> f, const PortAddresses& port) {
   if (e.dst != port.mac && e.dst != wire::MacAddress::broadcast() && !is_our_multicast_mac(e.dst, port)) {
     return drop(c, DropReason::not_for_our_mac);
   }
+  // A port on VLAN v takes the frames tagged v; a port on none, or on 0 (priority tags only), takes
+  // untagged and priority-tagged (VID 0) frames: as Linux, where a VLAN device gets its VLAN's frames and
+  // the parent device the rest, VID 0 counting as untagged.
+  const uint16_t vid = e.has_vlan ? e.vlan_id() : 0;
+  if (vid != (port.vlan_tci ? *port.vlan_tci & 0x0fff : 0)) return drop(c, DropReason::other_vlan);
   switch (e.ethertype) {
     case wire::ethertype_arp: return classify_arp(c, f, l3);
     case wire::ethertype_ipv4: return classify_ipv4(c, f, l3, port);

@@ -5,6 +5,7 @@ namespace uroce::emulator::net {
 std::string_view to_string(DropReason r) {
   switch (r) {
     case DropReason::not_for_our_mac: return "not_for_our_mac";
+    case DropReason::other_vlan: return "other_vlan";
     case DropReason::not_for_our_ip: return "not_for_our_ip";
     case DropReason::unsupported_ethertype: return "unsupported_ethertype";
     case DropReason::unsupported_arp: return "unsupported_arp";

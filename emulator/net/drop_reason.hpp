@@ -11,6 +11,7 @@ namespace uroce::emulator::net {
 enum class DropReason : uint8_t {
   // Well-formed, but not ours to handle.
   not_for_our_mac,        // not our MAC, broadcast or the MAC of one of our groups: others' traffic
+  other_vlan,             // tagged with a VLAN the port is not on (or untagged while the port is on one)
   not_for_our_ip,         // IP packet to none of the port's addresses, or to a group it takes no such packet for
   unsupported_ethertype,  // not IPv4, IPv6 or ARP (after at most one 802.1Q tag)
   unsupported_arp,        // ARP that is not IPv4 over Ethernet

@@ -15,7 +15,8 @@ struct PortAddresses {
   // The port's addresses (its GID table): IPv4 held v4-mapped, as wire::IpAddress does.
   std::vector<wire::IpAddress> ips;
   // The 802.1Q tag (PCP | DEI | VID) of frames the port originates (ARP requests, gratuitous ARP), when the
-  // port sits on a VLAN. Replies instead copy the tag of the frame they answer.
+  // port sits on a VLAN (uroced --vlan); classify() then takes only frames of that VID. Replies copy the
+  // tag of the frame they answer (its priority included).
   std::optional<uint16_t> vlan_tci;
   // The multicast groups the port has members for (QPs attached with ibv_attach_mcast or joined through
   // rdma_join_multicast): IPv4 groups v4-mapped, IPv6 ones as they are. The engine keeps it up to date;

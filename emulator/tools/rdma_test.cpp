@@ -65,6 +65,7 @@ struct Options {
   uint64_t count = 10000;
   uint32_t depth = 16;
   double timeout_s = 60;
+  uint8_t sl = 0;  // the address vectors' service level: a VLAN port's priority (PCP)
 };
 
 uint8_t pattern(uint64_t slot, uint64_t i) { return uint8_t((slot * 131 + i * 7 + (i >> 8) * 13 + 1) & 0xff); }
@@ -117,7 +118,7 @@ json describe(const Endpoint& e) {
           {"slot_bytes", e.slot_bytes}, {"mtu", e.ctx->device().at("active_mtu")}};
 }
 
-void connect_qp(Endpoint& e, const json& peer) {
+void connect_qp(Endpoint& e, const json& peer, uint8_t sl) {
   QpAttr a;
   a.qp_state = QpState::init;
   a.port_num = 1;
@@ -141,6 +142,7 @@ void connect_qp(Endpoint& e, const json& peer) {
   a.max_dest_rd_atomic = 16;
   a.min_rnr_timer = 12;
   a.ah_attr.dgid = peer.at("gid").get<wire::IpAddress>();
+  a.ah_attr.service_level = sl;
   e.ctx->modify_qp(*e.qp, a,
                    attr_state | attr_av | attr_path_mtu | attr_dest_qpn | attr_rq_psn | attr_max_dest_rd_atomic |
                        attr_min_rnr_timer);
@@ -257,7 +259,7 @@ int run_server(const Options& o) {
   if (o.op == "read") fill_slots(e, o.size);
   oob.send(describe(e));
   const json peer = oob.receive();
-  connect_qp(e, peer);
+  connect_qp(e, peer, o.sl);
   // Receives go to a QP that left RESET (ibv_post_recv refuses them before), and before the client may send.
   if (o.op == "send" || o.op == "ud") {
     for (uint32_t i = 0; i < e.slots; ++i) post_recv(e, i);
@@ -304,7 +306,7 @@ int run_client(const Options& o) {
   auto oob = tools::OobChannel::connect(o.oob, o.timeout_s);
   const json peer = oob.receive();
   oob.send(describe(e));
-  connect_qp(e, peer);
+  connect_qp(e, peer, o.sl);
   oob.receive();  // the server is ready (its receives are posted)
   const uint64_t raddr = peer.at("addr").get<uint64_t>();
   const uint32_t rkey = peer.at("rkey").get<uint32_t>();
@@ -336,6 +338,7 @@ int run_client(const Options& o) {
     if (type == QpType::ud) {
       AddressVector av;
       av.dgid = peer.at("gid").get<wire::IpAddress>();
+      av.service_level = o.sl;
       ah = e.ctx->create_ah(e.pd, av);
     }
     seconds = pipeline(e, o, o.count, [&](uint64_t i) {
@@ -448,6 +451,8 @@ int main(int argc, char** argv) {
   app.add_option("--count", o.count, "messages")->check(CLI::Range(uint64_t(1), uint64_t(1) << 40))->capture_default_str();
   app.add_option("--depth", o.depth, "operations in flight")->check(CLI::Range(1u, 4096u))->capture_default_str();
   app.add_option("--timeout", o.timeout_s, "seconds before giving up")->capture_default_str();
+  app.add_option("--sl", o.sl, "service level of the address vectors (on a VLAN port: the frames' priority)")
+      ->check(CLI::Range(0, 15));
   CLI11_PARSE(app, argc, argv);
   // Diagnostics on stderr: stdout carries only the result line.
   spdlog::set_default_logger(spdlog::stderr_color_mt("uroce-rdma-test"));

@@ -9,6 +9,7 @@ daemon killed mid-transfer.
 
 Usage: test_daemon.py UROCED UROCE_RDMA_TEST UROCE
 """
+import collections
 import json
 import os
 import re
@@ -17,6 +18,8 @@ import subprocess
 import sys
 import time
 import unittest
+
+import pcapfile
 
 from daemon_harness import Daemon, DaemonTestCase as HarnessTestCase, is_root, run_pair, stats, two_namespaces_with_veth
 
@@ -201,6 +204,51 @@ class Veth(DaemonTestCase):
         self.assertGreater(roce, 10000)
         self.assertEqual(bad, 0)
         self.assertEqual(malformed, 0)
+
+    def test_vlan(self):
+        """Both ports on VLAN 100 (--vlan): every frame on the cable is tagged 100, the RoCE frames of both
+        directions with the address vectors' service level (--sl 5) as priority, the others (ARP, ND) with
+        priority 0, and the capture dissects with every ICRC valid. A port on VLAN 200 takes none of them:
+        nothing gets through (not even b's ARP requests), and a counts them as other_vlan."""
+        with two_namespaces_with_veth() as (ns, veth):
+            a, b = self.pair(ns, veth, ["--vlan", "100"])
+            self.run_workload("veth VLAN 100", a.socket, b.socket,
+                              [("write", 65536, 300), ("read", 65536, 300), ("send", 4096, 500), ("ud", 1000, 500)],
+                              extra=["--sl", "5"])
+            for d in (a, b):
+                s = self.assert_clean_counters(d.socket)
+                self.assertEqual(s["net"]["dropped.other_vlan"], 0, s)
+                self.assertEqual(d.stop(), 0, d.read_log())
+        capture = os.path.join(self.dir.name, "a.pcap")
+        _, records = pcapfile.read(capture)
+        seen = collections.Counter()
+        for *_, f in records:
+            self.assertEqual(f[12:14], b"\x81\x00", f"an untagged frame: {bytes(f[:20]).hex()}")
+            tci = int.from_bytes(f[14:16], "big")
+            roce = f[16:18] == b"\x08\x00" and f[18 + 9] == 17 and int.from_bytes(f[40:42], "big") == 4791
+            seen[("RoCE" if roce else f[16:18].hex(), tci >> 13, tci & 0xFFF)] += 1
+        print(f"  capture on VLAN 100, (kind, priority, VID): frames: {dict(seen)}")
+        self.assertEqual({vid for _, _, vid in seen}, {100}, seen)
+        self.assertEqual({pcp for kind, pcp, _ in seen if kind == "RoCE"}, {5}, seen)
+        self.assertEqual({pcp for kind, pcp, _ in seen if kind != "RoCE"}, {0}, seen)
+        self.assertGreater(sum(n for (kind, _, _), n in seen.items() if kind == "RoCE"), 1000, seen)
+        self.assertIn(("0806", 0, 100), seen)  # ARP went tagged too
+        out = subprocess.run([UROCE, "dissect", capture], capture_output=True, text=True, timeout=300)
+        m = re.search(r"(\d+) frames: (\d+) RoCE \((\d+) with a bad ICRC\), (\d+) malformed", out.stderr)
+        self.assertIsNotNone(m, out.stderr)
+        self.assertEqual((int(m.group(3)), int(m.group(4))), (0, 0), out.stderr)
+
+        with two_namespaces_with_veth() as (ns, veth):
+            a = self.daemon("a200", ["--port", f"net_af_packet0,iface={veth[0]}", "--ip", "10.77.0.1", "--vlan", "100"],
+                            netns=ns[0])
+            b = self.daemon("b200", ["--port", f"net_af_packet0,iface={veth[1]}", "--ip", "10.77.0.2", "--vlan", "200"],
+                            netns=ns[1])
+            result, client_rc, _, err = run_pair(TOOL, self.dir.name, a.socket, b.socket, "write", 4096, 10, timeout=5)
+            self.assertNotEqual(client_rc, 0, result)
+            s = stats(UROCE, a.socket)  # b's ARP requests for a, tagged 200
+            self.assertGreater(s["net"]["dropped.other_vlan"], 0, s)
+            self.assertEqual(s["net"]["arp_requests_received"], 0, s)
+            self.assertTrue(a.alive() and b.alive())
 
     def test_neighbour_and_hostile_frames(self):
         """ARP and ping from a kernel neighbour are answered; bad ICRC, unknown QP, truncated RoCE and junk

@@ -345,6 +345,17 @@ inline MacAddress ipv4_group_mac(uint32_t g) {
   return MacAddress{{0x01, 0x00, 0x5e, uint8_t((g >> 16) & 0x7f), uint8_t(g >> 8), uint8_t(g)}};
 }
 
+// `p` moved onto the VLAN `frame` is tagged with (as it is for an untagged or priority-tagged frame): what
+// a test of a tagged frame's handling classifies it with, since classify() takes a frame of VLAN v only on
+// a port on VLAN v.
+inline PortAddresses on_vlan_of(const Bytes& frame, PortAddresses p = test_port()) {
+  if (frame.size() >= 16 && frame[12] == 0x81 && frame[13] == 0x00) {
+    const uint16_t vid = uint16_t((frame[14] << 8 | frame[15]) & 0x0fff);
+    if (vid != 0) p.vlan_tci = vid;
+  }
+  return p;
+}
+
 // test_port() with members for group_a and ff0e::1234.
 inline PortAddresses joined_port(std::optional<uint16_t> vlan = std::nullopt) {
   PortAddresses p = test_port(vlan);

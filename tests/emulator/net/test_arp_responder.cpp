@@ -21,7 +21,7 @@ struct Responder {
 
   // The reply to `frame` (empty if none).
   Bytes receive(const Bytes& frame, Nanos now = 0) {
-    const Classification c = classify(frame, port);
+    const Classification c = classify(frame, on_vlan_of(frame, port));
     REQUIRE(c.kind == FrameClass::arp);
     const size_t n = responder.on_frame(c, now, buf, released);
     return Bytes(buf.begin(), buf.begin() + std::ptrdiff_t(n));

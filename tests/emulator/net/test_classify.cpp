@@ -76,7 +76,7 @@ TEST_CASE("RoCEv2 frames to our addresses are for the transport, with their offs
     CHECK(c.l3_end == f.size());
   }
   SECTION("IPv4 with a VLAN tag") {
-    const Classification c = classify_bytes(roce_v4_frame(0x6123));
+    const Classification c = classify_bytes(roce_v4_frame(0x6123), test_port(0x123));
     CHECK(c.kind == FrameClass::roce);
     CHECK(c.eth.has_vlan);
     CHECK(c.eth.vlan_tci == 0x6123);
@@ -89,7 +89,7 @@ TEST_CASE("RoCEv2 frames to our addresses are for the transport, with their offs
     CHECK(c.kind == FrameClass::roce);
     CHECK(c.ip_version == wire::IpVersion::v6);
     CHECK(c.l4_offset == 54);
-    c = classify_bytes(roce_v6_frame(5));
+    c = classify_bytes(roce_v6_frame(5), test_port(5));
     CHECK(c.kind == FrameClass::roce);
     CHECK(c.l4_offset == 58);
   }
@@ -122,7 +122,7 @@ TEST_CASE("ARP is for the responder when broadcast or sent to our MAC", "[classi
   CHECK(c.arp.target_ip == our_ip);
   CHECK(c.l3_end == 14 + 28);
 
-  c = classify_bytes(arp_frame({.op = 2, .target_mac = our_mac}, our_mac, 9));
+  c = classify_bytes(arp_frame({.op = 2, .target_mac = our_mac}, our_mac, 9), test_port(9));
   REQUIRE(c.kind == FrameClass::arp);
   CHECK(c.arp.operation == 2);
   CHECK(c.eth.vlan_id() == 9);
@@ -149,7 +149,7 @@ TEST_CASE("ICMP echo requests to our addresses are answered; other ICMP is not",
   CHECK(c.l4_offset == 34);
   CHECK(c.l3_end == 14 + 20 + 8 + 56);
   CHECK(classify_bytes(echo_request_frame(0)).kind == FrameClass::icmp_echo_request);
-  CHECK(classify_bytes(echo_request_frame(57, 3, our_ip2)).kind == FrameClass::icmp_echo_request);
+  CHECK(classify_bytes(echo_request_frame(57, 3, our_ip2), test_port(3)).kind == FrameClass::icmp_echo_request);
 
   CHECK(reason_of(echo_request_frame(56, std::nullopt, other_ip)) == DropReason::not_for_our_ip);
   CHECK(reason_of(ipv4_frame({.protocol = 1}, icmp_echo(0, 1, 1, pattern(8)))) == DropReason::other_icmp_type);
@@ -189,7 +189,47 @@ TEST_CASE("frames for someone else are dropped with the reason why", "[classify]
   Bytes qinq = eth(our_mac, peer_mac, 0x8100, 10);
   put16(qinq, 20);
   put16(qinq, 0x0800);
-  CHECK(reason_of(qinq) == DropReason::unsupported_ethertype);
+  CHECK(reason_of(qinq, test_port(10)) == DropReason::unsupported_ethertype);
+}
+
+TEST_CASE("a port takes the frames of its VLAN only", "[classify]") {
+  const auto kind_on = [](const Bytes& f, const PortAddresses& p) { return classify_bytes(f, p).kind; };
+  SECTION("on none: untagged and priority-tagged (VID 0) frames, as Linux's parent device") {
+    CHECK(kind_on(roce_v4_frame(), port) == FrameClass::roce);
+    CHECK(kind_on(roce_v4_frame(0xa000), port) == FrameClass::roce);  // priority 5, VID 0
+    CHECK(kind_on(arp_frame({}, MacAddress::broadcast(), 0x6000), port) == FrameClass::arp);
+    CHECK(reason_of(roce_v4_frame(0x0064)) == DropReason::other_vlan);
+    CHECK(reason_of(roce_v6_frame(0x2fff)) == DropReason::other_vlan);
+    CHECK(reason_of(arp_frame({}, MacAddress::broadcast(), 0x0001)) == DropReason::other_vlan);
+  }
+  SECTION("on VLAN 100: frames tagged 100, whatever their priority") {
+    const PortAddresses on_100 = test_port(0x0064);
+    CHECK(kind_on(roce_v4_frame(0x0064), on_100) == FrameClass::roce);
+    CHECK(kind_on(roce_v4_frame(0xe064), on_100) == FrameClass::roce);  // priority 7
+    CHECK(kind_on(roce_v6_frame(0x3064), on_100) == FrameClass::roce);  // priority 1, DEI set
+    CHECK(kind_on(arp_frame({}, MacAddress::broadcast(), 0x0064), on_100) == FrameClass::arp);
+    CHECK(kind_on(echo_request_frame(8, 0x0064), on_100) == FrameClass::icmp_echo_request);
+    CHECK(reason_of(roce_v4_frame(), on_100) == DropReason::other_vlan);
+    CHECK(reason_of(roce_v4_frame(0xa000), on_100) == DropReason::other_vlan);
+    CHECK(reason_of(roce_v4_frame(0x0065), on_100) == DropReason::other_vlan);
+    CHECK(reason_of(arp_frame({}, MacAddress::broadcast()), on_100) == DropReason::other_vlan);
+    // Others' traffic stays others' traffic, whatever its VLAN.
+    CHECK(reason_of(ipv4_frame({}, udp(4791, roce_body()), other_mac, 0x0064), on_100) == DropReason::not_for_our_mac);
+    CHECK(reason_of(ipv4_frame({}, udp(4791, roce_body()), other_mac, 0x0065), on_100) == DropReason::not_for_our_mac);
+  }
+  SECTION("on VLAN 0 (priority tags): as on none") {
+    const PortAddresses on_0 = test_port(0x0000);
+    CHECK(kind_on(roce_v4_frame(), on_0) == FrameClass::roce);
+    CHECK(kind_on(roce_v4_frame(0x6000), on_0) == FrameClass::roce);
+    CHECK(reason_of(roce_v4_frame(0x0003), on_0) == DropReason::other_vlan);
+  }
+  SECTION("the drop is counted by name") {
+    NetCounters counters;
+    count(counters, classify_bytes(roce_v4_frame(0x0064)));
+    CHECK(counters.dropped(DropReason::other_vlan) == 1);
+    CHECK(to_string(DropReason::other_vlan) == "other_vlan");
+    CHECK_FALSE(is_malformed(DropReason::other_vlan));
+  }
 }
 
 TEST_CASE("malformed IP and UDP headers are named precisely", "[classify]") {
@@ -370,7 +410,7 @@ TEST_CASE("RoCE to a group the port has members for is for the transport; to oth
     Bytes tagged = ipv6_frame(peer_ip6, group6, 17, udp(4791, roce_body()), 0x0005);
     const MacAddress m = mcast_mac(group6);
     std::copy(m.bytes.begin(), m.bytes.end(), tagged.begin());
-    const Classification c = classify_bytes(tagged, joined);
+    const Classification c = classify_bytes(tagged, joined_port(5));
     CHECK(c.kind == FrameClass::roce);
     CHECK(c.l4_offset == 58);
   }
@@ -427,7 +467,8 @@ TEST_CASE("IGMP queries to all-hosts or our groups are for the membership; other
   }
   SECTION("a group-specific v3 query to the group, tagged") {
     const Classification c =
-        classify_bytes(igmp_frame(group_a, igmp_message(0x11, 30, group_a, igmp_v3_tail(0, 0)), 0x0042), joined);
+        classify_bytes(igmp_frame(group_a, igmp_message(0x11, 30, group_a, igmp_v3_tail(0, 0)), 0x0042),
+                       joined_port(0x42));
     REQUIRE(c.kind == FrameClass::igmp);
     CHECK(c.igmp.group == group_a);
     CHECK(c.igmp.max_response == seconds(3));
@@ -480,7 +521,7 @@ TEST_CASE("MLD queries to all-nodes, our groups or our solicited-node groups are
     const Bytes f = mld_frame(peer_link_local, group6,
                               mld_message(130, 3000, group6, peer_link_local, group6, mld_v2_tail(0, 0)), 1,
                               router_alert_hop_by_hop(), 0x0042);
-    const Classification c = classify_bytes(f, joined);
+    const Classification c = classify_bytes(f, joined_port(0x42));
     REQUIRE(c.kind == FrameClass::mld);
     CHECK(c.mld.group == wire::IpAddress::from_v6_bytes(group6));
     CHECK(c.mld.max_response == seconds(3));

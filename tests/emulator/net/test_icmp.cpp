@@ -17,7 +17,7 @@ struct Echo {
   Bytes out = Bytes(9200, 0xcc);
 
   Bytes reply_to(const Bytes& request) {
-    const Classification c = classify(request, port);
+    const Classification c = classify(request, on_vlan_of(request, port));
     REQUIRE(c.kind == FrameClass::icmp_echo_request);
     const size_t n = responder.on_frame(request, c, out);
     return Bytes(out.begin(), out.begin() + std::ptrdiff_t(n));

@@ -26,7 +26,7 @@ struct Responder {
 
   // Classifies `f` (it must be valid ND) and hands it to the responder; the reply, if any.
   Bytes on(const Bytes& f, Nanos now = seconds(1)) {
-    const Classification c = classify(std::span<const uint8_t>(f), port);
+    const Classification c = classify(std::span<const uint8_t>(f), on_vlan_of(f, port));
     REQUIRE(c.kind == FrameClass::nd);
     const size_t n = responder.on_frame(c, now, reply, released);
     return Bytes(reply.begin(), reply.begin() + long(n));
@@ -38,7 +38,7 @@ Classification as_peer_sees(const Bytes& f, const uint8_t* peer_ip = peer_ip6, c
   PortAddresses peer;
   peer.mac = mac;
   peer.ips = {v6(peer_ip)};
-  return classify(std::span<const uint8_t>(f), peer);
+  return classify(std::span<const uint8_t>(f), on_vlan_of(f, peer));
 }
 
 }  // namespace

@@ -97,10 +97,10 @@ TEST_CASE("tshark decodes our ARP reply, gratuitous ARP and ICMP echo reply as i
   Bytes buf(2000);
   const Bytes request = arp_frame({}, MacAddress::broadcast(), 0x200a);
   frames.emplace_back(buf.begin(),
-                      buf.begin() + std::ptrdiff_t(arp.on_frame(classify(request, port), 0, buf, released)));
+                      buf.begin() + std::ptrdiff_t(arp.on_frame(classify(request, on_vlan_of(request, port)), 0, buf, released)));
   frames.emplace_back(buf.begin(), buf.begin() + std::ptrdiff_t(write_gratuitous_arp(buf, our_mac, our_ip2, {})));
   const Bytes ping = echo_request_frame(57);
-  frames.emplace_back(buf.begin(), buf.begin() + std::ptrdiff_t(icmp.on_frame(ping, classify(ping, port), buf)));
+  frames.emplace_back(buf.begin(), buf.begin() + std::ptrdiff_t(icmp.on_frame(ping, classify(ping, on_vlan_of(ping, port)), buf)));
   for (const Bytes& f : frames) REQUIRE_FALSE(f.empty());
 
   const auto lines = tshark_fields_of(
@@ -135,12 +135,12 @@ TEST_CASE("tshark decodes our Neighbor Solicitation and Advertisements as intend
                                                     buf, our_mac, v6(our_ip6), v6(peer_ip6), std::nullopt)));
   const Bytes ns = peer_ns();
   frames.push_back(ns);
-  frames.emplace_back(buf.begin(), buf.begin() + std::ptrdiff_t(nd.on_frame(classify(ns, port), 0, buf, released)));
+  frames.emplace_back(buf.begin(), buf.begin() + std::ptrdiff_t(nd.on_frame(classify(ns, on_vlan_of(ns, port)), 0, buf, released)));
   Nd dad;
   const auto group = solicited_ip6(our_ip6);
   const Bytes dad_ns = nd_frame(dad, unspecified_ip6, group.data(), mcast_mac(group.data()));
   frames.emplace_back(buf.begin(),
-                      buf.begin() + std::ptrdiff_t(nd.on_frame(classify(dad_ns, port), 0, buf, released)));
+                      buf.begin() + std::ptrdiff_t(nd.on_frame(classify(dad_ns, on_vlan_of(dad_ns, port)), 0, buf, released)));
   for (const Bytes& f : frames) REQUIRE_FALSE(f.empty());
 
   const auto lines = tshark_fields_of(
@@ -166,7 +166,7 @@ TEST_CASE("tshark decodes our ICMPv6 echo reply as ping -6 expects, checksum goo
   const Bytes ping = echo6_request_frame(57, 0x0007);
   Bytes buf(2000);
   std::vector<Bytes> frames{ping};
-  frames.emplace_back(buf.begin(), buf.begin() + std::ptrdiff_t(icmp.on_frame(ping, classify(ping, port), buf)));
+  frames.emplace_back(buf.begin(), buf.begin() + std::ptrdiff_t(icmp.on_frame(ping, classify(ping, on_vlan_of(ping, port)), buf)));
   REQUIRE_FALSE(frames[1].empty());
 
   const auto lines = tshark_fields_of(
