@@ -3,14 +3,15 @@
 # between it and uroce, both directions, clean and with 5% loss, and prints a Markdown matrix.
 #
 #   scripts/interop.sh                 the short subset (CI): ibv_rc_pingpong both ways, one lossy ib_write_bw,
-#                                      and ibv_rc_pingpong and ib_write_bw from uroce on a PCI NIC (below)
+#                                      ibv_rc_pingpong and ib_write_bw from uroce on a PCI NIC (below), and
+#                                      ibv_rc_pingpong and ib_write_bw on 802.1Q VLAN 100, one each way
 #   scripts/interop.sh --full          everything: pingpongs, perftest, qperf, pyverbs; uroce as client and as
 #                                      server, plus rxe <-> rxe (a second VM) as the control; clean and lossy;
 #                                      and every program from uroce on a PCI NIC: uroced in the VM on its
 #                                      second NIC, a virtio-net PCI device run by DPDK's net_virtio through
 #                                      uio_pci_generic, as uroced runs a physical NIC, against the host's uroced
 #   options: --cells A,B   only programs whose name contains A or B, or only the cells of direction A
-#                          (uroce-client, uroce-server, control, pci), with --full
+#                          (uroce-client, uroce-server, control, pci, vlan-client, vlan-server), with --full
 #            --out FILE    where the matrix goes (default build/interop/matrix[-full].md)
 #            --build DIR   the build to test (default build/release; configured and built here)
 #            --no-build    use DIR as it is (ctest: the test suite built it)

@@ -4,9 +4,10 @@ protocol's rules: opcode sequences, payload sizes, WRITE and READ lengths) and `
 bad ICRC or fails to parse, if either side broke a rule, if the file is damaged, or if it holds no RoCE
 traffic at all. It also counts
 the RoCE frames carried over IPv6, for the cells that must use it, and reads the evidence for either side
-of the pingpongs' exit race."""
+of the pingpongs' exit race. The VLAN cells' captures are checked for their tags too (check_vlan)."""
 import json
 import re
+import struct
 import subprocess
 
 SUMMARY = re.compile(r"(\d+) frames: (\d+) RoCE \((\d+) with a bad ICRC\), (\d+) malformed")
@@ -110,3 +111,48 @@ def check(uroce, pcap):
     else:
         r["ok"] = True
     return r
+
+
+def read_pcap(path):
+    """The frames of a classic pcap file (either timestamp resolution, either byte order), as bytes."""
+    with open(path, "rb") as f:
+        data = f.read()
+    order = "<" if data[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
+    frames, off = [], 24
+    while off + 16 <= len(data):
+        caplen = struct.unpack(order + "I", data[off + 8:off + 12])[0]
+        frames.append(data[off + 16:off + 16 + caplen])
+        off += 16 + caplen
+    return frames
+
+
+def check_vlan(pcap, vid, sides, want_priority):
+    """A VLAN cell's capture: every RoCE frame (IPv4) and every ARP frame for or from one of `sides`'
+    addresses ({ip: name}) must be tagged `vid`, every RoCE frame must come from one of them, both must
+    have sent RoCE, and the names in `want_priority` ({name: pcp}) must have sent with that priority only.
+    The capture may hold other frames (uroced's holds everything its port saw: untagged traffic of the
+    kernel that shares its interface too). {"error": None or why, "priorities": {name: set of PCPs}}."""
+    priorities = {name: set() for name in sides.values()}
+    for f in read_pcap(pcap):
+        tagged = f[12:14] == b"\x81\x00"
+        tag, l3 = (int.from_bytes(f[14:16], "big"), 18) if tagged else (None, 14)
+        ethertype = f[l3 - 2:l3]
+        roce = (ethertype == b"\x08\x00" and len(f) >= l3 + 24 and f[l3 + 9] == 17 and
+                int.from_bytes(f[l3 + 22:l3 + 24], "big") == 4791)
+        arp_ips = {".".join(map(str, f[l3 + o:l3 + o + 4])) for o in (14, 24)} if ethertype == b"\x08\x06" else set()
+        if not roce and not arp_ips & sides.keys():
+            continue
+        if tag is None or tag & 0xFFF != vid:
+            return {"error": f"a {'RoCE' if roce else 'ARP'} frame not on VLAN {vid}: {f[:l3 + 20].hex()}",
+                    "priorities": priorities}
+        if roce:
+            src = ".".join(map(str, f[l3 + 12:l3 + 16]))
+            if src not in sides:
+                return {"error": f"RoCE from {src}, none of {sorted(sides)}", "priorities": priorities}
+            priorities[sides[src]].add(tag >> 13)
+    error = None
+    if not all(priorities.values()):
+        error = "no RoCE from " + ", ".join(n for n, p in priorities.items() if not p)
+    elif any(priorities[n] != {p} for n, p in want_priority.items()):
+        error = f"RoCE priorities on VLAN {vid}: {priorities} (want {want_priority})"
+    return {"error": error, "priorities": priorities}

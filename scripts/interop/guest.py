@@ -113,3 +113,69 @@ class Guest:
 
     def clear_delay(self):
         self.run(["sh", "-c", "tc qdisc del dev eth0 root 2>/dev/null; true"], 60)
+
+
+VLAN_ID = 100
+VLAN_PRIORITY = "3"  # the SL the VLAN cells' programs name (-l, --sl): the priority of uroce's frames
+
+
+def mapped_gid(ipv4):
+    """An IPv4 address as sysfs shows its RoCE GID: eight groups of four hex digits, v4-mapped."""
+    a, b, c, d = (int(x) for x in ipv4.split("."))
+    return f"0000:0000:0000:0000:0000:ffff:{a:02x}{b:02x}:{c:02x}{d:02x}"
+
+
+class GuestVlan:
+    """The VM's rxe on 802.1Q VLAN 100, as Linux runs RoCE on a VLAN: guest-agent.sh made a VLAN device
+    eth0.100 with an address of its own, whose GID the rxe device of eth0 has too (RoCE GIDs follow the
+    port netdev's upper VLAN devices) and whose frames leave through eth0.100, tagged with priority 3 by
+    its egress map (rxe's packets have skb priority 0). The programs exchange QP numbers and GIDs over TCP
+    with the VM's untagged address, as on the other cells."""
+    device, gid6 = "rxe0", None
+    sl = VLAN_PRIORITY
+
+    def __init__(self, guest, roce_ip):
+        self.guest, self.roce_ip = guest, roce_ip
+        self.ip = guest.ip
+        self.name = f"{guest.name} on VLAN {VLAN_ID}"
+        self.share = guest.share
+        self._gid = None
+
+    @property
+    def gid(self):
+        """The index of roce_ip's GID on rxe0, the one whose netdev is eth0.100 (read from sysfs once)."""
+        if self._gid is None:
+            dev = f"eth0.{VLAN_ID}"
+            want = mapped_gid(self.roce_ip)
+            rc, out = self.guest.run(["sh", "-c", f"""
+for i in $(seq 100); do
+  # One grep over the table's 1024 entries: a cat of each took 35 s in a TCG guest.
+  for g in $(grep -lx {want} /sys/class/infiniband/rxe0/ports/1/gids/* 2>/dev/null); do
+    n=${{g##*/}}
+    if [ "$(cat /sys/class/infiniband/rxe0/ports/1/gid_attrs/ndevs/$n 2>/dev/null)" = {dev} ]; then
+      echo "gid index $n"; exit 0
+    fi
+  done
+  sleep 0.1
+done
+echo "rxe0 has no GID {want} on {dev}"; ip -d addr show {dev}; exit 1
+"""], 120)
+            if rc != 0 or "gid index" not in out:
+                raise RuntimeError(f"{self.name}: no GID (rc {rc}): {out.strip()[-300:]}")
+            self._gid = out.split("gid index")[-1].split()[0]
+        return self._gid
+
+    def script(self, name):
+        return self.guest.script(name)
+
+    def start(self, argv, limit, env=None, listen_port=None):
+        return self.guest.start(argv, limit, env, listen_port)
+
+    def run(self, argv, limit):
+        return self.guest.run(argv, limit)
+
+    def delay_tcp_from(self, port, ms):
+        self.guest.delay_tcp_from(port, ms)
+
+    def clear_delay(self):
+        self.guest.clear_delay()

@@ -10,15 +10,16 @@ from registry import record_pid
 
 UROCE_IP = "10.99.0.1"
 UROCE_IP6 = "fd99::1"  # GID 1 (GID 0 is UROCE_IP); RoCEv2 over IPv6 against rxe (netns.sh)
+UROCE_VLAN_IP = "10.99.100.1"  # on VLAN 100 (the "vlan" cells; netns.sh)
 
 
 class Uroced:
-    def __init__(self, build, netns, run_dir, cell_dir, capture, log):
+    def __init__(self, build, netns, run_dir, cell_dir, capture, log, port_args=("--ip", UROCE_IP, "--ip", UROCE_IP6)):
         self.socket = os.path.join(cell_dir, "uroced.sock")
         self.capture = capture
         self.log = open(log, "w")
         cmd = ["ip", "netns", "exec", netns, os.path.join(build, "emulator", "uroced"),
-               "--port", "net_af_packet0,iface=vu", "--ip", UROCE_IP, "--ip", UROCE_IP6, "--socket", self.socket,
+               "--port", "net_af_packet0,iface=vu", *port_args, "--socket", self.socket,
                "--capture", capture, "--log-level", os.environ.get("INTEROP_UROCED_LOG", "info")]
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         record_pid(run_dir, self.proc.pid)
@@ -82,6 +83,8 @@ class HostSide:
     device, gid, gid6 = "uroce0", "0", "1"  # GID 1: UROCE_IP6
     ip = roce_ip = UROCE_IP
     ip6 = UROCE_IP6
+    port_args = ("--ip", UROCE_IP, "--ip", UROCE_IP6)  # the cell's uroced
+    sl = None  # no service level named: the programs' default (0)
 
     def __init__(self, build, netns, run_dir):
         self.uroce_run = os.path.join(build, "verbs_shim", "uroce-run")
@@ -108,3 +111,17 @@ class HostSide:
         out.close()
         record_pid(self.run_dir, proc.pid)
         return HostJob(self, proc, out_path, limit)
+
+
+class HostVlanSide(HostSide):
+    """uroce on 802.1Q VLAN 100 (uroced --vlan) with an address of its own there, GID 0; the programs' TCP
+    exchange stays with the kernel's untagged address on vu. Its programs name SL 3 (-l, --sl): the priority
+    of its RoCE frames."""
+    gid6 = None
+    roce_ip = UROCE_VLAN_IP
+    port_args = ("--vlan", "100", "--ip", UROCE_VLAN_IP)
+    sl = "3"
+
+    def __init__(self, build, netns, run_dir):
+        super().__init__(build, netns, run_dir)
+        self.name = "uroce-vlan"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the guest's initramfs: busybox-static, the kernel modules rxe needs (in load order), and
+# Builds the guest's initramfs: busybox-static, the kernel modules rxe (and a VLAN) needs (in load order), and
 # guest-init.sh as /init. The guest's real root is the host's, shared read-only over virtio-9p, so the
 # initramfs holds only what it takes to mount it.
 #
@@ -10,9 +10,12 @@ release=$1 out=$2
 
 # Order matters: each module's dependencies come before it (busybox insmod does not resolve them).
 # crc32_generic: rxe's ICRC uses the kernel crypto API's crc32. sch_netem: loss injected inside the guest.
+# llc stp garp mrp 8021q: the VLAN device of the "vlan" cells (loaded here: a modprobe over 9p under TCG,
+# beside a busy guest, took over a minute).
 modules=(virtio_ring virtio_pci_modern_dev virtio_pci_legacy_dev virtio virtio_pci failover net_failover
          virtio_net 9pnet 9pnet_virtio netfs fscache 9p crc32_generic ib_core ib_uverbs udp_tunnel
-         ip6_udp_tunnel rdma_rxe ib_cm iw_cm configfs rdma_cm rdma_ucm ib_umad sch_netem)
+         ip6_udp_tunnel rdma_rxe ib_cm iw_cm configfs rdma_cm rdma_ucm ib_umad sch_netem
+         llc stp garp mrp 8021q)
 
 root=$(mktemp -d)
 trap 'rm -rf "$root"' EXIT

@@ -18,10 +18,10 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from capture_check import check  # noqa: E402
-from guest import Guest  # noqa: E402
+from capture_check import check, check_vlan  # noqa: E402
+from guest import VLAN_ID, VLAN_PRIORITY, Guest, GuestVlan  # noqa: E402
 from guest_uroce import GuestUroce  # noqa: E402
-from host import HostSide, Uroced  # noqa: E402
+from host import UROCE_VLAN_IP, HostSide, HostVlanSide, Uroced  # noqa: E402
 from programs import PROGRAMS  # noqa: E402
 from registry import record_pid  # noqa: E402
 
@@ -33,12 +33,22 @@ DIRECTIONS = {
     "uroce-server": ("rxe client → uroce server", "vm0", "uroce"),
     "control": ("rxe ↔ rxe (control)", "vm0", "vm1"),
     "pci": ("uroce on a PCI NIC (DPDK net_virtio, in the VM) → uroce server", "vm0-pci", "uroce"),
+    "vlan-client": (f"on VLAN {VLAN_ID}: uroce client → rxe server", "uroce-vlan", "vm0-vlan"),
+    "vlan-server": (f"on VLAN {VLAN_ID}: rxe client → uroce server", "vm0-vlan", "uroce-vlan"),
 }
+VLAN_GUEST_IP = "10.99.100.2"  # vm0's eth0.100 (netns.sh)
 PCI_DAEMON_LIMIT = 7200  # the VM's uroced lives for the whole matrix; stopped at its end
 CM_LISTEN_WAIT = 2  # seconds an rdma_cm-only server gets to listen (4x in the TCG guest): programs.py cm_only
 STOPPED = (124, 137, 143, -15, -9)  # exit statuses of a program the harness (or its timeout) stopped
 CI_CELLS = [("ibv_rc_pingpong", "uroce-client", 0), ("ibv_rc_pingpong", "uroce-server", 0),
-            ("ib_write_bw", "uroce-client", LOSS), ("ibv_rc_pingpong", "pci", 0), ("ib_write_bw", "pci", 0)]
+            ("ib_write_bw", "uroce-client", LOSS), ("ibv_rc_pingpong", "vlan-client", 0),
+            ("ib_write_bw", "vlan-server", 0), ("ibv_rc_pingpong", "pci", 0), ("ib_write_bw", "pci", 0)]
+
+
+def on_vlan_column(name):
+    """The VLAN columns run the programs that name their GIDs (the pingpongs, perftest, pyverbs_peer) over
+    IPv4; rdma_cm's programs resolve the address they are given, and the VLAN addresses have no TCP."""
+    return name.startswith(("ibv_", "ib_", "pyverbs")) and not name.endswith("(IPv6)")
 
 
 def full_cells():
@@ -50,6 +60,8 @@ def full_cells():
             for direction in DIRECTIONS:
                 if direction == "pci" and loss and name != "ib_write_bw":
                     continue  # the PCI column shows the port works; loss recovery is the other columns'
+                if direction.startswith("vlan") and (loss or not on_vlan_column(name)):
+                    continue  # the VLAN columns show the tagged frames work both ways
                 cells.append((name, direction, loss))
     return cells
 
@@ -70,7 +82,9 @@ class Runner:
         self.args = args
         self.uroce = os.path.join(args.build, "pcap_tools", "uroce")
         self.host = HostSide(args.build, args.netns, args.run)
+        self.host_vlan = HostVlanSide(args.build, args.netns, args.run)
         self.vms = {name: Guest(args.run, name, ip) for name, ip in (("vm0", "10.99.0.2"), ("vm1", "10.99.0.3"))}
+        self.vm_vlan = GuestVlan(self.vms["vm0"], VLAN_GUEST_IP)
         self.pci = GuestUroce(self.vms["vm0"], args.build)
         self.port = 18600
 
@@ -79,7 +93,7 @@ class Runner:
             if self.pci.job is None:
                 self.pci.start_daemon(PCI_DAEMON_LIMIT)
             return self.pci
-        return self.host if name == "uroce" else self.vms[name]
+        return {"uroce": self.host, "uroce-vlan": self.host_vlan, "vm0-vlan": self.vm_vlan}.get(name) or self.vms[name]
 
     def close(self):
         """Stops the VM's uroced (if a cell started it); an error if it did not stop cleanly."""
@@ -107,11 +121,12 @@ class Runner:
         daemon = tcpdump = delayed = None
         exit_race = client_exit_race = False
         try:
-            if "uroce" in (client_name, server_name):
+            host = next((s for s in (client, server) if isinstance(s, HostSide)), None)
+            if host:
                 cell.capture = os.path.join(cell_dir, "uroced.pcap")
                 daemon = Uroced(self.args.build, self.args.netns, self.args.run, cell_dir, cell.capture,
-                                os.path.join(cell_dir, "uroced.log"))
-                self.host.daemon, self.host.work = daemon, cell_dir
+                                os.path.join(cell_dir, "uroced.log"), host.port_args)
+                host.daemon, host.work = daemon, cell_dir
                 ports = ["vb", "tap2" if cell.direction == "pci" else "tap0"]
             else:
                 cell.capture = os.path.join(cell_dir, "bridge.pcap")
@@ -196,6 +211,14 @@ class Runner:
             else:
                 cell.notes.append(f"client rc {c_rc}, and the capture does not show that the server had its last "
                                   f"request: {tail(c_out)}")
+        if cell.direction.startswith("vlan") and cap["ok"]:
+            v = check_vlan(cell.capture, VLAN_ID, {UROCE_VLAN_IP: "uroce", VLAN_GUEST_IP: "rxe"},
+                           {"uroce": int(VLAN_PRIORITY)})
+            if v["error"]:
+                cell.notes.append("capture: " + v["error"])
+            elif cell.result:
+                cell.result += f"; VLAN {VLAN_ID}, priority: " + ", ".join(
+                    f"{who} {'/'.join(map(str, sorted(p)))}" for who, p in v["priorities"].items())
         if not cap["ok"]:
             cell.notes.append("capture: " + cap["error"])
         elif program.ipv6 and cap["roce_ipv6"] != cap["roce"]:

@@ -10,6 +10,9 @@
 #   10.99.0.1   uroce: uroced for RoCE, the kernel for TCP (veth "vu")
 #   10.99.0.2   VM vm0 (tap0)          10.99.0.3   VM vm1 (tap1, rxe<->rxe cells)
 #   10.99.0.4   uroced in VM vm0 on its second NIC, a PCI device driven by DPDK (tap2, scripts/pci_port.sh)
+#   10.99.100.1 uroce on 802.1Q VLAN 100 (uroced --vlan 100 on vu)   10.99.100.2 vm0's eth0.100 (rxe)
+#   (the "vlan" cells: the bridge carries the tagged frames as they are; the kernels here have no VLAN
+#   device, so only uroced takes them on vu)
 #   fd99::1 .. fd99::4: the same four over IPv6, shared the same way (fd99::1 is the kernel's on vu too:
 #   rping's getaddrinfo wants a non-loopback IPv6 address on the host before it resolves an IPv6 one)
 

@@ -184,11 +184,18 @@ def rsocket_stream(program, size, count):
     return server, client
 
 
+def sl_option(side, flag):
+    """The program's option naming the service level a side asks for (a VLAN side: its frames' priority)."""
+    return [flag, side.sl] if getattr(side, "sl", None) else []
+
+
 def pingpong(program, *extra, n="300", ipv6=False):
     # ipv6: both ends name their IPv6 GID (-g), so RoCE runs over IPv6; the programs still exchange their
     # QP numbers and GIDs over TCP to the IPv4 address.
     def server(side, port):
-        return [program, "-d", side.device, "-g", side.gid6 if ipv6 else side.gid, "-p", str(port), "-n", n, *extra]
+        sl = sl_option(side, "-l")
+        return [program, "-d", side.device, "-g", side.gid6 if ipv6 else side.gid, "-p", str(port), "-n", n, *sl,
+                *extra]
 
     def client(side, port, ip, _server_side):
         return server(side, port) + [ip]
@@ -202,8 +209,9 @@ def perftest(program, *extra, ipv6=False):
     # either: an rxe requester ignores a NAK while its previous go-back-N retry is under way, so every
     # second loss within one message costs it a whole timeout.
     def server(side, port):
+        sl = sl_option(side, "--sl")
         return [program, "-d", side.device, "-x", side.gid6 if ipv6 else side.gid, "-p", str(port), "-F", "-u", "16",
-                *extra]
+                *sl, *extra]
 
     def client(side, port, ip, _server_side):
         return server(side, port) + [ip]
@@ -223,8 +231,9 @@ def qperf(*tests):
 
 def pyverbs():
     def server(side, port):
+        sl = sl_option(side, "--sl")
         return ["/usr/bin/python3", side.script("pyverbs_peer.py"), "--dev", side.device, "--gid", side.gid,
-                "--port", str(port)]
+                "--port", str(port), *sl]
 
     def client(side, port, ip, _server_side):
         return server(side, port) + ["--connect", ip]

@@ -57,8 +57,9 @@ class Oob:
 
 
 class Peer:
-    def __init__(self, dev, gid_index, lossy=False):
+    def __init__(self, dev, gid_index, lossy=False, sl=0):
         self.lossy = lossy  # --lossy: the network drops frames
+        self.sl = sl        # --sl: the address vector's service level (on a VLAN: the frames' priority)
         self.ctx = Context(name=dev)
         self.pd = PD(self.ctx)
         self.cq = CQ(self.ctx, 64)
@@ -82,7 +83,7 @@ class Peer:
         attr.dest_qp_num = remote["qpn"]
         attr.rq_psn = remote["psn"]
         attr.sq_psn = 0x1234
-        attr.ah_attr = AHAttr(gr=gr, is_global=1, port_num=1)
+        attr.ah_attr = AHAttr(gr=gr, is_global=1, port_num=1, sl=self.sl)
         attr.qp_access_flags = (e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ |
                                 e.IBV_ACCESS_REMOTE_ATOMIC)
         attr.max_rd_atomic = attr.max_dest_rd_atomic = 4
@@ -199,8 +200,9 @@ def main():
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--connect")
     ap.add_argument("--lossy", action="store_true", help="the network drops frames (the matrix's lossy cells)")
+    ap.add_argument("--sl", type=int, default=0, help="service level of the QP's address vector")
     args = ap.parse_args()
-    peer = Peer(args.dev, args.gid, args.lossy)
+    peer = Peer(args.dev, args.gid, args.lossy, args.sl)
     if args.connect:
         sock = socket.create_connection((args.connect, args.port), timeout=120)
     else:

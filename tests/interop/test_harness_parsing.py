@@ -75,6 +75,15 @@ def main():
         # (mckey's client addresses the group, not the server; an IPv6 row's client the server's IPv6 address)
         assert server and client and ("10.99.0.254" in client or "239.1.1.1" in client or
                                       (p.ipv6 and Side.ip6 in client)), p.name
+    # A VLAN side names its service level (its frames' priority) to the programs that take one; others do not.
+    class VlanSide(Side):
+        sl = "3"
+    for name, option in (("ibv_rc_pingpong", "-l"), ("ibv_ud_pingpong", "-l"), ("ib_write_bw", "--sl"),
+                         ("ib_atomic_lat", "--sl"), ("pyverbs_peer.py", "--sl")):
+        p = programs.PROGRAMS[name]
+        for argv in (p.server(VlanSide, 1), p.client(VlanSide, 1, "10.99.0.254", VlanSide)):
+            assert argv[argv.index(option) + 1] == "3", (name, argv)
+        assert option not in p.server(Side, 1), name
     bw = programs.PROGRAMS["ib_write_bw"]
     argv = bw.client(Side, 1, "10.99.0.254", Side)
     assert bw.argv(argv, 5)[argv.index("-n") + 1] == "20" and bw.argv(argv, 0) == argv
@@ -197,6 +206,35 @@ def main():
             f.write(bytes.fromhex("d4c3b2a1020004000000000000000000ffff000001000000"))
         r = capture_check.check(uroce, empty)
         assert not r["ok"] and "no RoCE" in r["error"], r
+        # The VLAN cells (check_vlan): rxe's pingpong, every frame given an 802.1Q tag: VLAN 100, priority 3
+        # from 10.77.0.12, 0 from 10.77.0.11 and on ARP, plus an untagged IPv6 frame of someone else's.
+        linktype, records = pcapfile.read(os.path.join(captures, "01-rc-send-pingpong.pcap"))
+        sides = {"10.77.0.12": "a", "10.77.0.11": "b"}
+
+        def tag(f, vid=100):
+            pcp = 3 if f[12:14] == b"\x08\x00" and f[26:30] == bytes([10, 77, 0, 12]) else 0
+            return f[:12] + b"\x81\x00" + (pcp << 13 | vid).to_bytes(2, "big") + f[12:]
+
+        def vlan_capture(name, frames):
+            path = os.path.join(tmp, name)
+            pcapfile.write(path, linktype, [(0, i, len(f), f) for i, f in enumerate(frames)])
+            return path
+        frames = [tag(r[3]) for r in records]
+        others = bytes(12) + b"\x86\xdd" + bytes(60)
+        v = capture_check.check_vlan(vlan_capture("vlan.pcap", frames + [others]), 100, sides, {"a": 3})
+        assert v["error"] is None and v["priorities"] == {"a": {3}, "b": {0}}, v
+        v = capture_check.check_vlan(vlan_capture("vlan.pcap", frames), 100, sides, {"a": 3, "b": 3})
+        assert v["error"] and "priorities" in v["error"], v  # b sent priority 0
+        for i, what in ((0, "ARP"), (5, "RoCE")):  # one frame untagged, or on VLAN 101
+            for wrong in (records[i][3], tag(records[i][3], 101)):
+                v = capture_check.check_vlan(vlan_capture("vlan.pcap", frames[:i] + [wrong] + frames[i + 1:]), 100,
+                                             sides, {"a": 3})
+                assert v["error"] and v["error"].startswith(f"a {what} frame not on VLAN 100"), (i, v)
+        v = capture_check.check_vlan(vlan_capture("vlan.pcap", frames), 100, {"10.77.0.12": "a"}, {"a": 3})
+        assert v["error"] and "RoCE from 10.77.0.11" in v["error"], v
+        one_way = [f for f in frames if not (f[16:18] == b"\x08\x00" and f[30:34] == bytes([10, 77, 0, 11]))]
+        v = capture_check.check_vlan(vlan_capture("vlan.pcap", one_way), 100, sides, {"a": 3})
+        assert v["error"] == "no RoCE from b", v
     print("interop harness parsing: ok")
 
 

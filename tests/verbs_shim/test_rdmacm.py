@@ -6,7 +6,8 @@ by SIDR_REQ/SIDR_REP.
 
 Setups: (a) loopback: one uroced on its internal loopback port (192.0.2.1), server and client both through
 it; (b) veth: two uroced in two network namespaces over a veth pair (root only), the server through
-10.77.0.1, the client through 10.77.0.2 - the programs address each other by the daemons' IPs.
+10.77.0.1, the client through 10.77.0.2 - the programs address each other by the daemons' IPs; (c) veth-vlan: the same with both ports
+on 802.1Q VLAN 100 (uroced --vlan 100): ARP, the CM's MADs and the connections' traffic all tagged.
 
 Cases: rping with data verification (-V -C N), rping to a port nobody listens on (the client must see
 RDMA_CM_EVENT_REJECTED, uroced's CM answers the REQ with a REJ), rping to an address nobody has
@@ -183,7 +184,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--uroced", required=True)
     ap.add_argument("--uroce-run", required=True)
-    ap.add_argument("--setup", action="append", choices=["loopback", "veth"])
+    ap.add_argument("--setup", action="append", choices=["loopback", "veth", "veth-vlan"])
     a = ap.parse_args()
     needed = ["rping", "ucmatose", "udaddy", "rdma_server", "rdma_client", "ib_write_bw", "ib_send_lat"]
     missing = [p for p in needed if shutil.which(p) is None]
@@ -191,15 +192,15 @@ def main():
         print("SKIP: not installed: " + " ".join(missing))
         return 0
     failures = 0
-    for name in a.setup or ["loopback", "veth"]:
-        if name == "veth" and not is_root():
+    for name in a.setup or ["loopback", "veth", "veth-vlan"]:
+        if name.startswith("veth") and not is_root():
             print("SKIP veth: needs root for network namespaces")
             continue
         with tempfile.TemporaryDirectory(prefix="uroce-rdmacm-") as work:
             # On the loopback one capture holds both sides of every connection (see cm_psn_check).
             capture = os.path.join(work, "lo.pcap") if name == "loopback" else None
-            extra = ["--capture", capture] if capture else []
-            with SETUPS[name](a.uroced, work, extra) as (daemons, server_socket, client_socket):
+            extra = ["--capture", capture] if capture else ["--vlan", "100"] if name == "veth-vlan" else []
+            with SETUPS[name.removesuffix("-vlan")](a.uroced, work, extra) as (daemons, server_socket, client_socket):
                 server_ip, client_ip = ("192.0.2.1", "192.0.2.1") if name == "loopback" else ("10.77.0.1", "10.77.0.2")
                 absent_ip = "192.0.2.99" if name == "loopback" else "10.77.0.99"
                 cases = [
