@@ -88,8 +88,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static Nanos now = 0;
   now += milliseconds(100);  // the cache sees time pass, so entries expire and resolutions fail
 
+  // The same port on VLAN 7 (the fuzzer finds the constant): classify() takes a tagged frame only on its
+  // VLAN's port, and through it tagged frames reach the responders, which copy the tag into their replies.
+  static const PortAddresses port_on_vlan = [] {
+    PortAddresses p = make_port();
+    p.vlan_tci = 7;
+    return p;
+  }();
+  const int vid = size >= 16 && data[12] == 0x81 && data[13] == 0x00 ? (data[14] & 0x0f) << 8 | data[15] : -1;
+
   const std::span<const uint8_t> bytes(data, size);
-  const Classification c = classify(bytes, port);
+  const Classification c = classify(bytes, vid == 7 ? port_on_vlan : port);
+  // Dropped as off the port's VLAN only when tagged with a VLAN that is not the port's (VID 0: untagged).
+  check(c.kind != FrameClass::drop || c.reason != DropReason::other_vlan || (vid > 0 && vid != 7));
   count(counters, c);
 
   static uint8_t out[9100];
