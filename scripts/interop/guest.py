@@ -8,6 +8,8 @@ import shlex
 import shutil
 import time
 
+from vlan import VLAN_ID, VLAN_PRIORITY
+
 _ids = itertools.count(1)
 
 
@@ -113,10 +115,6 @@ class Guest:
 
     def clear_delay(self):
         self.run(["sh", "-c", "tc qdisc del dev eth0 root 2>/dev/null; true"], 60)
-
-
-VLAN_ID = 100
-VLAN_PRIORITY = "3"  # the SL the VLAN cells' programs name (-l, --sl): the priority of uroce's frames
 
 
 def mapped_gid(ipv4):

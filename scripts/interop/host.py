@@ -7,10 +7,10 @@ import subprocess
 import time
 
 from registry import record_pid
+from vlan import UROCE_VLAN_IP, VLAN_ID, VLAN_PRIORITY
 
 UROCE_IP = "10.99.0.1"
 UROCE_IP6 = "fd99::1"  # GID 1 (GID 0 is UROCE_IP); RoCEv2 over IPv6 against rxe (netns.sh)
-UROCE_VLAN_IP = "10.99.100.1"  # on VLAN 100 (the "vlan" cells; netns.sh)
 
 
 class Uroced:
@@ -119,8 +119,8 @@ class HostVlanSide(HostSide):
     of its RoCE frames."""
     gid6 = None
     roce_ip = UROCE_VLAN_IP
-    port_args = ("--vlan", "100", "--ip", UROCE_VLAN_IP)
-    sl = "3"
+    port_args = ("--vlan", str(VLAN_ID), "--ip", UROCE_VLAN_IP)
+    sl = VLAN_PRIORITY
 
     def __init__(self, build, netns, run_dir):
         super().__init__(build, netns, run_dir)

@@ -19,11 +19,12 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from capture_check import check, check_vlan  # noqa: E402
-from guest import VLAN_ID, VLAN_PRIORITY, Guest, GuestVlan  # noqa: E402
+from guest import Guest, GuestVlan  # noqa: E402
 from guest_uroce import GuestUroce  # noqa: E402
-from host import UROCE_VLAN_IP, HostSide, HostVlanSide, Uroced  # noqa: E402
+from host import HostSide, HostVlanSide, Uroced  # noqa: E402
 from programs import PROGRAMS  # noqa: E402
 from registry import record_pid  # noqa: E402
+from vlan import UROCE_VLAN_IP, VLAN_GUEST_IP, VLAN_ID, VLAN_PRIORITY  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LOSS = 5
@@ -36,7 +37,6 @@ DIRECTIONS = {
     "vlan-client": (f"on VLAN {VLAN_ID}: uroce client → rxe server", "uroce-vlan", "vm0-vlan"),
     "vlan-server": (f"on VLAN {VLAN_ID}: rxe client → uroce server", "vm0-vlan", "uroce-vlan"),
 }
-VLAN_GUEST_IP = "10.99.100.2"  # vm0's eth0.100 (netns.sh)
 PCI_DAEMON_LIMIT = 7200  # the VM's uroced lives for the whole matrix; stopped at its end
 CM_LISTEN_WAIT = 2  # seconds an rdma_cm-only server gets to listen (4x in the TCG guest): programs.py cm_only
 STOPPED = (124, 137, 143, -15, -9)  # exit statuses of a program the harness (or its timeout) stopped
