@@ -6,9 +6,13 @@ traffic at all. It also counts
 the RoCE frames carried over IPv6, for the cells that must use it, and reads the evidence for either side
 of the pingpongs' exit race. The VLAN cells' captures are checked for their tags too (check_vlan)."""
 import json
+import os
 import re
-import struct
 import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import pcap_records  # noqa: E402
 
 SUMMARY = re.compile(r"(\d+) frames: (\d+) RoCE \((\d+) with a bad ICRC\), (\d+) malformed")
 REJ = re.compile(r"CM REJ: .* rejects the connection \(reason (\d+)")
@@ -113,19 +117,6 @@ def check(uroce, pcap):
     return r
 
 
-def read_pcap(path):
-    """The frames of a classic pcap file (either timestamp resolution, either byte order), as bytes."""
-    with open(path, "rb") as f:
-        data = f.read()
-    order = "<" if data[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
-    frames, off = [], 24
-    while off + 16 <= len(data):
-        caplen = struct.unpack(order + "I", data[off + 8:off + 12])[0]
-        frames.append(data[off + 16:off + 16 + caplen])
-        off += 16 + caplen
-    return frames
-
-
 def check_vlan(pcap, vid, sides, want_priority):
     """A VLAN cell's capture: every RoCE frame (IPv4) and every ARP frame for or from one of `sides`'
     addresses ({ip: name}) must be tagged `vid`, every RoCE frame must come from one of them, both must
@@ -133,7 +124,7 @@ def check_vlan(pcap, vid, sides, want_priority):
     The capture may hold other frames (uroced's holds everything its port saw: untagged traffic of the
     kernel that shares its interface too). {"error": None or why, "priorities": {name: set of PCPs}}."""
     priorities = {name: set() for name in sides.values()}
-    for f in read_pcap(pcap):
+    for f in pcap_records.frames(pcap):
         tagged = f[12:14] == b"\x81\x00"
         tag, l3 = (int.from_bytes(f[14:16], "big"), 18) if tagged else (None, 14)
         ethertype = f[l3 - 2:l3]

@@ -1,25 +1,16 @@
-"""Minimal classic-pcap reading and writing for tests (so tests can craft damaged or unusual captures)."""
-import pathlib
+"""Classic-pcap reading and writing for tests (so tests can craft damaged or unusual captures). The reader is
+scripts/pcap_records.py's, which the interop harness uses too."""
+import os
 import struct
+import sys
 import zlib
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+from pcap_records import read  # noqa: E402,F401 - pcapfile.read is the tests' name for it
 
 LINKTYPE_ETHERNET = 1
 LINKTYPE_LINUX_SLL = 113
 LINKTYPE_RAW = 101
-
-
-def read(path):
-    """Returns (linktype, [(ts_sec, ts_usec, orig_len, bytes)]); of a nanosecond capture (uroced --capture
-    writes those), ts_usec holds the nanoseconds."""
-    data = pathlib.Path(path).read_bytes()
-    magic, _, _, _, _, _, linktype = struct.unpack("<IHHiIII", data[:24])
-    assert magic in (0xA1B2C3D4, 0xA1B23C4D), "test captures are little-endian pcap"
-    records, off = [], 24
-    while off + 16 <= len(data):
-        sec, usec, caplen, origlen = struct.unpack("<IIII", data[off:off + 16])
-        records.append((sec, usec, origlen, bytearray(data[off + 16:off + 16 + caplen])))
-        off += 16 + caplen
-    return linktype, records
 
 
 def write(path, linktype, records):
