@@ -92,6 +92,7 @@ int serve(const DaemonOptions& o) {
   description.ip_mtu = config.ip_mtu;
   description.active_mtu = engine.active_mtu();
   description.link_up = port->link().up || o.port.empty();
+  description.egress_qos_map = o.egress_qos_map;
   if (!o.port.empty()) description.link_state = [&p = *port] { return p.link().up; };
   VerbsService service(engine, description, config.limits, engine.wake_fd(), engine.status_fd());
   ControlAdapter adapter(service);

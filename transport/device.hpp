@@ -137,6 +137,7 @@ struct QpCounters {
 struct GsiDatagram {
   wire::IpAddress source_gid;  // the sender's port (the IP source address)
   uint32_t source_qpn = 0;     // its GSI QP (DETH source QP), where answers go
+  uint8_t sl = 0;              // its SL: the frame's 802.1p priority (as ConnectX reports it), 0 untagged
   uint16_t pkey = 0;
   std::span<const uint8_t> mad;
 };

@@ -28,6 +28,7 @@ void DeviceImpl::on_gsi(const wire::Frame& f, Nanos now) {
   GsiDatagram d;
   d.source_gid = f.src_ip();
   d.source_qpn = h.deth.src_qp;
+  d.sl = f.eth.has_vlan ? f.eth.vlan_pcp() : 0;
   d.pkey = h.bth.pkey;
   d.mad = f.roce.payload.first(wire::mad_size);
   gsi_handler_(d, now);

@@ -83,11 +83,12 @@ json CmService::connect(uint64_t s, const json& r, std::vector<int>&) {
   req.primary.local_gid = id.src;
   req.primary.remote_gid = id.dst;
   req.primary.traffic_class = id.tos;
+  req.primary.sl = id.sl;
   req.primary.hop_limit = 64;
   req.primary.local_ack_timeout = id.local_ack_timeout;
   cm::write_ip_header(req.private_data.data(), {id.src_port, id.src, id.dst});
   std::copy(user.begin(), user.end(), req.private_data.begin() + cm::ip_header_size);
-  id.comm_id = cm_.connect(req, {id.dst, wire::gsi_qpn}, now());
+  id.comm_id = cm_.connect(req, {id.dst, wire::gsi_qpn, id.sl}, now());
   id.state = CmIdState::connecting;
   return json::object();
 }
@@ -182,7 +183,8 @@ json CmService::init_qp_attr(uint64_t s, const json& r, std::vector<int>&) {
             {"dgid", wire::to_string(id.dst)},
             {"sgid_index", sgid_index(id.src)},
             {"hop_limit", 64},
-            {"traffic_class", id.tos}};
+            {"traffic_class", id.tos},
+            {"sl", id.sl}};
   }
   if (state == "rts") {
     return {{"qp_state", "rts"},           {"sq_psn", id.sq_psn},
@@ -305,7 +307,9 @@ json CmService::connect_request_event(uint32_t n) const {
           {"src_port", id.src_port},
           {"dst_port", id.dst_port},
           {"sgid_index", sgid_index(id.src)},
-          {"path_mtu", id.path_mtu}};
+          {"path_mtu", id.path_mtu},
+          {"traffic_class", id.tos},
+          {"sl", id.sl}};
 }
 
 uint32_t CmService::new_passive_id(uint32_t listener, uint32_t comm_id, const cm::IpHeader& ip, uint16_t port) {
@@ -344,6 +348,7 @@ void CmService::on_connect_request(const cm::CmEvent& e) {
   CmId& id = ids_.at(n);
   id.qp_type = req.service_type == cm::ServiceType::uc ? 3 : 2;
   id.tos = req.primary.traffic_class;
+  id.sl = req.primary.sl & 7;  // (Linux's passive side too takes the REQ's path; PCP has 3 bits)
   id.remote_qpn = req.local_qpn;
   id.sq_psn = req.starting_psn;  // what we send with; our receive PSN goes in the REP (see connect())
   id.rq_psn = rng_() & 0xffffff;

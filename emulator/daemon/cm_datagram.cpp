@@ -27,7 +27,7 @@ json CmService::connect_datagram(CmId& id, const json& r) {
   req.service_id = cm::service_id_of(id.port_space, id.dst_port);
   cm::write_ip_header(req.private_data.data(), {id.src_port, id.src, id.dst});
   std::copy(user.begin(), user.end(), req.private_data.begin() + cm::ip_header_size);
-  id.comm_id = cm_.sidr_request(req, {id.dst, wire::gsi_qpn}, sidr_retry_interval, sidr_max_retries, now());
+  id.comm_id = cm_.sidr_request(req, {id.dst, wire::gsi_qpn, id.sl}, sidr_retry_interval, sidr_max_retries, now());
   id.state = CmIdState::connecting;
   return json::object();
 }
@@ -112,7 +112,8 @@ void CmService::on_sidr_response(uint32_t n, const cm::CmEvent& e) {
                  {"dgid", wire::to_string(id.dst)},
                  {"sgid_index", sgid_index(id.src)},
                  {"hop_limit", 64},
-                 {"traffic_class", id.tos}}}});
+                 {"traffic_class", id.tos},
+                 {"sl", id.sl}}}});
 }
 
 }  // namespace uroce::emulator

@@ -56,6 +56,9 @@ struct CmId {
   // Linux, binding sets it: 0.0.0.0 is IPv4 only, :: takes both (net.ipv6.bindv6only's default).
   std::optional<bool> afonly;
   uint8_t tos = 0;
+  // The service level of the connection (the PCP of its frames on a VLAN): from the TOS when the route is
+  // resolved (cm/service_level.hpp), or the one in the peer's REQ.
+  uint8_t sl = 0;
   std::optional<uint8_t> ack_timeout;  // rdma_set_option(RDMA_OPTION_ID_ACK_TIMEOUT)
 
   // The connection as negotiated (what rdma_init_qp_attr reports).

@@ -51,7 +51,8 @@ json CmService::join_multicast(uint64_t s, const json& r, std::vector<int>&) {
                  {"dgid", wire::to_string(group)},
                  {"sgid_index", sgid_index(id.src)},
                  {"hop_limit", multicast_hop_limit},
-                 {"traffic_class", id.tos}}}});
+                 {"traffic_class", id.tos},
+                 {"sl", service_level_of(id)}}}});
   return {{"mc", handle}};
 }
 

@@ -343,8 +343,9 @@ json CmService::resolve_route(uint64_t s, const json& r, std::vector<int>&) {
   if (id.state != CmIdState::addr_resolved) throw ServiceError(EINVAL, "the address is not resolved");
   id.state = CmIdState::route_resolved;
   id.path_mtu = uint8_t(port_.active_mtu);
+  id.sl = service_level_of(id);  // Linux computes it here too (cma_resolve_iboe_route)
   queue_event(need_field(r, "cm_id"), RdmaCmEvent::route_resolved, 0);
-  return {{"path_mtu", id.path_mtu}, {"hop_limit", 64}, {"traffic_class", id.tos}};
+  return {{"path_mtu", id.path_mtu}, {"hop_limit", 64}, {"traffic_class", id.tos}, {"sl", id.sl}};
 }
 
 json CmService::listen(uint64_t s, const json& r, std::vector<int>&) {

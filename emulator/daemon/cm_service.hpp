@@ -122,6 +122,7 @@ class CmService {
   void take_port(uint32_t id, uint16_t port);
   bool is_local(const wire::IpAddress& a) const;
   uint8_t sgid_index(const wire::IpAddress& a) const;
+  uint8_t service_level_of(const CmId& id) const { return cm::service_level_of_tos(id.tos, port_.egress_qos_map); }
   cm::Nanos now() const;
 
   EngineAccess& engine_;

@@ -17,7 +17,7 @@ void GsiLink::start(Receiver receiver) {
   engine_.run_on_engine([this](EngineContext& c) {
     c.device.set_gsi_handler([this](const transport::GsiDatagram& d, transport::Nanos) {
       // Engine thread: copy out of the frame (valid only now) and hand over.
-      cm::MadAddress from{d.source_gid, d.source_qpn};
+      cm::MadAddress from{d.source_gid, d.source_qpn, d.sl};
       cm::Mad mad{};
       std::copy(d.mad.begin(), d.mad.end(), mad.begin());
       boost::asio::post(io_, [this, from, mad] { receiver_(from, mad); });
@@ -29,6 +29,7 @@ void GsiLink::send(const cm::MadAddress& to, const cm::Mad& mad) {
   verbs::AddressVector av;
   av.dgid = to.gid;
   av.sgid_index = uint8_t(source_gid_index(gids_, to.gid).value_or(0));
+  av.service_level = to.sl;
   int rc = 0;
   try {
     engine_.run_on_engine([&](EngineContext& c) { rc = c.device.send_gsi(av, to.qpn, mad); });

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 
+#include <sstream>
 #include <stdexcept>
 
 namespace uroce::emulator {
@@ -40,12 +41,19 @@ void describe_options(CLI::App& app, DaemonOptions& o) {
                "do not add the port's IPv6 link-local address (from its MAC) as the last GID");
   app.add_option("--mtu", o.mtu, "set the port's IP MTU (the RoCE path MTU follows, as in rxe)")->check(
       CLI::Range(576u, 9000u));
-  app.add_option("--vlan", o.vlan,
+  CLI::Option* vlan = app.add_option("--vlan", o.vlan,
                  "put the port on this 802.1Q VLAN: every frame it sends is tagged with the ID, RoCE frames with "
                  "their address vector's service level (ibv_ah_attr.sl) as priority (PCP), as RoCE NICs do; "
                  "only frames tagged with the ID are taken (0: untagged and priority-tagged frames are taken, "
                  "RoCE frames are sent priority-tagged)")
       ->check(CLI::Range(0, 4094));
+  app.add_option("--egress-qos-map", o.egress_qos_map_text,
+                 "with --vlan: map Linux packet priorities to 802.1p priorities as a VLAN device's "
+                 "egress-qos-map does (FROM:TO pairs, e.g. \"0:3 6:5\"; unmapped priorities give 0). rdma_cm "
+                 "connections get the SL of their TOS this way, as on Linux with a RoCE NIC: the TOS gives "
+                 "the priority (rt_tos2priority: 0 for TOS 0, 6 for 0x10 ...), the map the SL and so the PCP")
+      ->needs(vlan)
+      ->delimiter(',');
   app.add_option("--socket", o.socket, "the control socket applications connect to")->capture_default_str();
   app.add_option("--capture", o.capture, "write every frame sent and received to this pcap file");
   app.add_option("--rx-loss", o.rx_loss, "drop this fraction of received RoCE frames (testing recovery)")
@@ -91,6 +99,27 @@ void describe_options(CLI::App& app, DaemonOptions& o) {
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
 }
 
+// ip link's egress-qos-map syntax: FROM:TO pairs separated by spaces (or given as several values). Linux
+// takes any 32-bit skb priority as FROM; rdma_cm's priorities come from a TOS and are 0-7, so uroce takes
+// those only and says so rather than keep a mapping nothing can use.
+cm::EgressQosMap parse_egress_qos_map(const std::vector<std::string>& texts) {
+  cm::EgressQosMap map{};
+  for (const std::string& text : texts) {
+    std::istringstream pairs(text);
+    for (std::string pair; pairs >> pair;) {
+      unsigned from = 8, to = 8;
+      char colon = 0;
+      std::istringstream in(pair);
+      if (!(in >> from >> colon >> to) || colon != ':' || in.peek() != EOF || from > 7 || to > 7) {
+        throw std::invalid_argument("--egress-qos-map " + pair +
+                                    ": not FROM:TO with a priority FROM and an 802.1p priority TO, each 0-7");
+      }
+      map[from] = uint8_t(to);
+    }
+  }
+  return map;
+}
+
 void finish_options(DaemonOptions& o) {
   std::vector<net::Subnet> subnets;
   for (const std::string& text : o.ip_text) {
@@ -116,6 +145,7 @@ void finish_options(DaemonOptions& o) {
     inet_pton(AF_INET, default_loopback_address, v4);
     o.addresses.push_back(wire::IpAddress::from_v4_bytes(v4));
   }
+  o.egress_qos_map = parse_egress_qos_map(o.egress_qos_map_text);
   o.log_level = spdlog::level::from_str(o.log_level_text);
   o.eal.log_level = std::max(o.log_level, spdlog::level::warn);
   o.eal.cores = {o.core};

@@ -11,6 +11,7 @@
 
 #include "emulator/net/routes.hpp"
 #include "emulator/port/eal_args.hpp"
+#include "transport/cm/service_level.hpp"
 #include "transport/wire/address.hpp"
 
 namespace uroce::emulator {
@@ -30,6 +31,8 @@ struct DaemonOptions {
   bool no_link_local = false;       // a real port gets no fe80:: GID after the configured addresses
   unsigned mtu = 0;                 // 0: keep the port's
   int vlan = -1;                    // the 802.1Q VLAN ID the port is on; -1: none (0: priority-tagged)
+  std::vector<std::string> egress_qos_map_text;  // "FROM:TO" pairs, as ip link's egress-qos-map
+  cm::EgressQosMap egress_qos_map{};  // priority -> PCP: the SL rdma_cm gives a TOS (cm/service_level.hpp)
   std::string socket = default_socket_path;
   std::string capture;
   double rx_loss = 0;

@@ -21,6 +21,7 @@
 
 #include "emulator/daemon/engine_access.hpp"
 #include "emulator/daemon/process_memory.hpp"
+#include "transport/cm/service_level.hpp"
 #include "transport/device.hpp"
 #include "transport/wire/address.hpp"
 
@@ -44,6 +45,9 @@ struct PortDescription {
   // The live link state, when set (ibv_query_port reports it): a memif's link comes up only when its peer
   // connects, after start-up, so link_up alone would say "down" for ever (and perftest refuses the port).
   std::function<bool()> link_state;
+  // On a VLAN (uroced --egress-qos-map): the priority -> PCP map rdma_cm's SLs come from, as Linux's
+  // iboe_tos_to_sl takes them from a VLAN device's egress map. All zero (off a VLAN too): SL 0.
+  cm::EgressQosMap egress_qos_map{};
 };
 
 class VerbsService {

@@ -179,15 +179,17 @@ def loopback_setup(uroced, workdir, extra=()):
 
 
 @contextlib.contextmanager
-def veth_setup(uroced, workdir, extra=(), ipv6=False):
-    """ipv6: each daemon also has an IPv6 address, fd00:77::1 and fd00:77::2 (GID 1, neighbour discovery)."""
+def veth_setup(uroced, workdir, extra=(), ipv6=False, capture=False):
+    """ipv6: each daemon also has an IPv6 address, fd00:77::1 and fd00:77::2 (GID 1, neighbour discovery).
+    capture: each daemon writes what its port sends and receives to WORKDIR/va.pcap and WORKDIR/vb.pcap."""
     with two_namespaces_with_veth() as (ns, ifs):
         daemons = []
         with _stopped_at_exit(daemons):  # inside: the daemons stop before their namespaces go
             for i, name in enumerate(("va", "vb")):
                 v6 = ["--ip", f"fd00:77::{i + 1}"] if ipv6 else []
+                pcap = ["--capture", os.path.join(workdir, name + ".pcap")] if capture else []
                 daemons.append(Daemon(uroced, workdir, name, ["--port", f"net_af_packet0,iface={ifs[i]}",
-                                                              "--ip", f"10.77.0.{i + 1}", *v6, *extra],
+                                                              "--ip", f"10.77.0.{i + 1}", *v6, *pcap, *extra],
                                       netns=ns[i]))
             yield daemons, daemons[0].socket, daemons[1].socket
 

@@ -166,7 +166,10 @@ class Loopback(DaemonTestCase):
     def test_bad_command_line(self):
         for args in (["--port", "net_af_packet0,iface=nonexistent0", "--ip", "10.0.0.1"],
                      ["--port", "net_bogus0", "--ip", "10.0.0.1"], ["--port", "net_ring0"], ["--ip", "not-an-address"],
-                     ["--bogus"], ["--rx-loss", "2"], ["--config", "/nonexistent.toml"], ["--nap", "doze"]):
+                     ["--bogus"], ["--rx-loss", "2"], ["--config", "/nonexistent.toml"], ["--nap", "doze"],
+                     ["--egress-qos-map", "0:3"],  # no --vlan
+                     ["--vlan", "100", "--egress-qos-map", "8:3"], ["--vlan", "100", "--egress-qos-map", "0:3x"],
+                     ["--vlan", "100", "--egress-qos-map", "0-3"]):
             with self.subTest(args=args):
                 out = subprocess.run([UROCED, "--socket", os.path.join(self.dir.name, "x.sock"), *args],
                                      capture_output=True, text=True, timeout=30)

@@ -7,7 +7,9 @@ by SIDR_REQ/SIDR_REP.
 Setups: (a) loopback: one uroced on its internal loopback port (192.0.2.1), server and client both through
 it; (b) veth: two uroced in two network namespaces over a veth pair (root only), the server through
 10.77.0.1, the client through 10.77.0.2 - the programs address each other by the daemons' IPs; (c) veth-vlan: the same with both ports
-on 802.1Q VLAN 100 (uroced --vlan 100): ARP, the CM's MADs and the connections' traffic all tagged.
+on 802.1Q VLAN 100 (uroced --vlan 100 --egress-qos-map "0:3 6:5"): ARP, the CM's MADs and the connections'
+traffic all tagged; then rping, ib_write_bw -R --tos 16 and udaddy -t 16 on fresh daemons, whose captures
+must show every RoCE frame at the priority the client's TOS maps to (priority_cases).
 
 Cases: rping with data verification (-V -C N), rping to a port nobody listens on (the client must see
 RDMA_CM_EVENT_REJECTED, uroced's CM answers the REQ with a REJ), rping to an address nobody has
@@ -29,8 +31,11 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
-from daemon_harness import SETUPS, is_root  # noqa: E402
+from daemon_harness import SETUPS, is_root, veth_setup  # noqa: E402
 import cm_psn_check  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "interop"))
+import capture_check  # noqa: E402
 
 RXE_RPING = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "captures", "10-rdma-cm-rping.pcap")
 
@@ -146,14 +151,14 @@ def rdma_server_client(uroce_run, server_socket, client_socket, server_ip, bind=
     return f"a synchronous endpoint each side, server bound to {bind}"
 
 
-def udaddy(uroce_run, server_socket, client_socket, server_ip):
+def udaddy(uroce_run, server_socket, client_socket, server_ip, client_extra=()):
     """UD over rdma_cm: each client ID resolves the server's QPN and Q_Key by SIDR_REQ/SIDR_REP, sends its
     messages with an address handle made from the ESTABLISHED event; the server answers each through an
     address handle made from the work completion (ibv_create_ah_from_wc)."""
     # udaddy always uses port 7174 (its -p is the port space); each setup has daemons of its own.
     client_out, server_out = server_client(uroce_run, server_socket, client_socket,
                                            ["udaddy", "-c", "2", "-C", "10"],
-                                           ["udaddy", "-s", server_ip, "-c", "2", "-C", "10"],
+                                           ["udaddy", "-s", server_ip, "-c", "2", "-C", "10", *client_extra],
                                            "udaddy", retry_on=("UNREACHABLE",))
     for out in (client_out, server_out):
         assert "test complete" in out, out
@@ -180,6 +185,76 @@ def perftest(uroce_run, server_socket, client_socket, server_ip, program, extra)
     return "result line printed"
 
 
+# uroced --vlan 100 with Linux's egress-qos-map syntax: priority 0 (TOS 0) to PCP 3, priority 6 (TOS 0x10) to 5.
+EGRESS_QOS_MAP = ["--vlan", "100", "--egress-qos-map", "0:3 6:5"]
+
+
+def roce_frames(pcap):
+    """(PCP, IP TOS, BTH opcode) of each 802.1Q-tagged IPv4 RoCEv2 frame of a capture."""
+    out = []
+    for f in capture_check.pcap_records.frames(pcap):
+        if f[12:14] != b"\x81\x00" or f[16:18] != b"\x08\x00" or len(f) < 18 + 20 + 8 + 12 or f[18 + 9] != 17:
+            continue
+        bth = 18 + (f[18] & 0x0F) * 4 + 8
+        if int.from_bytes(f[bth - 6:bth - 4], "big") == 4791:
+            out.append((f[14] >> 5, f[19], f[bth]))
+    return out
+
+
+def all_at(pcp):
+    def check(frames):
+        assert frames and {p for p, _, _ in frames} == {pcp}, f"RoCE frames at {sorted({p for p, _, _ in frames})}"
+    return check
+
+
+def writes_at(pcp, tos, others):
+    """perftest -R exchanges its parameters over an rdma_cm connection of its own made without the TOS (at
+    the map's PCP for priority 0): only the RDMA WRITEs (opcodes 6-11) must carry the TOS and its PCP."""
+    def check(frames):
+        writes = [(p, t) for p, t, op in frames if 6 <= op <= 11]
+        assert writes and set(writes) == {(pcp, tos)}, f"RDMA WRITEs at (PCP, TOS) {sorted(set(writes))}"
+        assert {p for p, _, _ in frames} <= {pcp, others}, f"RoCE frames at {sorted({p for p, _, _ in frames})}"
+    return check
+
+
+def priority_cases(uroce_run):
+    """rdma_cm's SL on a VLAN, as Linux gives a ConnectX port on a VLAN device: the TOS makes a priority
+    (rt_tos2priority), the egress QoS map a PCP, the SL of the path. Each case runs on fresh daemons, and the
+    server's capture (both sides' frames) must show the connection's RoCE frames, the CM's MADs included, at
+    the PCP the client's TOS maps to: the client's from its route, the server's from the SL in the REQ (RC)
+    or the datagram's PCP (UD: udaddy's server answers through ibv_create_ah_from_wc)."""
+    server_ip, client_ip = "10.77.0.1", "10.77.0.2"
+    return [
+        ("rping, no TOS: PCP 3", all_at(3),
+         lambda s, c: rping(uroce_run, s, c, server_ip, client_ip, 5, 64)),
+        ("ib_write_bw -R --tos 16: the WRITEs at PCP 5", writes_at(5, 0x12, 3),  # TOS 0x10, ECN-capable
+         lambda s, c: perftest(uroce_run, s, c, server_ip, "ib_write_bw", ["-n", "200", "-s", "4096", "--tos", "16"])),
+        ("udaddy -t 16: PCP 5", all_at(5),
+         lambda s, c: udaddy(uroce_run, s, c, server_ip, client_extra=["-t", "16"])),
+    ]
+
+
+def run_priority_cases(uroced, uroce_run):
+    failures = 0
+    for what, check, case in priority_cases(uroce_run):
+        with tempfile.TemporaryDirectory(prefix="uroce-rdmacm-prio-") as work:
+            try:
+                with veth_setup(uroced, work, EGRESS_QOS_MAP, capture=True) as (daemons, server_socket, client_socket):
+                    result = case(server_socket, client_socket)
+                # The daemons have stopped: the server's capture (both directions) is complete.
+                pcap = os.path.join(work, "va.pcap")
+                seen = capture_check.check_vlan(pcap, 100, {"10.77.0.1": "server", "10.77.0.2": "client"}, {})
+                assert seen["error"] is None, seen["error"]
+                frames = roce_frames(pcap)
+                check(frames)
+                print(f"PASS veth-vlan priorities: {what}: {result}; {len(frames)} RoCE frames, priorities "
+                      f"{seen['priorities']}", flush=True)
+            except Exception as e:  # noqa: BLE001 - every case reports, the run goes on
+                failures += 1
+                print(f"FAIL veth-vlan priorities: {what}: {e}", flush=True)
+    return failures
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--uroced", required=True)
@@ -199,7 +274,7 @@ def main():
         with tempfile.TemporaryDirectory(prefix="uroce-rdmacm-") as work:
             # On the loopback one capture holds both sides of every connection (see cm_psn_check).
             capture = os.path.join(work, "lo.pcap") if name == "loopback" else None
-            extra = ["--capture", capture] if capture else ["--vlan", "100"] if name == "veth-vlan" else []
+            extra = ["--capture", capture] if capture else EGRESS_QOS_MAP if name == "veth-vlan" else []
             with SETUPS[name.removesuffix("-vlan")](a.uroced, work, extra) as (daemons, server_socket, client_socket):
                 server_ip, client_ip = ("192.0.2.1", "192.0.2.1") if name == "loopback" else ("10.77.0.1", "10.77.0.2")
                 absent_ip = "192.0.2.99" if name == "loopback" else "10.77.0.99"
@@ -245,6 +320,8 @@ def main():
                 except (AssertionError, subprocess.CalledProcessError) as e:
                     failures += 1
                     print(f"FAIL {name}: starting PSNs: {e}")
+        if name == "veth-vlan":
+            failures += run_priority_cases(a.uroced, a.uroce_run)
     print("rdmacm tests:", "all passed" if failures == 0 else f"{failures} failed")
     return 1 if failures else 0
 

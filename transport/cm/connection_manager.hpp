@@ -31,6 +31,9 @@ inline constexpr Nanos never = ~Nanos(0);
 struct MadAddress {
   wire::IpAddress gid;
   uint32_t qpn = wire::gsi_qpn;
+  // The SL (on a VLAN, the priority) MADs to it go with: a connection's own, as Linux's CM sends on the
+  // path's SL; answers go at the SL their request came with (an address handle made from its completion).
+  uint8_t sl = 0;
   friend bool operator==(const MadAddress&, const MadAddress&) = default;
 };
 

@@ -550,6 +550,9 @@ void handle_ud(DeviceImpl& d, QueuePair& qp, const wire::Frame& f) {
   wc.opcode = WcOpcode::recv;
   wc.qp_num = qp.qpn;
   wc.src_qp = h.deth.src_qp;
+  // The sender's SL as its frame's 802.1p priority, as ConnectX reports a tagged RoCE datagram: so an
+  // address handle made from this completion (ibv_create_ah_from_wc) answers at the same priority.
+  wc.sl = f.eth.has_vlan ? f.eth.vlan_pcp() : 0;
   wc.solicited = f.roce.bth().solicited;
   wc.wc_flags = wc_grh;
   wc.byte_len = ud_grh_size + uint32_t(payload.size());

@@ -85,8 +85,8 @@ uint16_t port_of(const sockaddr* a);
 void set_ip(sockaddr* out, const std::string& text, uint16_t port);
 // The GID of an address: ::ffff:a.b.c.d for IPv4, the address itself for IPv6.
 void set_gid(ibv_gid& gid, const std::string& text);
-// A RoCE address handle's attributes (GRH, port 1) from uroced's `dgid`, `sgid_index`, `hop_limit` and
-// `traffic_class`.
+// A RoCE address handle's attributes (GRH, port 1) from uroced's `dgid`, `sgid_index`, `hop_limit`,
+// `traffic_class` and `sl`.
 void set_ah_attr(ibv_ah_attr& ah, const nlohmann::json& r);
 
 // A MULTICAST_JOIN or MULTICAST_ERROR event of `id` (uroced's message `m`): gives it the application's

@@ -46,6 +46,7 @@ void set_ah_attr(ibv_ah_attr& ah, const json& r) {
   ah.grh.sgid_index = r.value("sgid_index", uint8_t(0));
   ah.grh.hop_limit = r.value("hop_limit", uint8_t(64));
   ah.grh.traffic_class = r.value("traffic_class", uint8_t(0));
+  ah.sl = r.value("sl", uint8_t(0));
 }
 
 int init_qp_attr(Id* id, ibv_qp_attr& attr, int& mask) {

@@ -106,6 +106,8 @@ Id* new_connection_id(Id* listener, const json& m) {
   id->path.pkey = htobe16(0xffff);
   id->path.mtu = m.value("path_mtu", uint8_t(3));
   id->path.hop_limit = 64;
+  id->path.traffic_class = m.value("traffic_class", uint8_t(0));
+  id->path.sl = m.value("sl", uint8_t(0));
   id->path.reversible = 1;
   id->id.route.path_rec = &id->path;
   id->id.route.num_paths = 1;

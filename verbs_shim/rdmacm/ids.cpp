@@ -138,6 +138,7 @@ CMA_EXPORT int rdma_resolve_route(rdma_cm_id* cm_id, int /*timeout_ms*/) {
     p.mtu_selector = 2;  // exactly
     p.hop_limit = r.value("hop_limit", uint8_t(64));
     p.traffic_class = r.value("traffic_class", uint8_t(0));
+    p.sl = r.value("sl", uint8_t(0));
     p.reversible = 1;
     p.numb_path = 1;
     p.packet_life_time = 18;

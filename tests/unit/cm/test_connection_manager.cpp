@@ -32,7 +32,7 @@ struct Wire : MadSender {
       --drop_next;
       return;
     }
-    out->push_back({MadAddress{self, 1}, mad});
+    out->push_back({MadAddress{self, 1, to.sl}, mad});  // the receiver sees the SL it went with (its PCP)
   }
 };
 
@@ -134,6 +134,31 @@ TEST_CASE("cm: REQ, REP, RTU establish a connection", "[cm]") {
   CHECK(p.wb.sent == std::vector{CmAttribute::rep});
   CHECK(p.a.next_deadline() == never);
   CHECK(p.b.next_deadline() == never);
+}
+
+TEST_CASE("cm: every MAD of a connection goes at its SL: the active side's own, the passive side's the REQ's",
+          "[cm]") {
+  Pair p;
+  REQUIRE(p.b.listen(sid) == 0);
+  const uint32_t ca = p.a.connect(make_req(), {gid_b, 1, 5}, p.now);
+  p.wa.drop_next = 1;  // the first REQ is lost: the resent one keeps the SL too
+  p.deliver();
+  p.advance(100'000'000'000);
+  auto eb = p.b.take_events();
+  REQUIRE(types(eb) == std::vector{CmEventType::req_received});
+  CHECK(eb[0].peer.sl == 5);
+  const uint32_t cb = eb[0].comm_id;
+  REQUIRE(p.b.accept(cb, make_rep(), p.now) == 0);
+  p.deliver();
+  REQUIRE(p.a.establish(ca, p.now) == 0);
+  p.deliver();
+  REQUIRE(p.b.disconnect(cb, p.now) == 0);  // a DREQ from the passive side, the DREP from the active one
+  p.deliver();
+  CHECK(p.wa.sent == std::vector{CmAttribute::req, CmAttribute::req, CmAttribute::rtu, CmAttribute::drep});
+  CHECK(p.wb.sent == std::vector{CmAttribute::rep, CmAttribute::dreq});
+  for (const auto* w : {&p.wa, &p.wb}) {
+    for (const auto& [to, mad] : w->log) CHECK(to.sl == 5);
+  }
 }
 
 TEST_CASE("cm: a lost REQ is sent again after the response timeout", "[cm]") {
