@@ -116,10 +116,11 @@ class HostSide:
 class HostVlanSide(HostSide):
     """uroce on 802.1Q VLAN 100 (uroced --vlan) with an address of its own there, GID 0; the programs' TCP
     exchange stays with the kernel's untagged address on vu. Its programs name SL 3 (-l, --sl): the priority
-    of its RoCE frames."""
+    of its RoCE frames; rdma_cm's connections get SL 3 from the same egress QoS map the VM's VLAN device has
+    (priority 0, no TOS, to 3)."""
     gid6 = None
     roce_ip = UROCE_VLAN_IP
-    port_args = ("--vlan", str(VLAN_ID), "--ip", UROCE_VLAN_IP)
+    port_args = ("--vlan", str(VLAN_ID), "--ip", UROCE_VLAN_IP, "--egress-qos-map", f"0:{VLAN_PRIORITY}")
     sl = VLAN_PRIORITY
 
     def __init__(self, build, netns, run_dir):

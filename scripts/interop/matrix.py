@@ -46,9 +46,12 @@ CI_CELLS = [("ibv_rc_pingpong", "uroce-client", 0), ("ibv_rc_pingpong", "uroce-s
 
 
 def on_vlan_column(name):
-    """The VLAN columns run the programs that name their GIDs (the pingpongs, perftest, pyverbs_peer) over
-    IPv4; rdma_cm's programs resolve the address they are given, and the VLAN addresses have no TCP."""
-    return name.startswith(("ibv_", "ib_", "pyverbs")) and not name.endswith("(IPv6)")
+    """The VLAN columns run over IPv4 the programs that name their GIDs and SL (the pingpongs, perftest,
+    pyverbs_peer), and rping and udaddy, which name neither: rdma_cm resolves the VLAN address and gives the
+    connection the SL of its TOS through the egress map, as rxe's VLAN device has it (HostVlanSide). Not the
+    rsockets programs or qperf, whose TCP cannot reach uroce's VLAN address, or mckey (multicast is
+    another matter)."""
+    return name.startswith(("ibv_", "ib_", "pyverbs", "rping", "udaddy")) and not name.endswith("(IPv6)")
 
 
 def full_cells():

@@ -125,12 +125,13 @@ def rping(count, size, ipv6=False):
     # -V: the client checks each ping came back intact (the server READs it and WRITEs it back). With
     # ipv6, both ends use their IPv6 addresses: RoCEv2 over IPv6, whose ICRC masks the traffic class, flow
     # label and hop limit (checked against rxe here, and by uroce dissect on the capture).
+    # rdma_cm only: the RoCE addresses (on a VLAN side its VLAN address, which the kernel does not have).
     def server(side, port):
-        return ["rping", "-s", "-a", side.ip6 if ipv6 else side.ip, "-p", str(port), "-C", str(count),
+        return ["rping", "-s", "-a", side.ip6 if ipv6 else side.roce_ip, "-p", str(port), "-C", str(count),
                 "-S", str(size), "-V"]
 
-    def client(side, port, ip, server_side):
-        ip = server_side.ip6 if ipv6 else ip
+    def client(side, port, _ip, server_side):
+        ip = server_side.ip6 if ipv6 else server_side.roce_ip
         return ["rping", "-c", "-a", ip, "-p", str(port), "-C", str(count), "-S", str(size), "-V", "-v"]
     return server, client
 
@@ -140,8 +141,8 @@ def udaddy():
     def server(side, port):
         return ["udaddy", "-c", "1", "-C", "10"]
 
-    def client(side, port, ip, _server_side):
-        return ["udaddy", "-s", ip, "-c", "1", "-C", "10"]
+    def client(side, port, _ip, server_side):
+        return ["udaddy", "-s", server_side.roce_ip, "-c", "1", "-C", "10"]
     return server, client
 
 
