@@ -69,12 +69,18 @@ def main():
     assert programs.rsocket_result(RSTREAM.splitlines()[0] + "\nrconnect: Connection refused\n") is None
 
     # Every program's command lines are well formed on both kinds of side; lossy bandwidth cells send less.
+    # The client gets the server's TCP address and the server's side: rping and udaddy (rdma_cm only) must
+    # address the server's RoCE address, which on a VLAN side is not the TCP one.
+    class ServerSide(Side):
+        roce_ip = "10.99.100.254"
+
     for p in programs.PROGRAMS.values():
         server = p.server(Side, 18000)
-        client = p.client(Side, 18000, "10.99.0.254", Side)
+        client = p.client(Side, 18000, "10.99.0.254", ServerSide)
         # (mckey's client addresses the group, not the server; an IPv6 row's client the server's IPv6 address)
-        assert server and client and ("10.99.0.254" in client or "239.1.1.1" in client or
-                                      (p.ipv6 and Side.ip6 in client)), p.name
+        by_roce_ip = p.name.startswith(("rping", "udaddy")) and not p.ipv6
+        assert server and client and (("10.99.100.254" if by_roce_ip else "10.99.0.254") in client or
+                                      "239.1.1.1" in client or (p.ipv6 and Side.ip6 in client)), p.name
     # A VLAN side names its service level (its frames' priority) to the programs that take one; others do not.
     class VlanSide(Side):
         sl = "3"
