@@ -32,10 +32,33 @@ void ConformanceChecker::add_violation(std::string rule, uint64_t n, const wire:
   violations_.push_back({std::move(rule), n, where + text});
 }
 
+// What Wireshark's MAC Control dissector warns about too: a PAUSE or PFC frame a bridge would forward or
+// drop instead of acting on it (802.3 Annex 31B: only the reserved group address pauses), and a PFC
+// class-enable vector with bits set outside the eight priorities (802.1Qbb: they are reserved, zero).
+void ConformanceChecker::check_mac_control(uint64_t n, const wire::Frame& f) {
+  const wire::MacControl& m = f.mac_control;
+  if (!m.is_pause() && !m.is_pfc()) return;
+  const char* name = m.is_pfc() ? "PFC" : "PAUSE";
+  if (f.eth.dst != wire::mac_control_group) {
+    add_violation("pause_destination", n, f,
+                  fmt::format("{} from {} to {}, not 01:80:c2:00:00:01: the link partner does not act on it", name,
+                              wire::to_string(f.eth.src), wire::to_string(f.eth.dst)));
+  }
+  if (m.is_pfc() && m.reserved_enable_bits != 0) {
+    add_violation("pfc_enable_vector", n, f,
+                  fmt::format("PFC from {}: class-enable vector {:#06x}, its reserved upper byte is not zero",
+                              wire::to_string(f.eth.src), m.reserved_enable_bits << 8 | m.enabled));
+  }
+}
+
 void ConformanceChecker::add(uint64_t n, const wire::Frame& f) {
   ++frames_;
   if (!f.ok()) {  // (as `uroce dissect` counts them: whatever the frame claimed to be)
     add_violation("malformed", n, f, fmt::format("{} at byte {}", wire::to_string(f.error), f.error_offset));
+    return;
+  }
+  if (f.kind == wire::FrameKind::mac_control) {
+    check_mac_control(n, f);
     return;
   }
   if (f.kind != wire::FrameKind::roce) return;

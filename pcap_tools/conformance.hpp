@@ -10,6 +10,8 @@
 //   from the flow's other FIRST and MIDDLE payloads; a LAST or ONLY payload larger than that MTU.
 // - write_length: an RDMA WRITE whose payloads do not add up to its RETH's DMA length.
 // - read_response_length: READ response packets that do not add up to what the READ request asked for.
+// - pause_destination: a PAUSE or PFC frame not sent to 01:80:c2:00:00:01 (no link partner acts on it).
+// - pfc_enable_vector: a PFC frame whose class-enable vector has its reserved upper byte set.
 //
 // The sequence rules judge only packets in sequence: a retransmission (its PSN goes back) or a gap (PSNs
 // lost before the capture point) leaves a message's state unknown until the next FIRST or ONLY, so a
@@ -65,6 +67,7 @@ class ConformanceChecker {
     uint32_t mtu = 0;  // from the flow's FIRST and MIDDLE payloads; 0 until one is seen
   };
 
+  void check_mac_control(uint64_t n, const wire::Frame& f);
   void check_request(uint64_t n, const wire::Frame& f);
   void check_response(uint64_t n, const wire::Frame& f);
   void check_payload_size(uint64_t n, const wire::Frame& f, FlowState& s);

@@ -31,7 +31,7 @@ struct Filter {
 };
 
 struct Totals {
-  uint64_t frames = 0, roce = 0, bad_icrc = 0, malformed = 0, arp = 0, other = 0;
+  uint64_t frames = 0, roce = 0, bad_icrc = 0, malformed = 0, arp = 0, pause = 0, other = 0;
 };
 
 void count(Totals& t, const Dissection& d) {
@@ -44,6 +44,8 @@ void count(Totals& t, const Dissection& d) {
     if (d.icrc_ok && !*d.icrc_ok) ++t.bad_icrc;
   } else if (f.kind == wire::FrameKind::arp) {
     ++t.arp;
+  } else if (f.kind == wire::FrameKind::mac_control) {
+    ++t.pause;
   } else {
     ++t.other;
   }
@@ -85,8 +87,8 @@ int run_dissect(const DissectOptions& o) {
   });
   std::fflush(stdout);
   if (read.outcome == ReadResult::Outcome::unreadable) return read.report(o.path);
-  spdlog::info("{} frames: {} RoCE ({} with a bad ICRC), {} malformed, {} ARP, {} other", totals.frames,
-               totals.roce, totals.bad_icrc, totals.malformed, totals.arp, totals.other);
+  spdlog::info("{} frames: {} RoCE ({} with a bad ICRC), {} malformed, {} ARP, {} PFC/PAUSE, {} other",
+               totals.frames, totals.roce, totals.bad_icrc, totals.malformed, totals.arp, totals.pause, totals.other);
   return read.report(o.path);
 }
 

@@ -52,6 +52,7 @@ Field frame_layer(const Record& r, const Frame& f, double rel) {
     case FrameKind::unknown: kind = "unknown"; break;
     case FrameKind::other_l2: kind = "other_l2"; break;
     case FrameKind::arp: kind = "arp"; break;
+    case FrameKind::mac_control: kind = "mac_control"; break;
     case FrameKind::other_ip: kind = "other_ip"; break;
     case FrameKind::other_udp: kind = "other_udp"; break;
     case FrameKind::roce: kind = "roce"; break;
@@ -83,6 +84,36 @@ Field arp_layer(const Frame& f) {
   c.push_back(text("target_mac", "Target MAC", to_string(a.target_mac)));
   c.push_back(text("target_ip", "Target IP", to_string(IpAddress::from_v4(a.target_ip))));
   return layer("arp", "ARP", std::move(c));
+}
+
+std::string priority_list(uint8_t bits) {
+  std::string s;
+  for (unsigned i = 0; i < 8; ++i) {
+    if ((bits >> i & 1) != 0) s += fmt::format("{}{}", s.empty() ? "" : " ", i);
+  }
+  return s.empty() ? "none" : s;
+}
+
+// PAUSE and PFC (Wireshark's "MAC Control" and "PFC" trees): times in quanta of 512 bit times, as on the
+// wire; a capture does not say the link's speed.
+Field mac_control_layer(const Frame& f) {
+  const MacControl& m = f.mac_control;
+  std::vector<Field> c;
+  const char* name = m.is_pfc() ? "PFC" : m.is_pause() ? "PAUSE" : "other";
+  c.push_back(leaf("opcode", "Opcode", m.opcode, fmt::format("{} (0x{:04x})", name, m.opcode)));
+  if (m.is_pause()) {
+    c.push_back(leaf("pause_quanta", "Pause time", m.pause_quanta, fmt::format("{} quanta", m.pause_quanta)));
+  } else if (m.is_pfc()) {
+    c.push_back(leaf("class_enable", "Class-enable vector", m.reserved_enable_bits << 8 | m.enabled,
+                     fmt::format("0x{:04x} (priorities: {})", m.reserved_enable_bits << 8 | m.enabled,
+                                 priority_list(m.enabled))));
+    for (unsigned i = 0; i < 8; ++i) {
+      const bool on = (m.enabled >> i & 1) != 0;
+      c.push_back(leaf(fmt::format("priority{}_quanta", i), fmt::format("Priority {} time", i), m.quanta[i],
+                       fmt::format("{} quanta{}", m.quanta[i], on ? "" : " (not enabled)")));
+    }
+  }
+  return layer("mac_control", "MAC Control", std::move(c));
 }
 
 Field ip_layer(const Frame& f) {
@@ -229,6 +260,7 @@ Dissection dissect(const Record& record, const Frame& f, int64_t first_time_ns) 
   d.layers.push_back(frame_layer(record, f, d.time));
   if (f.has(layer_ethernet)) d.layers.push_back(eth_layer(f));
   if (f.has(layer_arp)) d.layers.push_back(arp_layer(f));
+  if (f.has(layer_mac_control)) d.layers.push_back(mac_control_layer(f));
   if (f.has(layer_ip)) d.layers.push_back(ip_layer(f));
   if (f.has(layer_udp)) d.layers.push_back(udp_layer(f));
   if (f.has(layer_transport)) {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "pcap_tools/story_line.hpp"
 #include "transport/cm/cm_messages.hpp"
 #include "transport/wire/mad.hpp"
 
@@ -76,8 +77,7 @@ void Explainer::say(uint64_t frame, const Flow* flow, const std::string& text) {
 }
 
 void Explainer::say_range(uint64_t first, uint64_t last, const Flow* flow, const std::string& text) {
-  const std::string frames = first == last ? fmt::format("#{}", first) : fmt::format("#{}-{}", first, last);
-  lines_.push_back(fmt::format("{:>11}  {:<2} {}", frames, flow ? flow->stats.name : "", text));
+  lines_.push_back(story_line(first, last, flow ? flow->stats.name : "", text));
 }
 
 Explainer::Flow& Explainer::flow_for(const Frame& f) {
@@ -111,6 +111,10 @@ void Explainer::add(const Record& r, const Frame& f) {
       say(r.number, nullptr, fmt::format("ARP: {} is at {}", to_string(IpAddress::from_v4(a.sender_ip)),
                                          to_string(a.sender_mac)));
     }
+    return;
+  }
+  if (f.kind == FrameKind::mac_control) {
+    pauses_.add(r, f, lines_);
     return;
   }
   if (f.kind != FrameKind::roce) return;  // not RoCE: not part of the story
@@ -414,6 +418,9 @@ int run_explain(const ExplainOptions& o) {
   fmt::print("{}: {} frames ({} malformed)\n\n", o.path, ex.frames(), ex.malformed());
   for (const std::string& line : ex.lines()) fmt::print("{}\n", line);
   fmt::print("\nFlows (one direction of one queue pair each):\n{}", ex.flow_table());
+  if (!ex.pauses().empty()) {
+    fmt::print("\nLink-level pauses (PFC per priority; PAUSE stops all):\n{}", ex.pauses().table());
+  }
   return read.report(o.path);
 }
 

@@ -3,7 +3,8 @@
 // Packets are grouped into flows (one direction of one queue pair: source IP, destination IP, destination
 // QP), multi-packet messages are reassembled (FIRST ... LAST), and each message, acknowledgement, NAK,
 // retransmission and connection-management step becomes one sentence that says what happened and why.
-// A closing table counts, per flow, what was seen.
+// A closing table counts, per flow, what was seen. PFC and PAUSE frames, which stop RoCE traffic at the
+// link, are told too (pause_story.hpp).
 #pragma once
 
 #include <cstdint>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "pcap_tools/capture_reader.hpp"
+#include "pcap_tools/pause_story.hpp"
 #include "transport/wire/frame.hpp"
 
 namespace uroce::pcap_tools {
@@ -64,6 +66,7 @@ class Explainer {
 
   const std::vector<std::string>& lines() const { return lines_; }
   std::string flow_table() const;
+  const PauseStory& pauses() const { return pauses_; }
   uint64_t frames() const { return frames_; }
   uint64_t malformed() const { return malformed_; }
 
@@ -96,6 +99,7 @@ class Explainer {
   std::map<FlowKey, Flow> flows_;
   std::vector<const Flow*> flow_order_;
   std::vector<std::string> lines_;
+  PauseStory pauses_;
   uint64_t frames_ = 0;
   uint64_t malformed_ = 0;
 };

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "pcap_tools/pause_story.hpp"
 #include "transport/wire/mad.hpp"
 
 namespace uroce::pcap_tools {
@@ -66,6 +67,11 @@ std::string addresses(const Frame& f) {
   return "?";
 }
 
+// "PFC: pause priority 3 for 65535 quanta: 3.36 ms at 10 Gb/s, ...; resume priority 4", "PAUSE: ...".
+std::string mac_control_line(const MacControl& m) {
+  return fmt::format("{}: {}", m.is_pfc() ? "PFC" : m.is_pause() ? "PAUSE" : "MAC Control", describe_pause(m));
+}
+
 std::string description(const Dissection& d) {
   const Frame& f = *d.frame;
   if (!f.ok()) {
@@ -84,6 +90,7 @@ std::string description(const Dissection& d) {
         return fmt::format("ARP {} is-at {}", to_string(IpAddress::from_v4(f.arp.sender_ip)), to_string(f.arp.sender_mac));
       }
       return fmt::format("ARP operation {}", f.arp.operation);
+    case FrameKind::mac_control: return mac_control_line(f.mac_control);
     case FrameKind::other_l2: return fmt::format("ethertype 0x{:04x} (not RoCE)", f.eth.ethertype);
     case FrameKind::other_ip:
       return fmt::format("IP protocol {} (not RoCE)",

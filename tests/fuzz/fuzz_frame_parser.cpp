@@ -1,6 +1,7 @@
 // libFuzzer target: arbitrary bytes through the frame parser, the ICRC, the dissector and its three
 // renderings. Beyond "no crash, no UB, no leak" (the sanitizers), it checks one property: a RoCEv2 frame that
-// parses with valid checksums is rebuilt byte for byte by the builder from its parsed fields.
+// parses with valid checksums is rebuilt byte for byte by the builder from its parsed fields, and a PAUSE or
+// PFC frame by write_mac_control.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -39,6 +40,17 @@ void check_rebuild(const wire::Frame& f) {
   }
 }
 
+// A PAUSE or PFC frame that parses is written back to the same body bytes.
+void check_mac_control_rebuild(const wire::Frame& f) {
+  if (!f.ok() || f.kind != wire::FrameKind::mac_control) return;
+  uint8_t body[wire::pfc_body_size];
+  const size_t n = wire::write_mac_control(body, f.mac_control);
+  if (n != wire::mac_control_body_size(f.mac_control.opcode) || f.l3_offset + n != f.end_offset ||
+      std::memcmp(body, f.bytes.data() + f.l3_offset, n) != 0) {
+    std::abort();  // the writer disagrees with the parser
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -47,6 +59,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   wire::parse_frame(bytes, f);
   exercise_dissector(bytes, f);
   check_rebuild(f);
+  check_mac_control_rebuild(f);
   // The same bytes as a frame without link layer (raw IP and cooked captures take this path).
   wire::parse_l3(wire::ethertype_ipv4, bytes, f);
   exercise_dissector(bytes, f);

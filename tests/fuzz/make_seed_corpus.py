@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Writes every frame of the given pcap files into SEED_DIR, one file each: the fuzzer's seed corpus.
+"""Writes every frame of the given pcap files into SEED_DIR, one file each, and a PFC and a PAUSE frame:
+the fuzzer's seed corpus.
 With --sequences SEQ_WORK_DIR SEQ_DIR, also each capture's frames as one file in SEQ_DIR, each frame a
 2-byte little-endian length and its bytes (at most 64 KiB per file: the first frames that fit), for
 fuzz_capture_tools.
@@ -41,4 +42,12 @@ for path in args[1:]:
         with open(os.path.join(out, f"{os.path.basename(path)}-{i:04d}"), "wb") as f:
             f.write(bytes(frame))
         n += 1
+# No capture here holds link-level flow control: a PFC and a PAUSE frame, so the fuzzers start inside the
+# MAC Control parser too.
+switch = bytes.fromhex("02aabbccdd01")
+for name, frame in (("pfc", pcapfile.pfc_frame(switch, 0x18, [0, 0, 0, 0xFFFF, 0, 0, 0, 0])),
+                    ("pause", pcapfile.pause_frame(switch, 0x2000))):
+    with open(os.path.join(out, f"mac-control-{name}"), "wb") as f:
+        f.write(bytes(frame))
+    n += 1
 print(f"{n} seed frames in {out}")

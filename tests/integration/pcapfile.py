@@ -21,6 +21,22 @@ def write(path, linktype, records):
             f.write(bytes(frame))
 
 
+def mac_control_frame(src, opcode, body, dst=b"\x01\x80\xc2\x00\x00\x01"):
+    """A MAC Control frame (ethertype 0x8808): the opcode, then `body`, zero-padded to 60 bytes."""
+    f = dst + src + b"\x88\x08" + struct.pack(">H", opcode) + body
+    return bytearray(f + b"\x00" * (60 - len(f)))
+
+
+def pfc_frame(src, enabled, quanta, reserved=0):
+    """PFC (802.1Qbb): the class-enable vector (`reserved` its upper byte), then eight times in quanta."""
+    return mac_control_frame(src, 0x0101, struct.pack(">BB8H", reserved, enabled, *quanta))
+
+
+def pause_frame(src, quanta):
+    """PAUSE (802.3x): one time for the whole link."""
+    return mac_control_frame(src, 0x0001, struct.pack(">H", quanta))
+
+
 def roce_offset(frame):
     """Offset of the BTH in an untagged IPv4 Ethernet frame carrying UDP 4791, else None."""
     if len(frame) < 14 + 20 + 8 + 12 or frame[12:14] != b"\x08\x00" or frame[23] != 17:

@@ -101,6 +101,25 @@ class CheckCli(unittest.TestCase):
         self.assertEqual(self.violations(path), [("bad_icrc", index + 1)])
         self.assertIn("FAIL: 1 violations", check(path).stdout)
 
+    def test_pfc_and_pause_rules(self):
+        """Well-formed PFC and PAUSE frames among RoCE keep every rule; one to a unicast MAC breaks
+        pause_destination, one with the class-enable vector's reserved byte set breaks pfc_enable_vector."""
+        linktype, records = pcapfile.read(os.path.join(CAPTURES, "05-rc-write.pcap"))
+        switch = bytes.fromhex("02aabbccdd01")
+        extra = [pcapfile.pfc_frame(switch, 0x08, [0, 0, 0, 0xFFFF, 0, 0, 0, 0]), pcapfile.pause_frame(switch, 10),
+                 pcapfile.mac_control_frame(switch, 0x0101, struct.pack(">BB8H", 0, 0x08, *[0] * 8),
+                                            dst=bytes.fromhex("525400770b0b")),
+                 pcapfile.pfc_frame(switch, 0x08, [0, 0, 0, 7, 0, 0, 0, 0], reserved=0x80)]
+        mixed = records[:5] + [(records[4][0], records[4][1], 60, f) for f in extra] + records[5:]
+        path = os.path.join(self.tmp.name, "pfc.pcap")
+        pcapfile.write(path, linktype, mixed[:7])
+        self.assertEqual(check(path).returncode, 0, check(path).stdout)  # the two good ones
+        pcapfile.write(path, linktype, mixed)
+        self.assertEqual(self.violations(path), [("pause_destination", 8), ("pfc_enable_vector", 9)])
+        out = check(path).stdout
+        self.assertIn("PFC from 02:aa:bb:cc:dd:01 to 52:54:00:77:0b:0b", out)
+        self.assertIn("class-enable vector 0x8008", out)
+
     def test_damaged_capture(self):
         data = pathlib.Path(os.path.join(CAPTURES, "05-rc-write.pcap")).read_bytes()
         path = os.path.join(self.tmp.name, "damaged.pcap")

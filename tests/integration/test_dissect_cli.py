@@ -178,6 +178,46 @@ class DissectCli(unittest.TestCase):
                       "Invariant CRC", "Valid: True"):
             self.assertIn(label, out)
 
+    def test_pfc_and_pause_agree_with_tshark(self):
+        """PFC and PAUSE frames, one per interesting case, read field by field as tshark reads them."""
+        switch, host = bytes.fromhex("02aabbccdd01"), bytes.fromhex("02aabbccdd02")
+        frames = [pcapfile.pfc_frame(switch, 0x08, [0, 0, 0, 0xFFFF, 0, 0, 0, 0]),
+                  pcapfile.pfc_frame(switch, 0x18, [9, 0, 0, 0, 0x100, 0, 0, 0x7777]),  # resume 3, pause 4
+                  pcapfile.pfc_frame(switch, 0xFF, [1, 2, 3, 4, 5, 6, 7, 8]),
+                  pcapfile.pfc_frame(switch, 0x01, [5, 0, 0, 0, 0, 0, 0, 0], reserved=1),
+                  pcapfile.pause_frame(host, 0x2000), pcapfile.pause_frame(host, 0)]
+        out = self.path("pfc.pcap")
+        pcapfile.write(out, 1, [(1, 10 * i, 60, f) for i, f in enumerate(frames)])
+        fields = ["macc.opcode", "macc.pause_time", "macc.cbfc.enbv"] + [f"macc.cbfc.pause_time.c{i}" for i in range(8)]
+        tshark = subprocess.run(["tshark", "-r", out, "-T", "fields", "-E", "separator=\t", "-E", "occurrence=f",
+                                 *[a for f in fields for a in ("-e", f)]], capture_output=True, text=True, timeout=60)
+        self.assertEqual(tshark.returncode, 0, tshark.stderr)
+        theirs = [line.split("\t") for line in tshark.stdout.splitlines()]
+        ours = json_rows(out)
+        self.assertEqual(len(theirs), len(frames))
+        self.assertEqual(len(ours), len(frames))
+        compared = 0
+        for n, (t, o) in enumerate(zip(theirs, ours), 1):
+            m = o["mac_control"]
+            mine = [m["opcode"], m.get("pause_quanta"), m.get("class_enable")] + \
+                   [m.get(f"priority{i}_quanta") for i in range(8)]
+            for name, text, value in zip(fields, t, mine):
+                with self.subTest(frame=n, field=name):
+                    self.assertEqual(int(text, 0) if text else None, value)
+                    compared += text != ""
+        self.assertEqual(compared, 4 * 10 + 2 * 2)
+        lines = run(out).stdout.splitlines()
+        self.assertIn("PFC: pause priority 3 for 65535 quanta: 3.36 ms at 10 Gb/s", lines[0])
+        self.assertIn("PFC: resume priority 3; pause priority 4 for 256 quanta", lines[1])
+        self.assertIn("PAUSE: resume every priority", lines[5])
+        res = run(out)
+        self.assertIn("6 PFC/PAUSE", res.stderr)
+        # Cut inside the PFC body: malformed, reported, never read beyond.
+        pcapfile.write(out, 1, [(1, 0, 60, frames[0][:24])])
+        res = run(out)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        self.assertIn("MALFORMED: MAC Control frame shorter than its opcode's body at byte 14", res.stdout)
+
     def test_arp_is_shown_as_arp(self):
         lines = run(self.send).stdout.splitlines()
         self.assertIn("ARP who-has 10.77.0.11 tell 10.77.0.12", lines[0])

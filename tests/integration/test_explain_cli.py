@@ -29,6 +29,8 @@ def flow_rows(stdout):
     assert lines[0].split()[-11:] == numeric[:-1] + ["bad", "ICRC"], lines[0]
     rows = {}
     for line in lines[1:]:
+        if not line.strip():
+            break  # the end of the table (the link-level pauses may follow)
         name = line[:4].strip()
         values = line.split()[-len(numeric):]
         rows[name] = dict(zip(numeric, map(int, values)))
@@ -49,6 +51,39 @@ class ExplainCli(unittest.TestCase):
             for flow, row in flow_rows(res.stdout).items():
                 self.assertEqual((row["retrans"], row["missing"], row["NAKs"], row["bad ICRC"]), (0, 0, 0, 0),
                                  f"{name} flow {flow}")
+
+    def test_pfc_pauses_beside_roce(self):
+        """PFC frames a switch sent into a WRITE: a run of identical pauses is one line where the run began,
+        a resume another; the RoCE story and flow table are those of the capture without them, and a table
+        counts the pauses per sender and priority."""
+        linktype, records = pcapfile.read(self.capture("05-rc-write.pcap"))
+        switch = bytes.fromhex("02aabbccdd01")
+        pause = pcapfile.pfc_frame(switch, 0x08, [0, 0, 0, 0xFFFF, 0, 0, 0, 0])
+        resume = pcapfile.pfc_frame(switch, 0x08, [0] * 8)
+        mixed = []
+        for i, r in enumerate(records):
+            mixed.append(r)
+            if i in (0, 2, 4):
+                mixed.append((r[0], r[1], 60, pause))
+            elif i == 6:
+                mixed.append((r[0], r[1], 60, resume))
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "pfc.pcap")
+            pcapfile.write(path, linktype, mixed)
+            res = explain(path)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        plain = explain(self.capture("05-rc-write.pcap")).stdout
+        self.assertEqual(flow_rows(res.stdout), flow_rows(plain))
+        story = res.stdout.split("Flows")[0]
+        self.assertRegex(story, r"#2-8\s+PFC from 02:aa:bb:cc:dd:01: pause priority 3 for 65535 quanta: 3\.36 ms at "
+                                r"10 Gb/s, 336 µs at 100 Gb/s \(.*\) \(3 alike\)")
+        self.assertRegex(story, r"#11\s+PFC from 02:aa:bb:cc:dd:01: resume priority 3 \(XON: the held frames may go")
+        self.assertLess(story.index("pause priority 3"), story.index("resume priority 3"))
+        self.assertEqual(len(re.findall("PFC from", story)), 2)
+        table = res.stdout.split("Link-level pauses (PFC per priority; PAUSE stops all):\n")[1].splitlines()
+        self.assertEqual(table[0].split(), ["sender", "priority", "pauses", "resumes", "quanta"])
+        self.assertEqual(table[1].split(), ["02:aa:bb:cc:dd:01", "3", "3", "1", str(3 * 65535)])
+        self.assertNotIn("Link-level pauses", plain)
 
     def test_rdma_cm_handshake(self):
         out = explain(self.capture("10-rdma-cm-rping.pcap")).stdout

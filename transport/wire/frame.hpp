@@ -13,6 +13,7 @@
 #include "transport/wire/ethernet.hpp"
 #include "transport/wire/icrc.hpp"
 #include "transport/wire/ip.hpp"
+#include "transport/wire/mac_control.hpp"
 #include "transport/wire/parse_error.hpp"
 
 namespace uroce::wire {
@@ -20,8 +21,9 @@ namespace uroce::wire {
 // What the frame turned out to be, as far as parsing got.
 enum class FrameKind : uint8_t {
   unknown,      // nothing decoded (error in the first header)
-  other_l2,     // Ethernet with an ethertype that is none of ARP/IPv4/IPv6
+  other_l2,     // Ethernet with an ethertype that is none of ARP/IPv4/IPv6/MAC Control
   arp,
+  mac_control,  // PAUSE or PFC (or another MAC Control opcode, decoded no further)
   other_ip,     // IP but not UDP (ICMP, TCP, ...)
   other_udp,    // UDP to a port other than 4791
   roce,         // RoCEv2: UDP to 4791
@@ -45,6 +47,7 @@ enum LayerBits : uint8_t {
   layer_udp = 1u << 3,
   layer_bth = 1u << 4,
   layer_transport = 1u << 5,  // the extension headers, payload, pad and ICRC
+  layer_mac_control = 1u << 6,
 };
 
 struct Frame {
@@ -56,6 +59,7 @@ struct Frame {
   std::span<const uint8_t> bytes;  // the whole input
   EthernetHeader eth;
   ArpPacket arp;
+  MacControl mac_control;
   IpVersion ip_version = IpVersion::v4;
   Ipv4Header ipv4;
   Ipv6Header ipv6;

@@ -149,12 +149,23 @@ ParseError parse_arp(Frame& f, size_t l3) {
   return ParseError::none;
 }
 
+ParseError parse_mac_control(Frame& f, size_t l3) {
+  f.kind = FrameKind::mac_control;
+  if (!read_mac_control(f.bytes.data() + l3, f.bytes.size() - l3, f.mac_control)) {
+    return fail(f, ParseError::truncated_mac_control, l3);
+  }
+  f.decoded |= layer_mac_control;
+  f.end_offset = l3 + mac_control_body_size(f.mac_control.opcode);  // the rest is padding to 64 bytes
+  return ParseError::none;
+}
+
 ParseError dispatch_l3(Frame& f, uint16_t ethertype, size_t l3) {
   f.l3_offset = l3;
   switch (ethertype) {
     case ethertype_ipv4: return parse_ipv4(f, l3);
     case ethertype_ipv6: return parse_ipv6(f, l3);
     case ethertype_arp: return parse_arp(f, l3);
+    case ethertype_mac_control: return parse_mac_control(f, l3);
     default:
       f.kind = FrameKind::other_l2;
       f.end_offset = f.bytes.size();

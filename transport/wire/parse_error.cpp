@@ -14,6 +14,8 @@ Names names(ParseError e) {
     case ParseError::truncated_ethernet: return {"truncated_ethernet", "truncated Ethernet header"};
     case ParseError::truncated_arp: return {"truncated_arp", "truncated ARP packet"};
     case ParseError::unsupported_arp: return {"unsupported_arp", "ARP that is not IPv4 over Ethernet"};
+    case ParseError::truncated_mac_control:
+      return {"truncated_mac_control", "MAC Control frame shorter than its opcode's body"};
     case ParseError::truncated_ipv4: return {"truncated_ipv4", "truncated IPv4 header"};
     case ParseError::bad_ip_version: return {"bad_ip_version", "IP version does not match the ethertype"};
     case ParseError::bad_ipv4_header_length: return {"bad_ipv4_header_length", "IPv4 header length below 20"};

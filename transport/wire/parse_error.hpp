@@ -12,6 +12,7 @@ enum class ParseError : uint8_t {
   truncated_ethernet,        // shorter than the Ethernet header (or its VLAN tag)
   truncated_arp,
   unsupported_arp,           // ARP that is not IPv4 over Ethernet
+  truncated_mac_control,     // a MAC Control frame shorter than its opcode's body (PAUSE 4, PFC 20 bytes)
   truncated_ipv4,            // shorter than the IPv4 header (IHL included)
   bad_ip_version,            // version nibble does not match the ethertype
   bad_ipv4_header_length,    // IHL < 5

@@ -700,6 +700,7 @@ TEST_CASE("ParseError names", "[wire][parse]") {
       {ParseError::truncated_ethernet, "truncated_ethernet"},
       {ParseError::truncated_arp, "truncated_arp"},
       {ParseError::unsupported_arp, "unsupported_arp"},
+      {ParseError::truncated_mac_control, "truncated_mac_control"},
       {ParseError::truncated_ipv4, "truncated_ipv4"},
       {ParseError::bad_ip_version, "bad_ip_version"},
       {ParseError::bad_ipv4_header_length, "bad_ipv4_header_length"},
