@@ -55,6 +55,7 @@ int serve(const DaemonOptions& o) {
   // 100 Gb/s NIC's).
   if (const uint32_t mbps = o.port.empty() ? 0 : port->link().speed_mbps; mbps != 0) {
     config.congestion.dcqcn.line_rate_bps = double(mbps) * 1e6;
+    config.link_bits_per_second = uint64_t(mbps) * 1'000'000;  // what the link partner's pause quanta last
   }
   // A real port also has its IPv6 link-local address (fe80::/64 from its MAC, RFC 4291), as a GID after
   // the configured ones: GID 0 stays the first --ip (rxe and ConnectX put the link-local GID first).

@@ -62,6 +62,7 @@ Engine::Engine(port::DpdkPort& port, EngineConfig config)
       igmp_(addresses_, net_counters_),
       mld_(addresses_, net_counters_),
       router_discovery_(addresses_, net_counters_, net::RouterDiscoveryConfig{.enabled = config_.router_discovery}),
+      link_pause_(config_.link_bits_per_second),
       loss_rng_(config_.loss_seed),
       back_off_(config_.back_off) {
   device_.set_gids(config_.addresses);
@@ -94,6 +95,9 @@ Engine::Engine(port::DpdkPort& port, EngineConfig config)
 Engine::~Engine() {
   for (rte_mbuf* m : tx_) rte_pktmbuf_free(m);
   for (rte_mbuf* m : local_) rte_pktmbuf_free(m);
+  for (auto& held : held_) {
+    for (rte_mbuf* m : held) rte_pktmbuf_free(m);
+  }
   if (capture_) capture_->flush();
   if (wake_fd_ >= 0) close(wake_fd_);
 }
@@ -243,6 +247,7 @@ bool Engine::turn(transport::Nanos now) {
   work += queues_.drain_work(now);
   work += receive_local(now);
   work += receive_burst(now);
+  work += release_held(now);  // (after the frames: a pause they brought holds first)
   bool pending = device_.has_pending_work();
   device_.run(now);
   work += queues_.deliver_completions();
@@ -259,7 +264,8 @@ bool Engine::turn(transport::Nanos now) {
   device_.take_low_receive_queues(low_receive_queues_);
   receiver_starving_ = !low_receive_queues_.empty();
   // Work the transport scheduled while it ran (a requester it could not finish in one go) is not idle.
-  pending = pending || device_.has_pending_work() || !local_.empty();
+  // Held frames keep it awake too: they go when their pause ends, which no client or frame announces.
+  pending = pending || device_.has_pending_work() || !local_.empty() || held_count_ != 0;
   drop_log_.maybe_report(now, net_counters_, device_.counters());
   return work != 0 || pending;
 }
@@ -334,6 +340,9 @@ void Engine::handle_frame(std::span<const uint8_t> frame, transport::Nanos now, 
       }
       return;
     }
+    case net::FrameClass::pause:
+      link_pause_.on_frame(c.mac_control, now, net_counters_);
+      return;
     case net::FrameClass::icmp_echo_request: {
       const size_t size = icmp_.on_frame(frame, c, scratch_);
       if (size != 0) queue_copy({scratch_.data(), size});
@@ -485,8 +494,42 @@ void Engine::transmit(const transport::OutPacket& p) {
       ++counters_.tx_no_mbuf;
     }
   }
+  // The frame's priority is its PCP (the SL on a VLAN; untagged, 0): the link partner may have paused it.
+  // Behind held frames of its priority it waits too, so a priority's frames leave in order.
+  const unsigned priority = config_.vlan ? av.service_level & 7 : 0;
+  if (!held_[priority].empty() || link_pause_.paused(priority, now_)) {
+    hold(priority, m);
+    return;
+  }
   tx_.push_back(m);
   if (tx_.size() >= burst_size) flush_tx();
+}
+
+void Engine::hold(unsigned priority, rte_mbuf* m) {
+  if (held_count_ >= max_held) {
+    rte_pktmbuf_free(m);
+    ++net_counters_.tx_held_dropped;  // as a full queue drops: RC's requester sends it again
+    return;
+  }
+  held_[priority].push_back(m);
+  ++held_count_;
+  ++net_counters_.tx_frames_held;
+}
+
+unsigned Engine::release_held(transport::Nanos now) {
+  if (held_count_ == 0) return 0;
+  unsigned released = 0;
+  for (unsigned priority = 0; priority < held_.size(); ++priority) {
+    if (held_[priority].empty() || link_pause_.paused(priority, now)) continue;
+    for (rte_mbuf* m : held_[priority]) {
+      tx_.push_back(m);
+      if (tx_.size() >= burst_size) flush_tx();
+    }
+    released += unsigned(held_[priority].size());
+    held_count_ -= held_[priority].size();
+    held_[priority].clear();
+  }
+  return released;
 }
 
 unsigned Engine::flush_tx() {

@@ -9,6 +9,7 @@
 // applications it serves. Clients wake it through an eventfd only when it says it sleeps (docs/daemon.md).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -32,6 +33,7 @@
 #include "emulator/net/counters.hpp"
 #include "emulator/net/icmp.hpp"
 #include "emulator/net/igmp.hpp"
+#include "emulator/net/link_pause.hpp"
 #include "emulator/net/mld.hpp"
 #include "emulator/net/nd_cache.hpp"
 #include "emulator/net/nd_responder.hpp"
@@ -65,6 +67,8 @@ struct EngineConfig {
   // The 802.1Q VLAN the port sits on: every frame it sends is tagged with it (RoCE frames with their
   // service level as priority), and only frames tagged with it are taken. 0: priority-tagged frames.
   std::optional<uint16_t> vlan;
+  // The link's speed: how long the link partner's pause quanta (512 bit times each) hold a priority.
+  uint64_t link_bits_per_second = 100'000'000'000;
   transport::DeviceLimits limits;
 };
 
@@ -118,6 +122,10 @@ class Engine final : public transport::PacketSink, public EngineAccess {
   unsigned run_commands(transport::Nanos now);
   void queue_copy(std::span<const uint8_t> frame);
   unsigned flush_tx();
+  // RoCE frames of a priority the link partner paused (PFC, PAUSE) wait here, in order, and go once it is
+  // released; frames of other priorities pass. At most max_held frames wait: the mbufs are the port's.
+  void hold(unsigned priority, rte_mbuf* m);
+  unsigned release_held(transport::Nanos now);
   template <class Output>
   void send_output(Output& out);
   // Lets ARP, ND, IGMP or MLD do what is due by `now` (its poll()) and sends what it made.
@@ -164,6 +172,10 @@ class Engine final : public transport::PacketSink, public EngineAccess {
   transport::Nanos now_ = 0;  // the current turn's time, for transmit()
 
   std::vector<rte_mbuf*> tx_;
+  net::LinkPause link_pause_;
+  std::array<std::deque<rte_mbuf*>, 8> held_;
+  size_t held_count_ = 0;
+  static constexpr size_t max_held = 512;  // an eighth of the port's 4095 mbufs: receiving never starves
   // Frames to one of our own addresses: delivered to ourselves at the next turn, never put on the wire,
   // as a NIC loops back traffic between two of its own QPs (and as rxe does).
   std::vector<rte_mbuf*> local_;

@@ -222,6 +222,14 @@ Classification& classify_arp(Classification& c, std::span<const uint8_t> f, size
 
 }  // namespace
 
+Classification& classify_mac_control(Classification& c, std::span<const uint8_t> f, size_t l3) {
+  if (!wire::read_mac_control(f.data() + l3, f.size() - l3, c.mac_control)) {
+    return drop(c, DropReason::truncated_mac_control);
+  }
+  if (!c.mac_control.is_pause() && !c.mac_control.is_pfc()) return drop(c, DropReason::other_mac_control);
+  return accept(c, FrameClass::pause);
+}
+
 Classification classify(std::span<const uint8_t> f, const PortAddresses& port) {
   Classification c;
   const uint8_t* b = f.data();
@@ -242,6 +250,11 @@ Classification classify(std::span<const uint8_t> f, const PortAddresses& port) {
     l3 += wire::vlan_tag_size;
   }
   c.l3_offset = uint32_t(l3);
+  // Link-level flow control first: its group address is nobody's, and it is untagged (the MAC Control
+  // sublayer lies below VLANs), so it belongs to the port whatever VLAN the port is on.
+  if (e.dst == wire::mac_control_group && e.ethertype == wire::ethertype_mac_control && !e.has_vlan) {
+    return classify_mac_control(c, f, l3);
+  }
 
   // The MAC check comes first: on a promiscuous port (af_packet on a bridge) most frames are other
   // stations' traffic, and this rejects them after one compare. Broadcast passes for ARP requests; a
@@ -273,6 +286,7 @@ void count(NetCounters& counters, const Classification& c) {
     case FrameClass::igmp: ++counters.rx_igmp; break;
     case FrameClass::mld: ++counters.rx_mld; break;
     case FrameClass::router_advertisement: ++counters.rx_router_advertisements; break;
+    case FrameClass::pause: ++counters.rx_pause; break;
     case FrameClass::drop: ++counters.dropped(c.reason); break;
   }
 }

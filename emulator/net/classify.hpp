@@ -2,7 +2,7 @@
 // responder, the ICMP echo responder, neighbour discovery, IGMP or MLD membership) or why it is dropped.
 //
 // Only the headers needed to route the frame are checked (Ethernet, one optional 802.1Q tag, IPv4/IPv6,
-// UDP, ARP, ICMP and ICMPv6 echo requests; ICMPv6 neighbour discovery, IGMP queries and MLD queries with
+// UDP, ARP, ICMP and ICMPv6 echo requests, PAUSE and PFC; ICMPv6 neighbour discovery, IGMP queries and MLD queries with
 // the Hop-by-Hop header before them, which are parsed and validated whole here). A RoCEv2 frame is not
 // parsed past its UDP header here: transport::Device::receive parses the BTH onwards and verifies the ICRC
 // itself, so doing it here too would parse every data packet twice.
@@ -23,6 +23,7 @@
 #include "emulator/net/router_discovery_frames.hpp"
 #include "transport/wire/ethernet.hpp"
 #include "transport/wire/icrc.hpp"
+#include "transport/wire/mac_control.hpp"
 
 namespace uroce::emulator::net {
 
@@ -34,6 +35,7 @@ enum class FrameClass : uint8_t {
   igmp,               // valid IGMP Membership Query to all-hosts or one of our groups: IgmpMembership::on_query
   mld,                // valid MLD query to all-nodes, one of our groups or solicited-node groups: MldMembership
   router_advertisement,  // valid IPv6 Router Advertisement (RFC 4861 §6.1.2): RouterDiscovery
+  pause,              // PAUSE or PFC to 01:80:c2:00:00:01, untagged: the link partner holds our priorities (LinkPause)
   drop,               // see Classification::reason
 };
 
@@ -46,6 +48,7 @@ struct Classification {
   IgmpQuery igmp;                                      // kind == igmp
   MldQuery mld;                                        // kind == mld
   RouterAdvertisement ra;                              // kind == router_advertisement
+  wire::MacControl mac_control;                        // kind == pause
   wire::IpVersion ip_version = wire::IpVersion::v4;    // roce, icmp_echo_request
   uint32_t l3_offset = 0;  // the IP or ARP header
   uint32_t l4_offset = 0;  // the UDP or ICMP header

@@ -18,6 +18,7 @@ void for_each_counter(const NetCounters& c, const std::function<void(std::string
   visit("rx_igmp", c.rx_igmp);
   visit("rx_mld", c.rx_mld);
   visit("rx_router_advertisements", c.rx_router_advertisements);
+  visit("rx_pause", c.rx_pause);
   visit("arp_requests_received", c.arp_requests_received);
   visit("arp_replies_received", c.arp_replies_received);
   visit("arp_replies_sent", c.arp_replies_sent);
@@ -51,6 +52,12 @@ void for_each_counter(const NetCounters& c, const std::function<void(std::string
   visit("rd_solicitations_sent", c.rd_solicitations_sent);
   visit("rd_advertisements_received", c.rd_advertisements_received);
   visit("rd_ignored", c.rd_ignored);
+  visit("pfc_frames_received", c.pfc_frames_received);
+  visit("pause_frames_received", c.pause_frames_received);
+  visit("priority_pauses", c.priority_pauses);
+  visit("priority_resumes", c.priority_resumes);
+  visit("tx_frames_held", c.tx_frames_held);
+  visit("tx_held_dropped", c.tx_held_dropped);
   visit("icmp_echo_replied", c.icmp_echo_replied);
   visit("icmp_echo_too_large", c.icmp_echo_too_large);
   for (size_t i = 0; i < drop_reason_count; ++i) {

@@ -20,6 +20,7 @@ struct NetCounters {
   uint64_t rx_igmp = 0;                // valid IGMP Membership Queries to all-hosts or one of our groups
   uint64_t rx_mld = 0;                 // valid MLD queries to all-nodes, one of our groups or solicited-node groups
   uint64_t rx_router_advertisements = 0;  // valid IPv6 Router Advertisements (RFC 4861 §6.1.2)
+  uint64_t rx_pause = 0;               // PAUSE and PFC frames (link_pause.hpp)
   std::array<uint64_t, drop_reason_count> dropped_by_reason{};
 
   // The ARP responder.
@@ -61,6 +62,13 @@ struct NetCounters {
   uint64_t rd_solicitations_sent = 0;
   uint64_t rd_advertisements_received = 0;
   uint64_t rd_ignored = 0;             // a router or prefix that did not fit the bounded tables
+  // Link-level flow control (link_pause.hpp, Engine::transmit).
+  uint64_t pfc_frames_received = 0;
+  uint64_t pause_frames_received = 0;
+  uint64_t priority_pauses = 0;        // a priority paused (or its pause renewed) by a PFC or PAUSE frame
+  uint64_t priority_resumes = 0;       // a paused priority released early by a time of 0
+  uint64_t tx_frames_held = 0;         // RoCE frames held while their priority was paused
+  uint64_t tx_held_dropped = 0;        // ... dropped because the hold queue was full (RC retransmits them)
   // ICMP.
   uint64_t icmp_echo_replied = 0;
   uint64_t icmp_echo_too_large = 0;    // request whose reply would exceed the reply size bound

@@ -16,6 +16,7 @@ std::string_view to_string(DropReason r) {
     case DropReason::other_icmpv6_type: return "other_icmpv6_type";
     case DropReason::igmp_not_a_query: return "igmp_not_a_query";
     case DropReason::mld_not_a_query: return "mld_not_a_query";
+    case DropReason::other_mac_control: return "other_mac_control";
     case DropReason::truncated_ethernet: return "truncated_ethernet";
     case DropReason::truncated_arp: return "truncated_arp";
     case DropReason::truncated_ip: return "truncated_ip";
@@ -35,6 +36,7 @@ std::string_view to_string(DropReason r) {
     case DropReason::bad_hop_by_hop: return "bad_hop_by_hop";
     case DropReason::bad_mld_message: return "bad_mld_message";
     case DropReason::bad_router_advertisement: return "bad_router_advertisement";
+    case DropReason::truncated_mac_control: return "truncated_mac_control";
   }
   return "unknown";
 }

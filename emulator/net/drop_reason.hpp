@@ -22,6 +22,7 @@ enum class DropReason : uint8_t {
   other_icmpv6_type,      // ICMPv6 that is not an echo request, Neighbor Solicitation or Advertisement
   igmp_not_a_query,       // IGMP other than a Membership Query: other members' reports and leaves
   mld_not_a_query,        // MLD other than a Multicast Listener Query: other listeners' v1/v2 reports and dones
+  other_mac_control,      // a MAC Control frame to 01:80:c2:00:00:01 that is neither PAUSE nor PFC (EPON's ...)
   // Malformed: the frame contradicts itself (is_malformed()).
   truncated_ethernet,
   truncated_arp,
@@ -46,9 +47,10 @@ enum class DropReason : uint8_t {
                           // past its end
   bad_router_advertisement,  // an RA failing RFC 4861 §6.1.2: hop limit not 255, source not link-local, code,
                              // length, an option of zero length or past the message's end
+  truncated_mac_control,  // a PAUSE or PFC frame shorter than its body
 };
 
-inline constexpr size_t drop_reason_count = size_t(DropReason::bad_router_advertisement) + 1;
+inline constexpr size_t drop_reason_count = size_t(DropReason::truncated_mac_control) + 1;
 
 // The counter name: "not_for_our_mac", ...
 std::string_view to_string(DropReason r);

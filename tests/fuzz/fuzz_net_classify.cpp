@@ -14,6 +14,7 @@
 //     an MLD message with a good checksum that is not a query, sent with hop limit 1.
 #include <cstdint>
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <initializer_list>
 #include <span>
@@ -23,6 +24,7 @@
 #include "emulator/net/classify.hpp"
 #include "emulator/net/icmp.hpp"
 #include "emulator/net/igmp.hpp"
+#include "emulator/net/link_pause.hpp"
 #include "emulator/net/mld.hpp"
 #include "emulator/net/nd_cache.hpp"
 #include "emulator/net/nd_responder.hpp"
@@ -176,6 +178,30 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       check(router_discovery.routers(now) <= 2 && router_discovery.prefixes(now) <= 4);
       if (c.ra.router_lifetime != 0) check(router_discovery.default_router(now).has_value());
       break;
+    case FrameClass::pause: {
+      // Untagged, and what the wire parser reads; then each priority the frame names is held exactly its
+      // quanta (a time of 0 holds nothing), the others as before.
+      static LinkPause link_pause(10'000'000'000);
+      wire::Frame f;
+      wire::parse_frame(bytes, f);
+      check(vid == -1 && f.kind == wire::FrameKind::mac_control && f.ok() && f.mac_control.opcode == c.mac_control.opcode &&
+            f.mac_control.quanta == c.mac_control.quanta && f.mac_control.pause_quanta == c.mac_control.pause_quanta);
+      std::array<bool, 8> before{};
+      for (unsigned i = 0; i < 8; ++i) before[i] = link_pause.paused(i, now);
+      link_pause.on_frame(c.mac_control, now, counters);
+      const wire::MacControl& m = c.mac_control;
+      for (unsigned i = 0; i < 8; ++i) {
+        const bool named = m.is_pause() || (m.enabled >> i & 1) != 0;
+        const uint16_t q = m.is_pause() ? m.pause_quanta : m.quanta[i];
+        if (!named) {
+          check(link_pause.paused(i, now) == before[i]);
+        } else {
+          check(link_pause.paused(i, now) == (q != 0));
+          check(!link_pause.paused(i, now + wire::pause_nanoseconds(q, 10'000'000'000)));
+        }
+      }
+      break;
+    }
     case FrameClass::drop:
       break;
   }

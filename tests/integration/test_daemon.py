@@ -16,6 +16,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 import unittest
 
@@ -252,6 +253,81 @@ class Veth(DaemonTestCase):
             self.assertGreater(s["net"]["dropped.other_vlan"], 0, s)
             self.assertEqual(s["net"]["arp_requests_received"], 0, s)
             self.assertTrue(a.alive() and b.alive())
+
+    def test_pfc_pauses_a_priority(self):
+        """The link partner's PFC holds the frames of the priority it names, and only those. A switch
+        (inject_pfc.py, on a's end of the cable) pauses priority 5 for 200 ms, refreshing every 0.5 ms,
+        then releases it, while b WRITEs to a at SL 5 on VLAN 100: b's capture shows no RoCE frame of
+        priority 5 leaving b while the pause lasts, frames before and after, and the transfer completes
+        intact. Pausing priority 3 instead leaves b's priority-5 frames flowing."""
+        inject = os.path.join(os.path.dirname(os.path.abspath(__file__)), "inject_pfc.py")
+        capture = os.path.join(self.dir.name, "b.pcap")
+        with two_namespaces_with_veth() as (ns, veth):
+            a = self.daemon("a", ["--port", f"net_af_packet0,iface={veth[0]}", "--ip", "10.77.0.1", "--vlan", "100"],
+                            netns=ns[0])
+            b = self.daemon("b", ["--port", f"net_af_packet0,iface={veth[1]}", "--ip", "10.77.0.2", "--vlan", "100",
+                                  "--capture", capture], netns=ns[1])
+            for priority in (5, 3):
+                done = {}
+                transfer = threading.Thread(target=lambda: done.update(
+                    r=run_pair(TOOL, self.dir.name, a.socket, b.socket, "write", 65536, 20000, extra=["--sl", "5"])))
+                before = stats(UROCE, b.socket)["queues"]["completions"]
+                transfer.start()
+                deadline = time.time() + 20
+                while stats(UROCE, b.socket)["queues"]["completions"] < before + 300 and time.time() < deadline:
+                    time.sleep(0.02)
+                out = subprocess.run(["ip", "netns", "exec", ns[0], sys.executable, inject, veth[0], str(priority),
+                                      "200", "0.5"], capture_output=True, text=True, timeout=60)
+                self.assertEqual(out.returncode, 0, out.stderr)
+                transfer.join(120)
+                result, client_rc, server_rc, err = done["r"]
+                self.assertEqual((client_rc, server_rc), (0, 0), err)
+                print(f"  PFC for priority {priority}: {json.loads(out.stdout)['frames']} frames; transfer {result}")
+            s = stats(UROCE, b.socket)["net"]
+            self.assertGreaterEqual(s["pfc_frames_received"], 2 * 150, s)
+            self.assertGreater(s["tx_frames_held"], 0, s)
+            self.assertGreaterEqual(s["priority_resumes"], 2, s)
+            self.assertEqual(b.stop(), 0, b.read_log())
+        # b's capture: the PFC frames it received and the RoCE frames it sent, in time.
+        _, records = pcapfile.read(capture)
+        pfc = []   # (time, priority, quanta)
+        sent = []  # time of each RoCE frame b sent at priority 5
+        for sec, ns_, _, f in records:
+            t = sec + ns_ / 1e9
+            if f[12:14] == b"\x88\x08" and f[14:16] == b"\x01\x01":
+                p = f[17].bit_length() - 1
+                pfc.append((t, p, int.from_bytes(f[18 + 2 * p:20 + 2 * p], "big")))
+            elif f[12:14] == b"\x81\x00" and f[16:18] == b"\x08\x00" and f[18 + 12:18 + 16] == bytes([10, 77, 0, 2]):
+                if f[14] >> 5 == 5:
+                    sent.append(t)
+        quantum_s = 65535 * 512 / 10e9  # what each frame holds a priority for: veth says 10 Gb/s
+        for priority in (5, 3):
+            times = [(t, q) for t, p, q in pfc if p == priority]
+            self.assertGreater(len(times), 100, f"priority {priority}: {len(times)} PFC frames captured")
+            start, xon = times[0][0], times[-1][0]
+            self.assertEqual(times[-1][1], 0)  # the release
+            # When b held the priority, by the frames as b received them (its capture's times): each pause runs
+            # 65535 quanta from its frame, a refresh renews it, the release ends it. A busy machine can delay
+            # the injector past a pause's end: b then rightly sends until the next frame comes.
+            held = []
+            for t, q in times[:-1]:
+                if held and t <= held[-1][1]:
+                    held[-1][1] = min(t + quantum_s, xon)
+                else:
+                    held.append([t, min(t + quantum_s, xon)])
+            covered = sum(e - s for s, e in held)
+            # 1 ms after a pause begins: the frames b queued in the turn the PFC frame came in leave with it.
+            during = sum(1 for t in sent for s, e in held if s + 0.001 < t < e)
+            around = (sum(1 for t in sent if start - 0.2 < t < start), sum(1 for t in sent if xon < t < xon + 0.2))
+            print(f"  priority {priority} paused {1000 * covered:.0f} ms of {1000 * (xon - start):.0f} ms ({len(held)} "
+                  f"spans): b sent {around[0]} priority-5 frames in the 200 ms before, {during} while paused, "
+                  f"{around[1]} in the 200 ms after")
+            self.assertGreater(covered, 0.1)
+            self.assertTrue(around[0] > 0 and around[1] > 0, around)
+            if priority == 5:
+                self.assertEqual(during, 0)
+            else:
+                self.assertGreater(during, 100)
 
     def test_neighbour_and_hostile_frames(self):
         """ARP and ping from a kernel neighbour are answered; bad ICRC, unknown QP, truncated RoCE and junk

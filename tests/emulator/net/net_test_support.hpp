@@ -81,6 +81,23 @@ inline Bytes eth(const MacAddress& dst, const MacAddress& src, uint16_t ethertyp
   return b;
 }
 
+// PFC (opcode 0x0101: class-enable vector, eight times) or PAUSE (0x0001: one time) to the MAC Control
+// group; without the padding to 60 bytes a real one has, so that any shorter frame is a cut one.
+inline Bytes pfc_frame(uint8_t enabled, const std::array<uint16_t, 8>& quanta, std::optional<uint16_t> vlan = {},
+                       const MacAddress& dst = MacAddress{{0x01, 0x80, 0xc2, 0x00, 0x00, 0x01}}) {
+  Bytes b = eth(dst, peer_mac, 0x8808, vlan);
+  put16(b, 0x0101);
+  put16(b, enabled);
+  for (uint16_t q : quanta) put16(b, q);
+  return b;
+}
+inline Bytes pause_frame(uint16_t quanta, uint16_t opcode = 0x0001) {
+  Bytes b = eth(MacAddress{{0x01, 0x80, 0xc2, 0x00, 0x00, 0x01}}, peer_mac, 0x8808);
+  put16(b, opcode);
+  put16(b, quanta);
+  return b;
+}
+
 struct Arp {
   uint16_t op = 1;
   MacAddress sender_mac = peer_mac;

@@ -57,6 +57,8 @@ std::vector<std::pair<const char*, Bytes>> valid_frames() {
       {"MLDv2 group query", mld_frame(peer_link_local, group6,
                                       mld_message(130, 1000, group6, peer_link_local, group6, mld_v2_tail(1, 1)))},
       {"MLD report", mld_frame(peer_link_local, group6, mld_message(131, 0, group6, peer_link_local, group6))},
+      {"PFC", pfc_frame(0x18, {0, 0, 0, 0xffff, 7, 0, 0, 0})},
+      {"PAUSE", pause_frame(100)},
   };
 }
 
@@ -190,6 +192,27 @@ TEST_CASE("frames for someone else are dropped with the reason why", "[classify]
   put16(qinq, 20);
   put16(qinq, 0x0800);
   CHECK(reason_of(qinq, test_port(10)) == DropReason::unsupported_ethertype);
+}
+
+TEST_CASE("PFC and PAUSE frames are the port's, on any VLAN; other MAC Control frames are not", "[classify]") {
+  const Classification pfc = classify_bytes(pfc_frame(0x08, {0, 0, 0, 0xffff, 0, 0, 0, 0}));
+  REQUIRE(pfc.kind == FrameClass::pause);
+  CHECK(pfc.mac_control.is_pfc());
+  CHECK(pfc.mac_control.enabled == 0x08);
+  CHECK(pfc.mac_control.quanta[3] == 0xffff);
+  CHECK(classify_bytes(pfc_frame(0x08, {}), test_port(0x0064)).kind == FrameClass::pause);  // the port on VLAN 100
+  const Classification pause = classify_bytes(pause_frame(0x2000));
+  REQUIRE(pause.kind == FrameClass::pause);
+  CHECK(pause.mac_control.pause_quanta == 0x2000);
+  CHECK(reason_of(pause_frame(0x2000, 0x0002)) == DropReason::other_mac_control);  // EPON's GATE
+  Bytes cut = pfc_frame(0x08, {});
+  cut.resize(14 + 19);
+  CHECK(reason_of(cut) == DropReason::truncated_mac_control);
+  CHECK(is_malformed(DropReason::truncated_mac_control));
+  // Tagged, it is no MAC Control frame (that sublayer lies below VLANs); to another address, nobody's.
+  CHECK(reason_of(pfc_frame(0x08, {}, 0x0000)) != DropReason::truncated_mac_control);
+  CHECK(classify_bytes(pfc_frame(0x08, {}, 0x0000)).kind == FrameClass::drop);
+  CHECK(reason_of(pfc_frame(0x08, {}, std::nullopt, other_mac)) == DropReason::not_for_our_mac);
 }
 
 TEST_CASE("a port takes the frames of its VLAN only", "[classify]") {
@@ -369,6 +392,12 @@ TEST_CASE("random and mutated bytes: classify is total and agrees with the wire 
       REQUIRE(b[c.l4_offset] == 130);
       const Bytes message(b.begin() + c.l4_offset, b.begin() + c.l3_end);
       REQUIRE(ref_icmpv6_checksum(parsed.ipv6.src.bytes.data(), parsed.ipv6.dst.bytes.data(), message) == 0);
+    } else if (c.kind == FrameClass::pause) {
+      ++accepted;
+      REQUIRE(parsed.kind == wire::FrameKind::mac_control);
+      REQUIRE(parsed.ok());
+      REQUIRE(parsed.mac_control.opcode == c.mac_control.opcode);
+      REQUIRE(parsed.mac_control.quanta == c.mac_control.quanta);
     } else if (c.reason == DropReason::truncated_ethernet) {
       REQUIRE(parsed.error == wire::ParseError::truncated_ethernet);
     }

@@ -1,0 +1,40 @@
+// What the link partner's PAUSE and PFC frames ask of this port: which 802.1p priorities it must hold, and
+// until when. A RoCE NIC's MAC does this in hardware; here the engine asks before each RoCE frame leaves
+// (Engine::transmit) and holds the frames of a paused priority until the pause ends.
+//
+// PFC (802.1Qbb) names priorities in its class-enable vector, each with a time in quanta of 512 bit times of
+// this link; a new frame replaces a priority's time (a refresh extends it, 0 ends it at once). PAUSE
+// (802.3x) does the same for every priority. Which priority a frame is: its 802.1p PCP; an untagged port's
+// frames are priority 0, as a NIC that trusts PCP counts them.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "emulator/net/counters.hpp"
+#include "transport/wire/mac_control.hpp"
+
+namespace uroce::emulator::net {
+
+class LinkPause {
+ public:
+  using Nanos = uint64_t;
+  static constexpr Nanos never = UINT64_MAX;
+
+  // `link_bits_per_second`: what a quantum lasts (512 bit times); the port's speed.
+  explicit LinkPause(uint64_t link_bits_per_second) : link_bps_(link_bits_per_second) {}
+
+  // A PAUSE or PFC frame received at `now` (classify() took it: FrameClass::pause).
+  void on_frame(const wire::MacControl& m, Nanos now, NetCounters& counters);
+  bool paused(unsigned priority, Nanos now) const { return now < until_[priority & 7]; }
+  // When the earliest pause still in force at `now` ends; never if none is.
+  Nanos next_release(Nanos now) const;
+
+ private:
+  void set(unsigned priority, uint16_t quanta, Nanos now, NetCounters& counters);
+
+  uint64_t link_bps_;
+  std::array<Nanos, 8> until_{};
+};
+
+}  // namespace uroce::emulator::net
