@@ -99,6 +99,8 @@ void describe_options(CLI::App& app, DaemonOptions& o) {
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
 }
 
+namespace {
+
 // ip link's egress-qos-map syntax: FROM:TO pairs separated by spaces (or given as several values). Linux
 // takes any 32-bit skb priority as FROM; rdma_cm's priorities come from a TOS and are 0-7, so uroce takes
 // those only and says so rather than keep a mapping nothing can use.
@@ -119,6 +121,8 @@ cm::EgressQosMap parse_egress_qos_map(const std::vector<std::string>& texts) {
   }
   return map;
 }
+
+}  // namespace
 
 void finish_options(DaemonOptions& o) {
   std::vector<net::Subnet> subnets;

@@ -220,8 +220,6 @@ Classification& classify_arp(Classification& c, std::span<const uint8_t> f, size
   return accept(c, FrameClass::arp);
 }
 
-}  // namespace
-
 Classification& classify_mac_control(Classification& c, std::span<const uint8_t> f, size_t l3) {
   if (!wire::read_mac_control(f.data() + l3, f.size() - l3, c.mac_control)) {
     return drop(c, DropReason::truncated_mac_control);
@@ -229,6 +227,8 @@ Classification& classify_mac_control(Classification& c, std::span<const uint8_t>
   if (!c.mac_control.is_pause() && !c.mac_control.is_pfc()) return drop(c, DropReason::other_mac_control);
   return accept(c, FrameClass::pause);
 }
+
+}  // namespace
 
 Classification classify(std::span<const uint8_t> f, const PortAddresses& port) {
   Classification c;

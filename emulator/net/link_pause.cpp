@@ -1,7 +1,5 @@
 #include "emulator/net/link_pause.hpp"
 
-#include <algorithm>
-
 namespace uroce::emulator::net {
 
 void LinkPause::set(unsigned priority, uint16_t quanta, Nanos now, NetCounters& counters) {
@@ -24,14 +22,6 @@ void LinkPause::on_frame(const wire::MacControl& m, Nanos now, NetCounters& coun
       if ((m.enabled >> i & 1) != 0) set(i, m.quanta[i], now, counters);
     }
   }
-}
-
-LinkPause::Nanos LinkPause::next_release(Nanos now) const {
-  Nanos next = never;
-  for (const Nanos until : until_) {
-    if (until > now) next = std::min(next, until);
-  }
-  return next;
 }
 
 }  // namespace uroce::emulator::net

@@ -19,7 +19,6 @@ namespace uroce::emulator::net {
 class LinkPause {
  public:
   using Nanos = uint64_t;
-  static constexpr Nanos never = UINT64_MAX;
 
   // `link_bits_per_second`: what a quantum lasts (512 bit times); the port's speed.
   explicit LinkPause(uint64_t link_bits_per_second) : link_bps_(link_bits_per_second) {}
@@ -27,8 +26,6 @@ class LinkPause {
   // A PAUSE or PFC frame received at `now` (classify() took it: FrameClass::pause).
   void on_frame(const wire::MacControl& m, Nanos now, NetCounters& counters);
   bool paused(unsigned priority, Nanos now) const { return now < until_[priority & 7]; }
-  // When the earliest pause still in force at `now` ends; never if none is.
-  Nanos next_release(Nanos now) const;
 
  private:
   void set(unsigned priority, uint16_t quanta, Nanos now, NetCounters& counters);
