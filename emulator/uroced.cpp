@@ -66,6 +66,7 @@ int serve(const DaemonOptions& o) {
     }
   }
   if (o.vlan >= 0) config.vlan = uint16_t(o.vlan);
+  config.trust_dscp = o.trust == "dscp";
   config.capture_path = o.capture;
   config.capture_received = !o.port.empty();  // on the loopback every frame received was just sent
   config.wire_loops_back = o.port.empty();

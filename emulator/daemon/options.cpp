@@ -54,6 +54,12 @@ void describe_options(CLI::App& app, DaemonOptions& o) {
                  "the priority (rt_tos2priority: 0 for TOS 0, 6 for 0x10 ...), the map the SL and so the PCP")
       ->needs(vlan)
       ->delimiter(',');
+  app.add_option("--trust", o.trust,
+                 "what gives a RoCE frame's priority when the link partner pauses priorities with PFC: pcp (its "
+                 "802.1p priority: the SL on a --vlan port, 0 untagged) or dscp (its IP DSCP >> 3, ConnectX's "
+                 "default map under mlnx_qos --trust dscp, for routed fabrics without VLAN tags)")
+      ->check(CLI::IsMember({"pcp", "dscp"}))
+      ->capture_default_str();
   app.add_option("--socket", o.socket, "the control socket applications connect to")->capture_default_str();
   app.add_option("--capture", o.capture, "write every frame sent and received to this pcap file");
   app.add_option("--rx-loss", o.rx_loss, "drop this fraction of received RoCE frames (testing recovery)")

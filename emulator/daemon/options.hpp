@@ -33,6 +33,7 @@ struct DaemonOptions {
   int vlan = -1;                    // the 802.1Q VLAN ID the port is on; -1: none (0: priority-tagged)
   std::vector<std::string> egress_qos_map_text;  // "FROM:TO" pairs, as ip link's egress-qos-map
   cm::EgressQosMap egress_qos_map{};  // priority -> PCP: the SL rdma_cm gives a TOS (cm/service_level.hpp)
+  std::string trust = "pcp";        // what gives a frame's priority for PFC: "pcp" or "dscp"
   std::string socket = default_socket_path;
   std::string capture;
   double rx_loss = 0;

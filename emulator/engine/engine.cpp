@@ -494,9 +494,10 @@ void Engine::transmit(const transport::OutPacket& p) {
       ++counters_.tx_no_mbuf;
     }
   }
-  // The frame's priority is its PCP (the SL on a VLAN; untagged, 0): the link partner may have paused it.
-  // Behind held frames of its priority it waits too, so a priority's frames leave in order.
-  const unsigned priority = config_.vlan ? av.service_level & 7 : 0;
+  // The frame's priority (its PCP: the SL on a VLAN, 0 untagged; or its DSCP >> 3 with --trust dscp): the
+  // link partner may have paused it. Behind held frames of its priority it waits too, so a priority's
+  // frames leave in order.
+  const unsigned priority = config_.trust_dscp ? av.traffic_class >> 5 : config_.vlan ? av.service_level & 7 : 0;
   if (!held_[priority].empty() || link_pause_.paused(priority, now_)) {
     hold(priority, m);
     return;

@@ -67,6 +67,10 @@ struct EngineConfig {
   // The 802.1Q VLAN the port sits on: every frame it sends is tagged with it (RoCE frames with their
   // service level as priority), and only frames tagged with it are taken. 0: priority-tagged frames.
   std::optional<uint16_t> vlan;
+  // What gives a RoCE frame's priority for the link partner's PFC: its 802.1p PCP (false: the SL on a VLAN,
+  // 0 untagged, ConnectX's "trust pcp") or its DSCP (true: DSCP >> 3, ConnectX's "trust dscp" default map,
+  // what routed lossless fabrics use, having no VLAN tag end to end).
+  bool trust_dscp = false;
   // The link's speed: how long the link partner's pause quanta (512 bit times each) hold a priority.
   uint64_t link_bits_per_second = 100'000'000'000;
   transport::DeviceLimits limits;

@@ -66,6 +66,7 @@ struct Options {
   uint32_t depth = 16;
   double timeout_s = 60;
   uint8_t sl = 0;  // the address vectors' service level: a VLAN port's priority (PCP)
+  uint8_t traffic_class = 0;  // their traffic class: the IP header's DSCP (and ECN bits)
 };
 
 uint8_t pattern(uint64_t slot, uint64_t i) { return uint8_t((slot * 131 + i * 7 + (i >> 8) * 13 + 1) & 0xff); }
@@ -118,7 +119,7 @@ json describe(const Endpoint& e) {
           {"slot_bytes", e.slot_bytes}, {"mtu", e.ctx->device().at("active_mtu")}};
 }
 
-void connect_qp(Endpoint& e, const json& peer, uint8_t sl) {
+void connect_qp(Endpoint& e, const json& peer, uint8_t sl, uint8_t traffic_class) {
   QpAttr a;
   a.qp_state = QpState::init;
   a.port_num = 1;
@@ -143,6 +144,7 @@ void connect_qp(Endpoint& e, const json& peer, uint8_t sl) {
   a.min_rnr_timer = 12;
   a.ah_attr.dgid = peer.at("gid").get<wire::IpAddress>();
   a.ah_attr.service_level = sl;
+  a.ah_attr.traffic_class = traffic_class;
   e.ctx->modify_qp(*e.qp, a,
                    attr_state | attr_av | attr_path_mtu | attr_dest_qpn | attr_rq_psn | attr_max_dest_rd_atomic |
                        attr_min_rnr_timer);
@@ -259,7 +261,7 @@ int run_server(const Options& o) {
   if (o.op == "read") fill_slots(e, o.size);
   oob.send(describe(e));
   const json peer = oob.receive();
-  connect_qp(e, peer, o.sl);
+  connect_qp(e, peer, o.sl, o.traffic_class);
   // Receives go to a QP that left RESET (ibv_post_recv refuses them before), and before the client may send.
   if (o.op == "send" || o.op == "ud") {
     for (uint32_t i = 0; i < e.slots; ++i) post_recv(e, i);
@@ -306,7 +308,7 @@ int run_client(const Options& o) {
   auto oob = tools::OobChannel::connect(o.oob, o.timeout_s);
   const json peer = oob.receive();
   oob.send(describe(e));
-  connect_qp(e, peer, o.sl);
+  connect_qp(e, peer, o.sl, o.traffic_class);
   oob.receive();  // the server is ready (its receives are posted)
   const uint64_t raddr = peer.at("addr").get<uint64_t>();
   const uint32_t rkey = peer.at("rkey").get<uint32_t>();
@@ -339,6 +341,7 @@ int run_client(const Options& o) {
       AddressVector av;
       av.dgid = peer.at("gid").get<wire::IpAddress>();
       av.service_level = o.sl;
+      av.traffic_class = o.traffic_class;
       ah = e.ctx->create_ah(e.pd, av);
     }
     seconds = pipeline(e, o, o.count, [&](uint64_t i) {
@@ -453,6 +456,9 @@ int main(int argc, char** argv) {
   app.add_option("--timeout", o.timeout_s, "seconds before giving up")->capture_default_str();
   app.add_option("--sl", o.sl, "service level of the address vectors (on a VLAN port: the frames' priority)")
       ->check(CLI::Range(0, 15));
+  app.add_option("--tclass", o.traffic_class,
+                 "traffic class of the address vectors: the IP header's DSCP (<< 2), e.g. 104 for DSCP 26")
+      ->check(CLI::Range(0, 255));
   CLI11_PARSE(app, argc, argv);
   // Diagnostics on stderr: stdout carries only the result line.
   spdlog::set_default_logger(spdlog::stderr_color_mt("uroce-rdma-test"));
