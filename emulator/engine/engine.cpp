@@ -341,7 +341,9 @@ void Engine::handle_frame(std::span<const uint8_t> frame, transport::Nanos now, 
       return;
     }
     case net::FrameClass::pause:
-      link_pause_.on_frame(c.mac_control, now, net_counters_);
+      // From now, not from the turn's start: a pause runs its quanta from when it arrives, and a turn can
+      // be long when the engine shares its core.
+      link_pause_.on_frame(c.mac_control, clock_.now(), net_counters_);
       return;
     case net::FrameClass::icmp_echo_request: {
       const size_t size = icmp_.on_frame(frame, c, scratch_);
