@@ -7,19 +7,18 @@ Prints one JSON object: {"frames": n, "seconds": s}
 """
 import json
 import socket
-import struct
 import sys
 import time
 
+import pcapfile
+
 SWITCH_MAC = bytes.fromhex("02000000fc01")
-MAC_CONTROL_GROUP = bytes.fromhex("0180c2000001")
 
 
 def pfc(priority, quanta):
     times = [0] * 8
     times[priority] = quanta
-    frame = MAC_CONTROL_GROUP + SWITCH_MAC + struct.pack(">HHH8H", 0x8808, 0x0101, 1 << priority, *times)
-    return frame + b"\0" * (60 - len(frame))
+    return bytes(pcapfile.pfc_frame(SWITCH_MAC, 1 << priority, times))
 
 
 def main():
