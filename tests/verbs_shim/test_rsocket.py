@@ -495,7 +495,8 @@ def hostile_client(t):
         while True:  # until the server listens (before that, uroced's CM rejects the request itself)
             peer = Job(t, t.client_socket, [t.hostile_peer, "bad-request", t.server_ip, p], "hostile-client")
             peer_rc = peer.wait(HOSTILE_BOUND)
-            rc = server.wait(1 if peer_rc == 0 else 0.1)
+            # stop=False: a server still running here has not listened yet, and must live on for the next try
+            rc = server.wait(1 if peer_rc == 0 else 0.1, stop=False)
             if rc is None and peer_rc == 0 and time.monotonic() < deadline:
                 time.sleep(0.2)
                 continue
