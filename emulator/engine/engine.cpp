@@ -222,7 +222,7 @@ void Engine::run() {
       const transport::Nanos transport_deadline = device_.next_deadline();
       const transport::Nanos net_deadline =
           std::min({arp_.next_deadline(), nd_.next_deadline(), igmp_.next_deadline(), mld_.next_deadline(),
-                    router_discovery_.next_deadline()});
+                    router_discovery_.next_deadline(), held_deadline()});
       step = back_off_.idle(now, std::min(transport_deadline, net_deadline), transport_deadline != transport::never);
     }
     if (step.kind != BackOff::Kind::poll) rest(step, now);
@@ -264,8 +264,9 @@ bool Engine::turn(transport::Nanos now) {
   device_.take_low_receive_queues(low_receive_queues_);
   receiver_starving_ = !low_receive_queues_.empty();
   // Work the transport scheduled while it ran (a requester it could not finish in one go) is not idle.
-  // Held frames keep it awake too: they go when their pause ends, which no client or frame announces.
-  pending = pending || device_.has_pending_work() || !local_.empty() || held_count_ != 0;
+  // Held frames are not: they wait for their pause to end, a deadline like a timer's (held_deadline), so
+  // a paused port sleeps as an idle one does instead of spinning for the pause's length.
+  pending = pending || device_.has_pending_work() || !local_.empty();
   drop_log_.maybe_report(now, net_counters_, device_.counters());
   return work != 0 || pending;
 }
@@ -517,6 +518,15 @@ void Engine::hold(unsigned priority, rte_mbuf* m) {
   held_[priority].push_back(m);
   ++held_count_;
   ++net_counters_.tx_frames_held;
+}
+
+transport::Nanos Engine::held_deadline() const {
+  if (held_count_ == 0) return transport::never;
+  transport::Nanos first = transport::never;
+  for (unsigned priority = 0; priority < held_.size(); ++priority) {
+    if (!held_[priority].empty()) first = std::min(first, link_pause_.until(priority));
+  }
+  return first;
 }
 
 unsigned Engine::release_held(transport::Nanos now) {

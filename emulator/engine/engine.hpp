@@ -130,6 +130,8 @@ class Engine final : public transport::PacketSink, public EngineAccess {
   // released; frames of other priorities pass. At most max_held frames wait: the mbufs are the port's.
   void hold(unsigned priority, rte_mbuf* m);
   unsigned release_held(transport::Nanos now);
+  // When the first held frame's pause ends (transport::never with none held): the idle back-off's deadline.
+  transport::Nanos held_deadline() const;
   template <class Output>
   void send_output(Output& out);
   // Lets ARP, ND, IGMP or MLD do what is due by `now` (its poll()) and sends what it made.

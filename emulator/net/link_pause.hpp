@@ -26,6 +26,9 @@ class LinkPause {
   // A PAUSE or PFC frame received at `now` (classify() took it: FrameClass::pause).
   void on_frame(const wire::MacControl& m, Nanos now, NetCounters& counters);
   bool paused(unsigned priority, Nanos now) const { return now < until_[priority & 7]; }
+  // When the priority's pause ends (0 if it never began): the engine sleeps until then, not spins, while
+  // it holds frames of that priority.
+  Nanos until(unsigned priority) const { return until_[priority & 7]; }
 
  private:
   void set(unsigned priority, uint16_t quanta, Nanos now, NetCounters& counters);

@@ -36,6 +36,8 @@ TEST_CASE("PFC holds the priorities it enables for their quanta, the others not 
   for (unsigned p = 0; p < 8; ++p) CHECK(lp.paused(p, 1'000) == (p == 3));
   CHECK(lp.paused(3, 1'000 + 51'199));
   CHECK_FALSE(lp.paused(3, 1'000 + 51'200));
+  CHECK(lp.until(3) == 1'000 + 51'200);  // what the engine sleeps until while it holds priority 3's frames
+  CHECK(lp.until(5) == 0);
   CHECK(c.pfc_frames_received == 1);
   CHECK(c.priority_pauses == 1);
 }
@@ -47,8 +49,10 @@ TEST_CASE("a refresh extends a pause, a time of 0 ends it at once", "[link_pause
   lp.on_frame(pfc(0x08, {0, 0, 0, 1000, 0, 0, 0, 0}), 40'000, c);  // before the first ends
   CHECK(lp.paused(3, 80'000));
   CHECK_FALSE(lp.paused(3, 91'200));
+  CHECK(lp.until(3) == 91'200);
   lp.on_frame(pfc(0x18, {0, 0, 0, 0, 10, 0, 0, 0}), 50'000, c);  // XON for 3, a short pause for 4
   CHECK_FALSE(lp.paused(3, 50'000));
+  CHECK(lp.until(3) == 0);
   CHECK(lp.paused(4, 50'000));
   CHECK(c.priority_resumes == 1);
   CHECK(c.priority_pauses == 3);
