@@ -421,6 +421,19 @@ void Engine::queue_copy(std::span<const uint8_t> frame) {
     ++counters_.tx_no_mbuf;
     return;
   }
+  send_or_hold(m);
+}
+
+// The frame's priority (net::frame_priority: its PCP, or its DSCP >> 3 with --trust dscp) may be one the
+// link partner paused; behind held frames of its priority it waits too, so that a priority's frames leave
+// in order. RoCE frames and the port's own (ARP, ND, ICMP, IGMP, MLD) alike.
+void Engine::send_or_hold(rte_mbuf* m) {
+  const unsigned priority =
+      net::frame_priority({rte_pktmbuf_mtod(m, const uint8_t*), rte_pktmbuf_data_len(m)}, config_.trust_dscp);
+  if (!held_[priority].empty() || link_pause_.paused(priority, now_)) {
+    hold(priority, m);
+    return;
+  }
   tx_.push_back(m);
   if (tx_.size() >= burst_size) flush_tx();
 }
@@ -497,16 +510,7 @@ void Engine::transmit(const transport::OutPacket& p) {
       ++counters_.tx_no_mbuf;
     }
   }
-  // The frame's priority (its PCP: the SL on a VLAN, 0 untagged; or its DSCP >> 3 with --trust dscp): the
-  // link partner may have paused it. Behind held frames of its priority it waits too, so a priority's
-  // frames leave in order.
-  const unsigned priority = config_.trust_dscp ? av.traffic_class >> 5 : config_.vlan ? av.service_level & 7 : 0;
-  if (!held_[priority].empty() || link_pause_.paused(priority, now_)) {
-    hold(priority, m);
-    return;
-  }
-  tx_.push_back(m);
-  if (tx_.size() >= burst_size) flush_tx();
+  send_or_hold(m);  // (its PCP is the SL on a VLAN, its DSCP the traffic class's)
 }
 
 void Engine::hold(unsigned priority, rte_mbuf* m) {

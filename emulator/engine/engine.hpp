@@ -126,8 +126,9 @@ class Engine final : public transport::PacketSink, public EngineAccess {
   unsigned run_commands(transport::Nanos now);
   void queue_copy(std::span<const uint8_t> frame);
   unsigned flush_tx();
-  // RoCE frames of a priority the link partner paused (PFC, PAUSE) wait here, in order, and go once it is
+  // Frames of a priority the link partner paused (PFC, PAUSE) wait here, in order, and go once it is
   // released; frames of other priorities pass. At most max_held frames wait: the mbufs are the port's.
+  void send_or_hold(rte_mbuf* m);
   void hold(unsigned priority, rte_mbuf* m);
   unsigned release_held(transport::Nanos now);
   // When the first held frame's pause ends (transport::never with none held): the idle back-off's deadline.

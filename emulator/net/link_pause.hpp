@@ -1,20 +1,26 @@
 // What the link partner's PAUSE and PFC frames ask of this port: which 802.1p priorities it must hold, and
-// until when. A RoCE NIC's MAC does this in hardware; here the engine asks before each RoCE frame leaves
-// (Engine::transmit) and holds the frames of a paused priority until the pause ends.
+// until when. A RoCE NIC's MAC does this in hardware; here the engine asks before each frame leaves
+// (Engine::send_or_hold) and holds the frames of a paused priority until the pause ends.
 //
 // PFC (802.1Qbb) names priorities in its class-enable vector, each with a time in quanta of 512 bit times of
 // this link; a new frame replaces a priority's time (a refresh extends it, 0 ends it at once). PAUSE
-// (802.3x) does the same for every priority. Which priority a frame is: its 802.1p PCP; an untagged port's
-// frames are priority 0, as a NIC that trusts PCP counts them.
+// (802.3x) does the same for every priority. Which priority a frame is: frame_priority, below.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <span>
 
 #include "emulator/net/counters.hpp"
 #include "transport/wire/mac_control.hpp"
 
 namespace uroce::emulator::net {
+
+// The 802.1p priority a frame leaving this port has, which the link partner's PFC names: its PCP when it
+// is tagged, else 0; with `trust_dscp` (ConnectX's mlnx_qos --trust dscp) an IP frame's DSCP >> 3 instead,
+// tagged or not, and 0 for a frame that is not IP. Every frame has one, RoCE or not (ARP, ND, ICMP, IGMP):
+// a paused priority holds them all, and PAUSE every frame there is, as an 802.3x MAC stops all data frames.
+unsigned frame_priority(std::span<const uint8_t> frame, bool trust_dscp);
 
 class LinkPause {
  public:

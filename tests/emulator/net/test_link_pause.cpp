@@ -75,3 +75,28 @@ TEST_CASE("PAUSE holds every priority; a link of unknown speed is never held", "
   unknown.on_frame(pause(0xffff), 0, c);
   CHECK_FALSE(unknown.paused(0, 0));
 }
+
+TEST_CASE("a frame's priority: its PCP, or its DSCP >> 3 when DSCP is trusted; 0 for the rest", "[link_pause]") {
+  const std::vector<uint8_t> eth(12, 0x02);  // destination and source MACs
+  const auto frame = [&](std::vector<uint8_t> rest) {
+    std::vector<uint8_t> f = eth;
+    f.insert(f.end(), rest.begin(), rest.end());
+    return f;
+  };
+  // IPv4 with TOS 0x68 (DSCP 26, priority 3) + ECN 2; untagged, then on VLAN 100 with PCP 5.
+  const auto v4 = frame({0x08, 0x00, 0x45, 0x6a, 0x00, 0x40});
+  const auto v4_tagged = frame({0x81, 0x00, 0xa0, 0x64, 0x08, 0x00, 0x45, 0x6a, 0x00, 0x40});
+  CHECK(frame_priority(v4, false) == 0);
+  CHECK(frame_priority(v4, true) == 3);
+  CHECK(frame_priority(v4_tagged, false) == 5);
+  CHECK(frame_priority(v4_tagged, true) == 3);
+  // IPv6, traffic class 0xb8 (DSCP 46, priority 5): it straddles the first two bytes.
+  CHECK(frame_priority(frame({0x86, 0xdd, 0x6b, 0x80, 0x00, 0x00}), true) == 5);
+  // ARP has no DSCP: 0 when DSCP is trusted (as anything not IP), its PCP otherwise.
+  CHECK(frame_priority(frame({0x08, 0x06, 0x00, 0x01}), true) == 0);
+  CHECK(frame_priority(frame({0x81, 0x00, 0x20, 0x64, 0x08, 0x06, 0x00, 0x01}), false) == 1);
+  // Too short to say: 0, and nothing read beyond the frame.
+  CHECK(frame_priority(frame({0x81, 0x00}), false) == 0);
+  CHECK(frame_priority(frame({0x08, 0x00, 0x45}), true) == 0);
+  CHECK(frame_priority(std::vector<uint8_t>(5, 0), true) == 0);
+}
