@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdlib>
+#include <cstdio>
 #include <initializer_list>
 #include <span>
 
@@ -51,9 +52,14 @@ PortAddresses make_port() {
   return p;
 }
 
-void check(bool ok) {
-  if (!ok) std::abort();
+// A failed check names its line before aborting (the fuzzer then keeps the input), so that a crash file
+// says which property broke without a debugger. (A macro: clang 14 has no std::source_location.)
+void check_at(bool ok, int line) {
+  if (ok) return;
+  std::fprintf(stderr, "fuzz_net_classify: check failed at line %d\n", line);
+  std::abort();
 }
+#define check(ok) check_at((ok), __LINE__)
 
 wire::IpAddress v6(std::initializer_list<uint8_t> bytes) {
   wire::IpAddress a;
@@ -100,10 +106,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const int vid = size >= 16 && data[12] == 0x81 && data[13] == 0x00 ? (data[14] & 0x0f) << 8 | data[15] : -1;
 
   const std::span<const uint8_t> bytes(data, size);
-  const Classification c = classify(bytes, vid == 7 ? port_on_vlan : port);
+  const PortAddresses& receiving = vid == 7 ? port_on_vlan : port;
+  const Classification c = classify(bytes, receiving);
   // Dropped as off the port's VLAN only when tagged with a VLAN that is not the port's (VID 0: untagged).
   check(c.kind != FrameClass::drop || c.reason != DropReason::other_vlan || (vid > 0 && vid != 7));
   count(counters, c);
+  // Any frame's priority for PFC (the engine asks it of every frame it sends): a priority, read within the
+  // frame, a tagged frame's PCP when DSCP is not trusted.
+  const unsigned by_pcp = frame_priority(bytes, false), by_dscp = frame_priority(bytes, true);
+  check(by_pcp < 8 && by_dscp < 8);
+  if (size >= 18 && vid != -1) check(by_pcp == unsigned(data[14] >> 5));
 
   static uint8_t out[9100];
   ArpOutput released;
@@ -124,6 +136,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (n != 0) {
         PortAddresses requester;
         requester.mac = c.arp.sender_mac;
+        requester.vlan_tci = receiving.vlan_tci;  // on the request's VLAN, as the reply
         const Classification r = classify(std::span<const uint8_t>(out, n), requester);
         check(r.kind == FrameClass::arp && r.arp.operation == wire::arp_op_reply && r.arp.sender_mac == port.mac &&
               r.arp.target_mac == c.arp.sender_mac && r.arp.target_ip == c.arp.sender_ip);
@@ -136,6 +149,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         PortAddresses soliciting;
         soliciting.mac = wire::MacAddress{{out[0], out[1], out[2], out[3], out[4], out[5]}};
         soliciting.ips.push_back(c.nd.ip_src);
+        soliciting.vlan_tci = receiving.vlan_tci;
         const Classification r = classify(std::span<const uint8_t>(out, n), soliciting);
         check(r.kind == FrameClass::nd && !r.nd.is_solicitation() && r.nd.target == c.nd.target &&
               r.nd.lladdr == port.mac);
@@ -152,6 +166,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         PortAddresses requester;
         requester.mac = c.eth.src;
         requester.ips.push_back(wire::IpAddress::from_v4_bytes(bytes.data() + c.l3_offset + 12));
+        requester.vlan_tci = receiving.vlan_tci;
         const Classification r = classify(std::span<const uint8_t>(out, n), requester);
         check(r.kind == FrameClass::drop && r.reason == DropReason::other_icmp_type);
       }
