@@ -13,6 +13,11 @@
 // answers its first datagrams, so a peer is found even while its program is busy elsewhere. The datagrams
 // themselves are librdmacm's, so the two differ only in how the first one finds its way.
 //
+// A blocking socket's first datagram to a peer waits for that round trip. A nonblocking one's does not, as
+// a UDP sendto never waits for ARP: the datagram waits in its send slot while the service thread finds the
+// peer (asynchronous rdma_cm, Finding below), and goes, with any sent to that peer meanwhile, in order,
+// once it is found; the call returns at once.
+//
 // Semantics are UDP's: a datagram to a peer that cannot be found (nothing bound at that port, no route) is
 // lost, not an error, and the socket's SO_ERROR says why; a datagram longer than the path MTU allows is
 // EMSGSIZE; a receive buffer shorter than the datagram takes its start (MSG_TRUNC returns the whole length).
@@ -29,6 +34,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -74,6 +80,12 @@ struct Peer {
   uint32_t qkey = 0;
 };
 
+// A datagram in its send slot, waiting for its peer to be found.
+struct Queued {
+  uint32_t slot;
+  uint32_t length;  // header and payload
+};
+
 struct Arrival {
   uint32_t slot;
   uint32_t length;   // payload bytes
@@ -83,6 +95,7 @@ struct Arrival {
 }  // namespace
 
 struct Datagram {
+  Rsocket* owner = nullptr;  // its SO_ERROR, when a peer the service thread looked for is not found
   int domain = AF_INET;
   rdma_event_channel* channel = nullptr;  // the descriptor; the bound ID's SIDR requests (service thread)
   rdma_cm_id* id = nullptr;               // bound: the socket's address and port
@@ -101,6 +114,7 @@ struct Datagram {
   std::vector<uint32_t> free_sends;
   std::deque<Arrival> arrivals;
   std::map<PeerKey, Peer> peers;
+  std::map<PeerKey, std::vector<Queued>> finding;  // peers the service thread looks for, what waits for each
   bool connected = false;
   sockaddr_storage peer{};
   bool cq_armed = false;
@@ -118,22 +132,84 @@ struct Datagram {
 namespace {
 
 // ---- the thread that answers SIDR requests for every bound datagram rsocket of the process -------------
+// ---- and finds peers for nonblocking senders ----------------------------------------------------------
+
+// A peer being found for a nonblocking sender: an rdma_cm ID of its own channel through address and route
+// resolution to the SIDR exchange (the steps resolve() below takes blocking), then the outcome, until the
+// socket's lock can be taken to send what waits (found()).
+struct Finding {
+  Datagram* d = nullptr;  // null once the socket is closed: the outcome is then only cleaned up
+  PeerKey key{};
+  rdma_event_channel* channel = nullptr;
+  rdma_cm_id* id = nullptr;
+  bool done = false;
+  int error = 0;  // done: 0 (found) or SO_ERROR's value
+  ibv_ah_attr ah{};
+  uint32_t qpn = 0, qkey = 0;
+
+  ~Finding() {
+    if (id != nullptr) rdma_destroy_id(id);
+    if (channel != nullptr) rdma_destroy_event_channel(channel);
+  }
+
+  // Takes the events on its channel: each step starts the next; the last gives the outcome.
+  void step() {
+    rdma_cm_event* e = nullptr;
+    while (!done && rdma_get_cm_event(channel, &e) == 0) {
+      switch (e->event) {
+        case RDMA_CM_EVENT_ADDR_RESOLVED:
+          if (rdma_resolve_route(id, kResolveTimeoutMs) != 0) end(errno);
+          break;
+        case RDMA_CM_EVENT_ROUTE_RESOLVED:
+          if (rdma_connect(id, nullptr) != 0) end(errno);
+          break;
+        case RDMA_CM_EVENT_ESTABLISHED:
+          ah = e->param.ud.ah_attr;
+          qpn = e->param.ud.qp_num;
+          qkey = e->param.ud.qkey;
+          end(0);
+          break;
+        default:  // an error, a rejection, unreachable: as resolve() reports them (rdmacm::complete)
+          end(e->status < 0 ? -e->status : ECONNREFUSED);
+      }
+      rdma_ack_cm_event(e);
+    }
+  }
+
+  void end(int err) {
+    done = true;
+    error = err;
+  }
+};
+
+// The outcome of a finding for the socket, under its lock: the datagrams that waited go, or are lost.
+void found(Datagram& d, const Finding& f);
 
 struct Responder {
-  std::mutex lock;  // held while a request is answered: a socket leaves the list only between requests
+  // Held while a request is answered or a finding steps: a socket leaves the lists only between them.
+  // Lock order: a socket's lock, then this one (datagram_send, datagram_close); this thread takes a socket's
+  // lock under it only with try_lock, and tries again later when that fails.
+  std::mutex lock;
   std::vector<Datagram*> sockets;
-  int wake = -1;    // an eventfd: the list changed
+  std::vector<std::unique_ptr<Finding>> findings;
+  int wake = -1;    // an eventfd: the lists changed
   bool started = false;
 
   void run() {
     std::vector<pollfd> fds;
     for (;;) {
+      bool outcomes_waiting = false;
       {
         std::lock_guard g(lock);
         fds.assign(1, pollfd{wake, POLLIN, 0});
         for (Datagram* d : sockets) fds.push_back({d->channel->fd, POLLIN, 0});
+        for (const auto& f : findings) {
+          if (!f->done) fds.push_back({f->channel->fd, POLLIN, 0});
+          outcomes_waiting |= f->done;
+        }
       }
-      if (poll(fds.data(), fds.size(), -1) < 0) continue;
+      // An outcome whose socket was busy is tried again after a millisecond.
+      if (poll(fds.data(), fds.size(), outcomes_waiting ? 1 : -1) < 0) continue;
       if (fds[0].revents != 0) {
         uint64_t n;
         (void)!read(wake, &n, sizeof n);
@@ -144,8 +220,55 @@ struct Responder {
         const auto it = std::find_if(sockets.begin(), sockets.end(),
                                      [&](Datagram* d) { return d->channel->fd == fds[i].fd; });
         if (it != sockets.end()) answer(**it);
+        for (const auto& f : findings) {
+          if (f->channel->fd == fds[i].fd) f->step();
+        }
       }
+      deliver_outcomes();
     }
+  }
+
+  // Under `lock`.
+  void deliver_outcomes() {
+    for (auto it = findings.begin(); it != findings.end();) {
+      Finding& f = **it;
+      if (!f.done) {
+        ++it;
+        continue;
+      }
+      if (f.d != nullptr) {
+        std::unique_lock dl(f.d->lock, std::try_to_lock);
+        if (!dl.owns_lock()) {  // its owner may be waiting for `lock`: never wait for it here
+          ++it;
+          continue;
+        }
+        found(*f.d, f);
+      }
+      it = findings.erase(it);
+    }
+  }
+
+  // Starts finding the peer at `dest` for the socket (under its lock). The steps run on this thread.
+  int find(Datagram* d, const PeerKey& key, const sockaddr* src, const sockaddr* dest) {
+    auto f = std::make_unique<Finding>();
+    f->d = d;
+    f->key = key;
+    const auto failed = [&f] {
+      const int err = errno;
+      f.reset();
+      errno = err;
+      return -1;
+    };
+    if ((f->channel = rdma_create_event_channel()) == nullptr) return failed();
+    fcntl(f->channel->fd, F_SETFL, fcntl(f->channel->fd, F_GETFL) | O_NONBLOCK);
+    if (rdma_create_id(f->channel, &f->id, nullptr, RDMA_PS_UDP) != 0) return failed();
+    if (rdma_resolve_addr(f->id, const_cast<sockaddr*>(src), const_cast<sockaddr*>(dest), kResolveTimeoutMs) != 0) {
+      return failed();
+    }
+    std::lock_guard g(lock);
+    findings.push_back(std::move(f));
+    notify();
+    return 0;
   }
 
   // Every request waiting on the socket's channel gets our QPN (the Q_Key is rdma_cm's RDMA_UDP_QKEY).
@@ -190,6 +313,9 @@ struct Responder {
   void remove(Datagram* d) {
     std::lock_guard g(lock);
     sockets.erase(std::remove(sockets.begin(), sockets.end(), d), sockets.end());
+    for (const auto& f : findings) {
+      if (f->d == d) f->d = nullptr;  // it runs to its end (each step is bounded) and is dropped then
+    }
     if (started) notify();
   }
 };
@@ -408,6 +534,48 @@ int resolve(Datagram& d, const sockaddr* dest, Peer& out) {
   return rc;
 }
 
+// Sends the datagram in send slot `slot` (`length` bytes, header included) to the peer. Under d.lock.
+int post_datagram(Datagram& d, const Peer& peer, uint32_t slot, uint32_t length) {
+  ibv_sge sge{reinterpret_cast<uintptr_t>(d.send_buffer(slot)), length, d.mr->lkey};
+  ibv_send_wr wr{};
+  wr.wr_id = kSendSlot | slot;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_SEND;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.ud.ah = peer.ah;
+  wr.wr.ud.remote_qpn = peer.qpn;
+  wr.wr.ud.remote_qkey = peer.qkey;
+  ibv_send_wr* bad = nullptr;
+  if (ibv_post_send(d.qp, &wr, &bad) != 0) {
+    d.free_sends.push_back(slot);
+    return -1;
+  }
+  return 0;
+}
+
+void found(Datagram& d, const Finding& f) {
+  const auto waiting = d.finding.find(f.key);
+  if (waiting == d.finding.end()) return;
+  const std::vector<Queued> queued = std::move(waiting->second);
+  d.finding.erase(waiting);
+  int error = f.error;
+  auto peer = d.peers.find(f.key);
+  if (error == 0 && peer == d.peers.end()) {
+    ibv_ah_attr attr = f.ah;
+    Peer p{ibv_create_ah(d.pd, &attr), f.qpn, f.qkey};
+    if (p.ah == nullptr) {
+      error = errno;
+    } else {
+      peer = d.peers.emplace(f.key, p).first;
+    }
+  }
+  for (const Queued& q : queued) {
+    if (error != 0 || post_datagram(d, peer->second, q.slot, q.length) != 0) d.free_sends.push_back(q.slot);
+  }
+  if (error != 0) d.owner->err = error;  // lost, as UDP datagrams to a closed port; SO_ERROR says why
+}
+
 sockaddr_storage address_of(const DatagramHeader& h) {
   sockaddr_storage a{};
   if (h.version == 6) {
@@ -536,6 +704,7 @@ int wait_for(Rsocket* rs, Datagram& d, int flags, std::unique_lock<std::mutex>& 
 int datagram_create(Rsocket* rs, int domain) {
   auto* d = new (std::nothrow) Datagram;
   if (d == nullptr) return fail(ENOMEM);
+  d->owner = rs;
   d->domain = domain;
   d->channel = rdma_create_event_channel();
   if (d->channel == nullptr) {
@@ -572,6 +741,22 @@ int datagram_connect(Rsocket* rs, const sockaddr* addr, socklen_t len) {
   return 0;
 }
 
+namespace {
+
+// Our header and the payload into send slot `slot`; returns the datagram's length.
+uint32_t fill_send_slot(Datagram& d, uint32_t slot, const iovec* iov, int iovcnt) {
+  uint8_t* out = d.send_buffer(slot);
+  encode(d.header, out);
+  size_t at = d.header_size;
+  for (int i = 0; i < iovcnt; ++i) {
+    std::memcpy(out + at, iov[i].iov_base, iov[i].iov_len);
+    at += iov[i].iov_len;
+  }
+  return uint32_t(at);
+}
+
+}  // namespace
+
 ssize_t datagram_send(Rsocket* rs, const iovec* iov, int iovcnt, int flags, const sockaddr* dest, socklen_t len) {
   Datagram& d = *rs->dgram;
   std::unique_lock g(d.lock);
@@ -588,6 +773,30 @@ ssize_t datagram_send(Rsocket* rs, const iovec* iov, int iovcnt, int flags, cons
 
   const PeerKey key = key_of(dest);
   auto it = d.peers.find(key);
+  if (it == d.peers.end() && (d.finding.count(key) != 0 || nonblocking(rs, flags))) {
+    // Nonblocking, or behind datagrams that wait already: it waits in its slot until the peer is found.
+    if (wait_for(rs, d, flags, g, [&d] { return !d.free_sends.empty(); }) != 0) return -1;
+    const uint32_t slot = d.free_sends.back();
+    d.free_sends.pop_back();
+    const Queued q{slot, fill_send_slot(d, slot, iov, iovcnt)};
+    // (Waiting for a slot may have let go of the lock: the service thread may have found the peer since.)
+    const auto finding = d.finding.find(key);
+    if (finding != d.finding.end()) {
+      finding->second.push_back(q);
+      return ssize_t(bytes);
+    }
+    if (const auto known = d.peers.find(key); known != d.peers.end()) {
+      return post_datagram(d, known->second, slot, q.length) != 0 ? -1 : ssize_t(bytes);
+    }
+    d.finding[key] = {q};
+    const sockaddr_storage src = without_port(rdma_get_local_addr(d.id));
+    if (responder().find(&d, key, reinterpret_cast<const sockaddr*>(&src), dest) != 0) {
+      rs->err = errno;  // lost, as below
+      d.finding.erase(key);
+      d.free_sends.push_back(slot);
+    }
+    return ssize_t(bytes);
+  }
   if (it == d.peers.end()) {
     Peer p;
     if (resolve(d, dest, p) != 0) {
@@ -597,31 +806,9 @@ ssize_t datagram_send(Rsocket* rs, const iovec* iov, int iovcnt, int flags, cons
     it = d.peers.emplace(key, p).first;
   }
   if (wait_for(rs, d, flags, g, [&d] { return !d.free_sends.empty(); }) != 0) return -1;
-  const Peer& peer = it->second;
   const uint32_t slot = d.free_sends.back();
   d.free_sends.pop_back();
-  uint8_t* out = d.send_buffer(slot);
-  encode(d.header, out);
-  size_t at = d.header_size;
-  for (int i = 0; i < iovcnt; ++i) {
-    std::memcpy(out + at, iov[i].iov_base, iov[i].iov_len);
-    at += iov[i].iov_len;
-  }
-  ibv_sge sge{reinterpret_cast<uintptr_t>(out), uint32_t(at), d.mr->lkey};
-  ibv_send_wr wr{};
-  wr.wr_id = kSendSlot | slot;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = IBV_WR_SEND;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.wr.ud.ah = peer.ah;
-  wr.wr.ud.remote_qpn = peer.qpn;
-  wr.wr.ud.remote_qkey = peer.qkey;
-  ibv_send_wr* bad = nullptr;
-  if (ibv_post_send(d.qp, &wr, &bad) != 0) {
-    d.free_sends.push_back(slot);
-    return -1;
-  }
+  if (post_datagram(d, it->second, slot, fill_send_slot(d, slot, iov, iovcnt)) != 0) return -1;
   return ssize_t(bytes);
 }
 
@@ -694,6 +881,13 @@ int datagram_name(Rsocket* rs, sockaddr* addr, socklen_t* addrlen, bool peer) {
   std::memcpy(addr, s, std::min(*addrlen, size_of(s)));
   *addrlen = size_of(s);
   return 0;
+}
+
+int datagram_take_error(Rsocket* rs) {
+  std::lock_guard g(rs->dgram->lock);
+  const int err = rs->err;
+  rs->err = 0;
+  return err;
 }
 
 void datagram_close(Rsocket* rs) {

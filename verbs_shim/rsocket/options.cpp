@@ -250,8 +250,13 @@ CMA_EXPORT int rgetsockopt(int socket, int level, int optname, void* optval, soc
           return 0;
         }
         case SO_ERROR: {
-          const int err = rs->err;
-          rs->err = 0;
+          int err = 0;
+          if (rs->dgram != nullptr) {
+            err = datagram_take_error(rs);
+          } else {
+            err = rs->err;
+            rs->err = 0;
+          }
           return put_int(optval, optlen, err);
         }
       }

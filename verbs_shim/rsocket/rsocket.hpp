@@ -187,6 +187,7 @@ short datagram_poll(Rsocket* rs, short events);  // without blocking
 int datagram_arm(Rsocket* rs, short events, int& fd);
 void datagram_woken(Rsocket* rs);  // that descriptor was readable: takes its event
 int datagram_name(Rsocket* rs, sockaddr* addr, socklen_t* addrlen, bool peer);
+int datagram_take_error(Rsocket* rs);  // SO_ERROR: read and cleared under the socket's lock (the service thread sets it)
 void datagram_close(Rsocket* rs);  // frees everything but the Rsocket
 
 // keepalive.cpp

@@ -17,6 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <fcntl.h>
+#include <time.h>
+#include <unistd.h>
 #include <rdma/rdma_cma.h>
 #include <rdma/rsocket.h>
 #include <stdint.h>
@@ -266,6 +269,60 @@ int main(int argc, char **argv) {
   check(rc == 0 && err != 0, "SO_ERROR: %s", strerror(err));
   len = sizeof err;
   check(rgetsockopt(a, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0, "SO_ERROR is cleared once read");
+
+  /* Nonblocking, a first datagram to a peer does not wait for it to be found (as a UDP sendto does not wait
+   * for ARP): rsendto returns at once, and what it sent meanwhile goes, in order, once the peer is found; to
+   * a port nobody is bound to it is lost, and SO_ERROR says so once the peer's daemon has answered. */
+  int e = rsocket(family, SOCK_DGRAM, 0);
+  check(e >= 0 && rbind(e, (struct sockaddr *)&any, addr_len(&any)) == 0 &&
+            rfcntl(e, F_SETFL, rfcntl(e, F_GETFL, 0) | O_NONBLOCK) == 0,
+        "a nonblocking socket, bound");
+  struct sockaddr_storage name_e;
+  len = sizeof name_e;
+  rc = rgetsockname(e, (struct sockaddr *)&name_e, &len);
+  check(rc == 0, "rgetsockname");
+  int sent_at_once = 1;
+  for (int i = 0; i < 3; ++i) sent_at_once &= rsendto(e, &i, sizeof i, 0, (struct sockaddr *)&name_b, addr_len(&name_b)) == (ssize_t)sizeof i;
+  check(sent_at_once, "three rsendto to b, a peer it never reached: sent");
+  int firsts = 0, firsts_in_order = 1;
+  while (firsts < 3 && readable(b)) {
+    int v;
+    len = sizeof from;
+    while (rrecvfrom(b, &v, sizeof v, MSG_DONTWAIT, (struct sockaddr *)&from, &len) == (ssize_t)sizeof v) {
+      firsts_in_order &= v == firsts++ && port_of(&from) == port_of(&name_e);
+      len = sizeof from;
+    }
+  }
+  check(firsts == 3 && firsts_in_order, "b receives all three, in order, from e (%d)", firsts);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  rc = (int)rsendto(e, hello, sizeof hello, 0, (struct sockaddr *)&nobody, addr_len(&nobody));
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  check(rc == (int)sizeof hello, "rsendto a port nobody is bound to: sent (and lost)");
+  err = 0;
+  for (int tries = 0; err == 0 && tries < 500; ++tries) {
+    len = sizeof err;
+    if (rgetsockopt(e, SOL_SOCKET, SO_ERROR, &err, &len) != 0) break;
+    if (err == 0) usleep(10000);
+  }
+  check(err == ECONNREFUSED, "and SO_ERROR says so later: %s", strerror(err));
+  /* An address on no host: the blocking rsendto above would wait for its address resolution to give up. */
+  struct sockaddr_storage nowhere = here;
+  if (family == AF_INET6) {
+    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&nowhere;
+    s6->sin6_addr.s6_addr[15] = s6->sin6_addr.s6_addr[15] == 0xfa ? 0xfb : 0xfa;
+    s6->sin6_port = htons(9);
+  } else {
+    struct sockaddr_in *s4 = (struct sockaddr_in *)&nowhere;
+    ((uint8_t *)&s4->sin_addr)[3] = ((uint8_t *)&s4->sin_addr)[3] == 250 ? 251 : 250;
+    s4->sin_port = htons(9);
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  rc = (int)rsendto(e, hello, sizeof hello, 0, (struct sockaddr *)&nowhere, addr_len(&nowhere));
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  const double waited = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+  check(rc == (int)sizeof hello && waited < 0.2, "rsendto an address on no host: sent at once (%.3f s)", waited);
+  check(rclose(e) == 0, "rclose it while that peer is still looked for");
 
   /* A peer that is no rsocket sends b datagrams it cannot read: dropped (counted), never delivered, and b
    * goes on receiving. */
