@@ -158,10 +158,10 @@ struct Finding {
     while (!done && rdma_get_cm_event(channel, &e) == 0) {
       switch (e->event) {
         case RDMA_CM_EVENT_ADDR_RESOLVED:
-          if (rdma_resolve_route(id, kResolveTimeoutMs) != 0) end(errno);
+          if (rdma_resolve_route(id, kResolveTimeoutMs) != 0) end(errno != 0 ? errno : EIO);
           break;
         case RDMA_CM_EVENT_ROUTE_RESOLVED:
-          if (rdma_connect(id, nullptr) != 0) end(errno);
+          if (rdma_connect(id, nullptr) != 0) end(errno != 0 ? errno : EIO);
           break;
         case RDMA_CM_EVENT_ESTABLISHED:
           ah = e->param.ud.ah_attr;
@@ -571,7 +571,11 @@ void found(Datagram& d, const Finding& f) {
     }
   }
   for (const Queued& q : queued) {
-    if (error != 0 || post_datagram(d, peer->second, q.slot, q.length) != 0) d.free_sends.push_back(q.slot);
+    if (error != 0) {
+      d.free_sends.push_back(q.slot);
+    } else {
+      post_datagram(d, peer->second, q.slot, q.length);  // (a failed post gives its slot back)
+    }
   }
   if (error != 0) d.owner->err = error;  // lost, as UDP datagrams to a closed port; SO_ERROR says why
 }
