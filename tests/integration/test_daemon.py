@@ -286,9 +286,10 @@ class Veth(DaemonTestCase):
             a = self.daemon("a", ["--port", f"net_af_packet0,iface={veth[0]}", "--ip", "10.77.0.1"], netns=ns[0])
             for args in (["link", "set", veth[1], "arp", "on"], ["addr", "add", "10.77.0.2/24", "dev", veth[1]]):
                 subprocess.run(["ip", "-n", ns[1], *args], check=True)
-            warm = subprocess.run(["ip", "netns", "exec", ns[1], "ping", "-c", "1", "-W", "5", "10.77.0.1"],
+            # One answer, asking once a second for up to 10 s (-w): ARP is done and a answers.
+            warm = subprocess.run(["ip", "netns", "exec", ns[1], "ping", "-c", "1", "-w", "10", "10.77.0.1"],
                                   capture_output=True, text=True, timeout=30)
-            self.assertEqual(warm.returncode, 0, warm.stdout + warm.stderr)  # ARP done, a answers
+            self.assertEqual(warm.returncode, 0, warm.stdout + warm.stderr)
             ping = subprocess.Popen(["ip", "netns", "exec", ns[1], "ping", "-i", "0.01", "-c", "100", "-W", "5",
                                      "10.77.0.1"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             try:
