@@ -1,22 +1,25 @@
 #include "emulator/net/link_pause.hpp"
 
+#include "transport/wire/bytes.hpp"
+#include "transport/wire/ethernet.hpp"
+
 namespace uroce::emulator::net {
 
 unsigned frame_priority(std::span<const uint8_t> frame, bool trust_dscp) {
-  if (frame.size() < 14) return 0;
-  size_t l3 = 12;  // at the EtherType
+  if (frame.size() < wire::ethernet_header_size) return 0;
+  size_t l3 = wire::ethernet_header_size;
+  uint16_t ethertype = wire::load_be16(frame.data() + 12);
   unsigned pcp = 0;
-  if (frame[12] == 0x81 && frame[13] == 0x00) {
-    if (frame.size() < 18) return 0;
+  if (ethertype == wire::ethertype_vlan) {
+    if (frame.size() < wire::ethernet_header_size + wire::vlan_tag_size) return 0;
     pcp = frame[14] >> 5;
-    l3 = 16;
+    ethertype = wire::load_be16(frame.data() + 16);
+    l3 += wire::vlan_tag_size;
   }
   if (!trust_dscp) return pcp;
-  const uint16_t ethertype = uint16_t(frame[l3] << 8 | frame[l3 + 1]);
-  l3 += 2;
   if (frame.size() < l3 + 2) return 0;
-  if (ethertype == 0x0800) return frame[l3 + 1] >> 5;                                  // TOS: DSCP, ECN
-  if (ethertype == 0x86dd) return unsigned((frame[l3] & 0x0f) << 4 | frame[l3 + 1] >> 4) >> 5;  // traffic class
+  if (ethertype == wire::ethertype_ipv4) return frame[l3 + 1] >> 5;  // TOS: DSCP, ECN
+  if (ethertype == wire::ethertype_ipv6) return unsigned((frame[l3] & 0x0f) << 4 | frame[l3 + 1] >> 4) >> 5;  // TC
   return 0;  // not IP (ARP): no DSCP to trust
 }
 

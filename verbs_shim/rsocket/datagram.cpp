@@ -134,9 +134,10 @@ namespace {
 // ---- the thread that answers SIDR requests for every bound datagram rsocket of the process -------------
 // ---- and finds peers for nonblocking senders ----------------------------------------------------------
 
-// A peer being found for a nonblocking sender: an rdma_cm ID of its own channel through address and route
-// resolution to the SIDR exchange (the steps resolve() below takes blocking), then the outcome, until the
-// socket's lock can be taken to send what waits (found()).
+// A peer being found: an rdma_cm ID of its own (nonblocking) channel through address and route resolution
+// to the SIDR exchange, then the outcome. For a nonblocking sender the service thread steps it and keeps it
+// until the socket's lock can be taken to send what waits (found()); a blocking sender steps it itself
+// (resolve()).
 struct Finding {
   Datagram* d = nullptr;  // null once the socket is closed: the outcome is then only cleaned up
   PeerKey key{};
@@ -148,8 +149,31 @@ struct Finding {
   uint32_t qpn = 0, qkey = 0;
 
   ~Finding() {
+    const int err = errno;  // (it may end a call that failed: what failed stays in errno)
     if (id != nullptr) rdma_destroy_id(id);
     if (channel != nullptr) rdma_destroy_event_channel(channel);
+    errno = err;
+  }
+
+  // The first step: resolving `dest`'s address from `src`. -1 (errno set) if it cannot even start.
+  int start(const sockaddr* src, const sockaddr* dest) {
+    if ((channel = rdma_create_event_channel()) == nullptr) return -1;
+    fcntl(channel->fd, F_SETFL, fcntl(channel->fd, F_GETFL) | O_NONBLOCK);
+    if (rdma_create_id(channel, &id, nullptr, RDMA_PS_UDP) != 0) return -1;
+    return rdma_resolve_addr(id, const_cast<sockaddr*>(src), const_cast<sockaddr*>(dest), kResolveTimeoutMs);
+  }
+
+  // Steps until the outcome, on the caller's thread; returns `error`.
+  int wait() {
+    while (!done) {
+      pollfd p{channel->fd, POLLIN, 0};
+      if (poll(&p, 1, -1) < 0 && errno != EINTR) {
+        end(errno);
+        break;
+      }
+      step();
+    }
+    return error;
   }
 
   // Takes the events on its channel: each step starts the next; the last gives the outcome.
@@ -169,7 +193,7 @@ struct Finding {
           qkey = e->param.ud.qkey;
           end(0);
           break;
-        default:  // an error, a rejection, unreachable: as resolve() reports them (rdmacm::complete)
+        default:  // an error, a rejection, unreachable: as UDP reports a closed port, or the error itself
           end(e->status < 0 ? -e->status : ECONNREFUSED);
       }
       rdma_ack_cm_event(e);
@@ -253,18 +277,7 @@ struct Responder {
     auto f = std::make_unique<Finding>();
     f->d = d;
     f->key = key;
-    const auto failed = [&f] {
-      const int err = errno;
-      f.reset();
-      errno = err;
-      return -1;
-    };
-    if ((f->channel = rdma_create_event_channel()) == nullptr) return failed();
-    fcntl(f->channel->fd, F_SETFL, fcntl(f->channel->fd, F_GETFL) | O_NONBLOCK);
-    if (rdma_create_id(f->channel, &f->id, nullptr, RDMA_PS_UDP) != 0) return failed();
-    if (rdma_resolve_addr(f->id, const_cast<sockaddr*>(src), const_cast<sockaddr*>(dest), kResolveTimeoutMs) != 0) {
-      return failed();
-    }
+    if (f->start(src, dest) != 0) return -1;  // (f goes, errno kept)
     std::lock_guard g(lock);
     findings.push_back(std::move(f));
     notify();
@@ -511,27 +524,24 @@ int open_towards(Rsocket* rs, Datagram& d, const sockaddr* dest) {
 
 // ---- finding peers ---------------------------------------------------------------------------------
 
+// The peer a finding found, with an address handle to it; -1 (errno set) if there is none.
+int peer_found(Datagram& d, const Finding& f, Peer& out) {
+  ibv_ah_attr attr = f.ah;
+  out = {ibv_create_ah(d.pd, &attr), f.qpn, f.qkey};
+  return out.ah != nullptr ? 0 : -1;
+}
+
 // Asks the peer's daemon for the QPN bound at `dest` (SIDR) and makes an address handle to it. Blocks for
 // one round trip through the two daemons, or until the request gives up.
 int resolve(Datagram& d, const sockaddr* dest, Peer& out) {
-  rdma_cm_id* id = nullptr;
-  if (rdma_create_id(nullptr, &id, nullptr, RDMA_PS_UDP) != 0) return -1;
-  sockaddr_storage src = without_port(rdma_get_local_addr(d.id));
-  int rc = rdma_resolve_addr(id, reinterpret_cast<sockaddr*>(&src), const_cast<sockaddr*>(dest), kResolveTimeoutMs);
-  if (rc == 0) rc = rdma_resolve_route(id, kResolveTimeoutMs);
-  if (rc == 0) rc = rdma_connect(id, nullptr);
-  if (rc == 0) {
-    const rdma_ud_param& ud = id->event->param.ud;
-    ibv_ah_attr attr = ud.ah_attr;
-    out.qpn = ud.qp_num;
-    out.qkey = ud.qkey;
-    out.ah = ibv_create_ah(d.pd, &attr);
-    if (out.ah == nullptr) rc = -1;
+  Finding f;
+  const sockaddr_storage src = without_port(rdma_get_local_addr(d.id));
+  if (f.start(reinterpret_cast<const sockaddr*>(&src), dest) != 0) return -1;
+  if (f.wait() != 0) {
+    errno = f.error;
+    return -1;
   }
-  const int err = errno;
-  rdma_destroy_id(id);
-  errno = err;
-  return rc;
+  return peer_found(d, f, out);
 }
 
 // Sends the datagram in send slot `slot` (`length` bytes, header included) to the peer. Under d.lock.
@@ -562,9 +572,8 @@ void found(Datagram& d, const Finding& f) {
   int error = f.error;
   auto peer = d.peers.find(f.key);
   if (error == 0 && peer == d.peers.end()) {
-    ibv_ah_attr attr = f.ah;
-    Peer p{ibv_create_ah(d.pd, &attr), f.qpn, f.qkey};
-    if (p.ah == nullptr) {
+    Peer p;
+    if (peer_found(d, f, p) != 0) {
       error = errno;
     } else {
       peer = d.peers.emplace(f.key, p).first;
