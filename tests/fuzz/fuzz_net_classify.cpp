@@ -162,13 +162,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case FrameClass::icmp_echo_request: {
       const size_t n = icmp.on_frame(bytes, c, out);
       if (n != 0) {
-        // The requester: the Ethernet source and IPv4 source of the request.
+        // The requester: the Ethernet source and IP source of the request (IPv4's at 12, IPv6's at 8).
         PortAddresses requester;
         requester.mac = c.eth.src;
-        requester.ips.push_back(wire::IpAddress::from_v4_bytes(bytes.data() + c.l3_offset + 12));
+        const uint8_t* ip = bytes.data() + c.l3_offset;
+        requester.ips.push_back(ip[0] >> 4 == 6 ? wire::IpAddress::from_v6_bytes(ip + 8)
+                                                : wire::IpAddress::from_v4_bytes(ip + 12));
         requester.vlan_tci = receiving.vlan_tci;
         const Classification r = classify(std::span<const uint8_t>(out, n), requester);
-        check(r.kind == FrameClass::drop && r.reason == DropReason::other_icmp_type);
+        // The echo reply, which the requester's classify drops as an ICMP type it does not take.
+        const DropReason not_a_request = ip[0] >> 4 == 6 ? DropReason::other_icmpv6_type : DropReason::other_icmp_type;
+        check(r.kind == FrameClass::drop && r.reason == not_a_request);
       }
       break;
     }
