@@ -1,6 +1,7 @@
 #include "emulator/port/dpdk_port.hpp"
 
 #include "emulator/port/devargs.hpp"
+#include "emulator/port/interrupt_thread.hpp"
 #include "emulator/port/kernel_interface.hpp"
 #include "emulator/port/mbuf_pool.hpp"
 #include "emulator/port/unmap_guard.hpp"
@@ -97,7 +98,7 @@ std::unique_ptr<DpdkPort> DpdkPort::open(const std::string& devargs, const PortO
   if (device.starts_with("net_af_packet") || device.starts_with("net_tap"))
     port->kernel_interface_ = value_of(args, "iface").value_or("");
   port->rx_wait_fds_ = std::move(rx_wait_fds);
-  port->unmap_guarded_ = device.starts_with("net_memif");
+  port->unmap_guarded_ = port->serialize_with_control_ = device.starts_with("net_memif");
   port->start(options);  // on failure the destructor closes and detaches the device
   return port;
 }
@@ -144,13 +145,22 @@ void DpdkPort::start(const PortOptions& options) {
 DpdkPort::~DpdkPort() {
   rte_eth_dev_info info{};
   rte_device* device = rte_eth_dev_info_get(port_id_, &info) == 0 ? info.device : nullptr;
-  int rc = rte_eth_dev_stop(port_id_);
-  if (rc < 0) spdlog::debug("{}: stop: {}", name_, reason(rc));
-  rc = rte_eth_dev_close(port_id_);
-  if (rc < 0) spdlog::warn("{}: close: {}", name_, reason(rc));
+  auto stop_and_close = [this] {
+    int rc = rte_eth_dev_stop(port_id_);
+    if (rc < 0) spdlog::debug("{}: stop: {}", name_, reason(rc));
+    rc = rte_eth_dev_close(port_id_);
+    if (rc < 0) spdlog::warn("{}: close: {}", name_, reason(rc));
+  };
+  // A memif port's peer can disconnect on the interrupt thread while we stop it (interrupt_thread.hpp).
+  // Once closed, the port has no control channel left for that thread to act on.
+  if (serialize_with_control_) {
+    run_on_interrupt_thread(stop_and_close);
+  } else {
+    stop_and_close();
+  }
   // Detach the device from its bus, so the same devargs can be opened again (hotplug).
   if (device) {
-    rc = rte_dev_remove(device);
+    int rc = rte_dev_remove(device);
     if (rc < 0) spdlog::warn("{}: detach: {}", name_, reason(rc));
   }
   spdlog::debug("port {} closed", name_);

@@ -1,6 +1,7 @@
 #include "emulator/port/eal.hpp"
 
 #include "emulator/port/dpdk_log.hpp"
+#include "emulator/port/interrupt_thread.hpp"
 
 #include <rte_eal.h>
 #include <rte_errno.h>
@@ -55,6 +56,7 @@ Eal::Eal(const EalOptions& options) {
 }
 
 Eal::~Eal() {
+  park_interrupt_thread();  // it would otherwise outlive cleanup and read unmapped sources (interrupt_thread.hpp)
   int rc = rte_eal_cleanup();
   if (rc != 0) spdlog::warn("rte_eal_cleanup failed: {}", rte_strerror(-rc));
   DpdkLogBridge::uninstall();

@@ -1,0 +1,89 @@
+#include "emulator/port/interrupt_thread.hpp"
+
+#include <rte_alarm.h>
+#include <rte_interrupts.h>
+#include <spdlog/spdlog.h>
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <future>
+
+namespace uroce::emulator::port {
+
+namespace {
+
+struct Call {
+  const std::function<void()>* work;
+  std::promise<void> done;
+};
+
+void run_call(void* arg) {
+  auto* call = static_cast<Call*>(arg);
+  (*call->work)();
+  call->done.set_value();
+}
+
+// An interrupt callback that never returns: exit_group ends the thread with the process. pause() returns
+// only after a signal handler has run on this thread, so it loops.
+[[noreturn]] void park(void* arg) {
+  static_cast<std::promise<void>*>(arg)->set_value();
+  for (;;) pause();
+}
+
+}  // namespace
+
+bool run_on_interrupt_thread(const std::function<void()>& work, std::chrono::milliseconds patience) {
+  if (rte_thread_is_intr()) {  // already there: an alarm would wait for us
+    work();
+    return true;
+  }
+  Call call{&work, {}};
+  std::future<void> done = call.done.get_future();
+  // One microsecond: EAL's shortest alarm; it fires on the interrupt thread's next turn.
+  int rc = rte_eal_alarm_set(1, run_call, &call);
+  if (rc != 0) {
+    spdlog::debug("no EAL alarm ({}): running on the calling thread", rc);
+    work();
+    return false;
+  }
+  if (done.wait_for(patience) == std::future_status::ready) return true;
+  // rte_eal_alarm_cancel waits for an alarm that is running; if it cancelled ours, it never ran.
+  if (rte_eal_alarm_cancel(run_call, &call) > 0) {
+    spdlog::warn("EAL's interrupt thread did not answer in {} ms: running on the calling thread",
+                 patience.count());
+    work();
+    return false;
+  }
+  done.wait();
+  return true;
+}
+
+bool park_interrupt_thread(std::chrono::milliseconds patience) {
+  // Not an alarm: rte_eal_cleanup waits for a running alarm callback to return (rte_eal_alarm_cleanup
+  // unregisters the alarms' source synchronously). An interrupt source of our own, an eventfd made ready
+  // at once, is one cleanup never touches. Its handle is private (malloc), so it survives the unmapping,
+  // and the promise, handle and descriptor are never freed: the parked thread keeps using them.
+  static auto* parked = new std::promise<void>;
+  static rte_intr_handle* handle = nullptr;
+  if (handle != nullptr) return false;  // once per process
+  std::future<void> done = parked->get_future();
+  const int fd = eventfd(1, EFD_NONBLOCK | EFD_CLOEXEC);
+  handle = rte_intr_instance_alloc(RTE_INTR_INSTANCE_F_PRIVATE);
+  if (fd < 0 || handle == nullptr || rte_intr_fd_set(handle, fd) != 0 ||
+      rte_intr_type_set(handle, RTE_INTR_HANDLE_EXT) != 0 ||
+      rte_intr_callback_register(handle, park, parked) != 0) {
+    spdlog::debug("EAL's interrupt thread not parked: no interrupt source");
+    return false;
+  }
+  if (done.wait_for(patience) == std::future_status::ready) return true;
+  // Unregistering fails with EAGAIN while the callback runs, that is, once the thread is parked.
+  if (rte_intr_callback_unregister(handle, park, parked) > 0) {
+    spdlog::warn("EAL's interrupt thread did not answer in {} ms: not parked", patience.count());
+    return false;
+  }
+  done.wait();
+  return true;
+}
+
+}  // namespace uroce::emulator::port
