@@ -55,9 +55,9 @@ Engine::Engine(port::DpdkPort& port, EngineConfig config)
       queues_(device_),
       addresses_(addresses_of(port, config_)),
       arp_(addresses_, net_counters_),
-      arp_responder_(addresses_, arp_, net_counters_),
+      arp_responder_(addresses_, arp_, net_counters_, &conflicts_),
       nd_(addresses_, net_counters_),
-      nd_responder_(addresses_, nd_, net_counters_),
+      nd_responder_(addresses_, nd_, net_counters_, &conflicts_),
       icmp_(addresses_.mac, net_counters_),
       igmp_(addresses_, net_counters_),
       mld_(addresses_, net_counters_),
@@ -182,15 +182,29 @@ void Engine::run() {
   // The idle back-off sleeps for tens of microseconds: without this, the kernel's default timer slack
   // (50 us) would stretch a 10-us sleep to 60.
   prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
-  // Announce ourselves: peers that knew another MAC for our addresses update their caches.
+  // Ask whether another station already uses our addresses, then announce ourselves. A station that does
+  // answers the probe, and the responders note the conflict (address_conflicts.hpp: the log names it). We
+  // do not wait for answers before using the addresses, as Linux's optimistic DAD does not (RFC 4429): a
+  // NIC has no other address to fall back to, and a conflict needs its operator anyway.
   for (const uint32_t ip : addresses_.ipv4_addresses()) {
-    uint8_t garp[net::max_arp_frame_size];
-    const size_t size = net::write_gratuitous_arp(garp, addresses_.mac, ip, addresses_.vlan_tci);
-    queue_copy({garp, size});
+    uint8_t frame[net::max_arp_frame_size];
+    // An ARP probe (RFC 5227 §2.1.1): sender IP 0.0.0.0, so that no one learns from it.
+    queue_copy({frame, net::write_arp_request(frame, addresses_.mac, 0, ip, addresses_.vlan_tci)});
+    // The announcement: peers that knew another MAC for the address update their caches.
+    queue_copy({frame, net::write_gratuitous_arp(frame, addresses_.mac, ip, addresses_.vlan_tci)});
   }
   // The same for IPv6: an unsolicited advertisement of each address to all-nodes (RFC 4861 §7.2.6).
   for (const wire::IpAddress& ip : addresses_.ips) {
     if (ip.is_v4()) continue;
+    // Duplicate address detection's solicitation (RFC 4862 §5.4.2): from ::, to the address's
+    // solicited-node group, without a source link-layer option. An owner answers to all-nodes.
+    net::NdMessage dad;
+    dad.type = net::icmpv6_neighbor_solicitation;
+    dad.target = ip;
+    dad.ip_dst = net::solicited_node_address(ip);
+    uint8_t probe[net::max_nd_frame_size];
+    queue_copy({probe, net::write_nd_frame(probe, net::multicast_mac(dad.ip_dst), addresses_.mac,
+                                           addresses_.vlan_tci, dad)});
     net::NdMessage na;
     na.type = net::icmpv6_neighbor_advertisement;
     na.override_flag = true;
@@ -268,6 +282,7 @@ bool Engine::turn(transport::Nanos now) {
   // a paused port sleeps as an idle one does instead of spinning for the pause's length.
   pending = pending || device_.has_pending_work() || !local_.empty();
   drop_log_.maybe_report(now, net_counters_, device_.counters());
+  conflict_log_.maybe_report(now, conflicts_);
   return work != 0 || pending;
 }
 

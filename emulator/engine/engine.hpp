@@ -25,9 +25,11 @@
 #include "emulator/daemon/engine_access.hpp"
 #include "emulator/engine/back_off.hpp"
 #include "emulator/engine/capture.hpp"
+#include "emulator/engine/conflict_log.hpp"
 #include "emulator/engine/drop_log.hpp"
 #include "emulator/engine/engine_clock.hpp"
 #include "emulator/engine/queue_service.hpp"
+#include "emulator/net/address_conflicts.hpp"
 #include "emulator/net/arp_cache.hpp"
 #include "emulator/net/arp_responder.hpp"
 #include "emulator/net/counters.hpp"
@@ -157,6 +159,7 @@ class Engine final : public transport::PacketSink, public EngineAccess {
   QueueService queues_;
   net::PortAddresses addresses_;
   net::NetCounters net_counters_;
+  net::AddressConflicts conflicts_;
   net::ArpCache arp_;
   net::ArpResponder arp_responder_;
   net::NdCache nd_;
@@ -174,6 +177,7 @@ class Engine final : public transport::PacketSink, public EngineAccess {
   std::unique_ptr<Capture> capture_;
   EngineCounters counters_;
   DropLog drop_log_;
+  ConflictLog conflict_log_;
   uint16_t ip_identification_ = 0;
   verbs::Mtu active_mtu_ = verbs::Mtu::mtu_256;
   transport::Nanos now_ = 0;  // the current turn's time, for transmit()

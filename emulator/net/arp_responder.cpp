@@ -17,7 +17,14 @@ size_t ArpResponder::on_frame(const Classification& frame, Nanos now, std::span<
                               ArpOutput& released) {
   const wire::ArpPacket& a = frame.arp;
   if (port_.owns_v4(a.sender_ip)) {
-    if (a.sender_mac != port_.mac) ++counters_.arp_conflicts;
+    if (a.sender_mac != port_.mac) {
+      ++counters_.arp_conflicts;
+      if (conflicts_) conflicts_->note(wire::IpAddress::from_v4(a.sender_ip), a.sender_mac);
+    }
+    return 0;
+  }
+  if (a.sender_mac == port_.mac) {
+    ++counters_.arp_ignored;  // our own request (a probe from 0.0.0.0) reflected back: no reply to ourselves
     return 0;
   }
   if (!is_unicast(a.sender_mac)) {

@@ -4,10 +4,10 @@
 
 namespace uroce::emulator::net {
 
-namespace {
-
-
-}  // namespace
+void NdResponder::conflict(const wire::IpAddress& ip, const wire::MacAddress& mac) {
+  ++counters_.nd_conflicts;
+  if (conflicts_) conflicts_->note(ip, mac);
+}
 
 size_t NdResponder::on_frame(const Classification& frame, Nanos now, std::span<uint8_t> reply, NdOutput& released) {
   const NdMessage& m = frame.nd;
@@ -15,7 +15,11 @@ size_t NdResponder::on_frame(const Classification& frame, Nanos now, std::span<u
   if (port_.owns_v6(m.ip_src.bytes.data())) {
     // Our own solicitation or advertisement coming back (a hub, a bridge reflecting multicast), or another
     // station using one of our addresses.
-    if (frame.eth.src != port_.mac) ++counters_.nd_conflicts;
+    if (frame.eth.src != port_.mac) conflict(m.ip_src, m.lladdr ? *m.lladdr : frame.eth.src);
+    return 0;
+  }
+  if (frame.eth.src == port_.mac) {
+    ++counters_.nd_ignored;  // our own duplicate address detection (from ::) reflected back: not answered
     return 0;
   }
   if (m.lladdr && !is_unicast_mac(*m.lladdr)) {
@@ -25,7 +29,7 @@ size_t NdResponder::on_frame(const Classification& frame, Nanos now, std::span<u
   const bool learnable = !is_unspecified(m.ip_src) && m.lladdr;
   if (!m.is_solicitation()) {
     if (target_ours) {
-      if (!m.lladdr || *m.lladdr != port_.mac) ++counters_.nd_conflicts;
+      if (!m.lladdr || *m.lladdr != port_.mac) conflict(m.target, m.lladdr ? *m.lladdr : frame.eth.src);
       return 0;
     }
     if (m.lladdr && cache_.update_if_known(m.target, *m.lladdr, now, released)) {

@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <span>
 
+#include "emulator/net/address_conflicts.hpp"
 #include "emulator/net/classify.hpp"
 #include "emulator/net/counters.hpp"
 #include "emulator/net/nd_cache.hpp"
@@ -27,8 +28,11 @@ namespace uroce::emulator::net {
 
 class NdResponder {
  public:
-  NdResponder(const PortAddresses& port, NdCache& cache, NetCounters& counters)
-      : port_(port), cache_(cache), counters_(counters) {}
+  // Messages claiming our addresses with another MAC are counted (nd_conflicts) and, given `conflicts`,
+  // noted there.
+  NdResponder(const PortAddresses& port, NdCache& cache, NetCounters& counters,
+              AddressConflicts* conflicts = nullptr)
+      : port_(port), cache_(cache), counters_(counters), conflicts_(conflicts) {}
 
   // Handles one frame classified FrameClass::nd. Writes the NA, if one is due, into `reply`
   // (max_nd_frame_size bytes suffice) and returns its size, else 0. Frames the cache releases because of
@@ -39,6 +43,9 @@ class NdResponder {
   const PortAddresses& port_;
   NdCache& cache_;
   NetCounters& counters_;
+  AddressConflicts* conflicts_;
+
+  void conflict(const wire::IpAddress& ip, const wire::MacAddress& mac);
 };
 
 }  // namespace uroce::emulator::net

@@ -313,6 +313,34 @@ class Veth(DaemonTestCase):
             self.assertGreater(held["tx_frames_held"], 2, held)
             self.assertEqual(held["tx_held_dropped"], 0, held)
 
+    def test_address_conflicts_are_found_and_named(self):
+        """The kernel at the other end of the cable already holds a's IPv4 and IPv6 addresses. a's probes at start
+        (an ARP probe from 0.0.0.0, duplicate address detection's solicitation from ::) draw the kernel's
+        answers: both are counted as conflicts, and the log names an address and the kernel's MAC. The kernel
+        answers neither of a's announcements, so without the probes the conflict would show only as traffic
+        going astray."""
+        with two_namespaces_with_veth() as (ns, veth):
+            subprocess.run(["ip", "netns", "exec", ns[1], "sysctl", "-qw", f"net.ipv6.conf.{veth[1]}.disable_ipv6=0"],
+                           check=True)
+            for args in (["link", "set", veth[1], "arp", "on"], ["addr", "add", "10.77.0.1/24", "dev", veth[1]],
+                         ["addr", "add", "fd00:77::1/64", "dev", veth[1], "nodad"]):
+                subprocess.run(["ip", "-n", ns[1], *args], check=True)
+            kernel_mac = json.loads(subprocess.run(["ip", "-n", ns[1], "-j", "link", "show", veth[1]],
+                                                   capture_output=True, text=True, check=True).stdout)[0]["address"]
+            a = self.daemon("a", ["--port", f"net_af_packet0,iface={veth[0]}", "--ip", "10.77.0.1", "--ip",
+                                  "fd00:77::1"], netns=ns[0])
+            deadline = time.time() + 10
+            while time.time() < deadline:
+                s = stats(UROCE, a.socket)["net"]
+                if s["arp_conflicts"] >= 1 and s["nd_conflicts"] >= 1 and "is also in use by" in a.read_log():
+                    break
+                time.sleep(0.1)
+            print(f"  conflicts: ARP {s['arp_conflicts']}, ND {s['nd_conflicts']}")
+            self.assertGreaterEqual(s["arp_conflicts"], 1, s)
+            self.assertGreaterEqual(s["nd_conflicts"], 1, s)
+            self.assertRegex(a.read_log(), rf"address (10\.77\.0\.1|fd00:77::1) is also in use by {kernel_mac}")
+            self.assertTrue(a.alive(), a.read_log())
+
     def check_pfc(self, port_args, tool_args, priority_of, target, other):
         """b WRITEs to a (`tool_args` give its frames priority `target`) while inject_pfc.py pauses `target`,
         then `other`, for 200 ms each; b's capture must show none of b's `target` frames leaving while a

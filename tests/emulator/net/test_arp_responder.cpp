@@ -15,7 +15,8 @@ struct Responder {
   PortAddresses port = test_port();
   NetCounters counters;
   ArpCache cache{port, counters};
-  ArpResponder responder{port, cache, counters};
+  AddressConflicts conflicts;
+  ArpResponder responder{port, cache, counters, &conflicts};
   ArpOutput released;
   std::array<uint8_t, max_arp_frame_size> buf{};
 
@@ -120,6 +121,9 @@ TEST_CASE("ARP claiming our own addresses is never learned; another station's cl
 
   CHECK(r.receive(arp_frame({.sender_mac = other_mac, .sender_ip = our_ip})).empty());
   CHECK(r.counters.arp_conflicts == 1);
+  CHECK(r.conflicts.count == 1);  // noted for the log, with who claimed what
+  CHECK(r.conflicts.address == uroce::wire::IpAddress::from_v4(our_ip));
+  CHECK(r.conflicts.claimed_by == other_mac);
   CHECK(r.cache.lookup(our_ip, 0) == our_mac);  // our own address still resolves to us
   CHECK(r.cache.entries() == 0);
 }
@@ -156,4 +160,24 @@ TEST_CASE("ARP frame builders lay out every field", "[arp]") {
   CHECK(write_arp_request(small, our_mac, our_ip, peer_ip, std::nullopt) == 42);
   CHECK(arp_frame_size(false) == 42);
   CHECK(max_arp_frame_size == 46);
+}
+
+TEST_CASE("our ARP probe's answer from the address's owner is a conflict; our own probe is not answered", "[arp]") {
+  Responder r;
+  // The probe the engine sends at start (RFC 5227): from 0.0.0.0, for our address.
+  Bytes probe(max_arp_frame_size);
+  probe.resize(write_arp_request(probe, our_mac, 0, our_ip, std::nullopt));
+  check_arp_frame(probe, MacAddress::broadcast(), std::nullopt, 1, our_mac, 0, MacAddress{}, our_ip);
+  // Reflected back to us: not answered (a reply to ourselves), not a conflict.
+  CHECK(r.receive(probe).empty());
+  CHECK(r.counters.arp_replies_sent == 0);
+  CHECK(r.counters.arp_conflicts == 0);
+  // The owner's answer (as Linux sends it: sender our address at its MAC, target 0.0.0.0 at our MAC).
+  CHECK(r.receive(arp_frame({.op = 2, .sender_mac = other_mac, .sender_ip = our_ip, .target_mac = our_mac,
+                             .target_ip = 0},
+                            our_mac))
+            .empty());
+  CHECK(r.counters.arp_conflicts == 1);
+  CHECK(r.conflicts.count == 1);
+  CHECK(r.conflicts.claimed_by == other_mac);
 }

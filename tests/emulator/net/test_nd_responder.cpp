@@ -5,6 +5,7 @@
 
 #include "emulator/net/classify.hpp"
 #include "emulator/net/nd_cache.hpp"
+#include "emulator/net/nd_frames.hpp"
 #include "emulator/net/nd_responder.hpp"
 #include "net_test_support.hpp"
 
@@ -20,7 +21,8 @@ struct Responder {
   PortAddresses port = test_port();
   NetCounters counters;
   NdCache cache{port, counters};
-  NdResponder responder{port, cache, counters};
+  AddressConflicts conflicts;
+  NdResponder responder{port, cache, counters, &conflicts};
   NdOutput released;
   Bytes reply = Bytes(max_nd_frame_size);
 
@@ -149,9 +151,13 @@ TEST_CASE("our own address from elsewhere is a conflict; our own frames looped b
   na.options = lladdr_option(2, other_mac);
   CHECK(r.on(nd_frame(na, peer_ip6, all_nodes_ip6, mcast_mac(all_nodes_ip6))).empty());
   CHECK(r.counters.nd_conflicts == 1);
+  CHECK(r.conflicts.count == 1);  // noted for the log, with who claimed what
+  CHECK(r.conflicts.address == v6(our_ip6));
+  CHECK(r.conflicts.claimed_by == other_mac);
   // Another station sends from fd00::1.
   CHECK(r.on(peer_ns(our_ip6, our_ip6, other_mac)).empty());
   CHECK(r.counters.nd_conflicts == 2);
+  CHECK(r.conflicts.count == 2);
   // Our own unsolicited NA reflected back by a bridge.
   na.options = lladdr_option(2, our_mac);
   CHECK(r.on(nd_frame(na, our_ip6, all_nodes_ip6, mcast_mac(all_nodes_ip6), 255, our_mac)).empty());
@@ -166,4 +172,24 @@ TEST_CASE("a group or zero link-layer address is bogus: not learned, not answere
   CHECK(r.counters.nd_ignored == 2);
   CHECK(r.cache.entries() == 0);
   CHECK(r.counters.nd_advertisements_sent == 0);
+}
+
+TEST_CASE("our duplicate address detection reflected back is not answered", "[nd_responder]") {
+  Responder r;
+  // The engine's solicitation at start: from ::, to fd00::1's solicited-node group, from our MAC.
+  NdMessage dad;
+  dad.target = v6(our_ip6);
+  dad.ip_dst = solicited_node_address(dad.target);
+  Bytes f(max_nd_frame_size);
+  f.resize(write_nd_frame(f, multicast_mac(dad.ip_dst), our_mac, std::nullopt, dad));
+  CHECK(r.on(f).empty());
+  CHECK(r.counters.nd_advertisements_sent == 0);
+  CHECK(r.counters.nd_conflicts == 0);
+  CHECK(r.counters.nd_ignored == 1);
+  // The same solicitation from another station (it wants our address) is answered to all-nodes.
+  f.resize(max_nd_frame_size);
+  f.resize(write_nd_frame(f, multicast_mac(dad.ip_dst), other_mac, std::nullopt, dad));
+  const Classification reply = as_peer_sees(r.on(f));
+  CHECK(reply.kind == FrameClass::nd);
+  CHECK(reply.nd.ip_dst == all_nodes_address());
 }
