@@ -193,7 +193,7 @@ void Engine::run() {
     // The announcement: peers that knew another MAC for the address update their caches.
     queue_copy({frame, net::write_gratuitous_arp(frame, addresses_.mac, ip, addresses_.vlan_tci)});
   }
-  // The same for IPv6: an unsolicited advertisement of each address to all-nodes (RFC 4861 §7.2.6).
+  // The same for IPv6: a probe, then an unsolicited advertisement to all-nodes (RFC 4861 §7.2.6).
   for (const wire::IpAddress& ip : addresses_.ips) {
     if (ip.is_v4()) continue;
     // Duplicate address detection's solicitation (RFC 4862 §5.4.2): from ::, to the address's

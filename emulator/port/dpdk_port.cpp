@@ -98,7 +98,7 @@ std::unique_ptr<DpdkPort> DpdkPort::open(const std::string& devargs, const PortO
   if (device.starts_with("net_af_packet") || device.starts_with("net_tap"))
     port->kernel_interface_ = value_of(args, "iface").value_or("");
   port->rx_wait_fds_ = std::move(rx_wait_fds);
-  port->unmap_guarded_ = port->serialize_with_control_ = device.starts_with("net_memif");
+  port->memif_ = device.starts_with("net_memif");
   port->start(options);  // on failure the destructor closes and detaches the device
   return port;
 }
@@ -153,7 +153,7 @@ DpdkPort::~DpdkPort() {
   };
   // A memif port's peer can disconnect on the interrupt thread while we stop it (interrupt_thread.hpp).
   // Once closed, the port has no control channel left for that thread to act on.
-  if (serialize_with_control_) {
+  if (memif_) {
     run_on_interrupt_thread(stop_and_close);
   } else {
     stop_and_close();
@@ -167,13 +167,13 @@ DpdkPort::~DpdkPort() {
 }
 
 uint16_t DpdkPort::rx_burst(rte_mbuf** out, uint16_t n) {
-  if (!unmap_guarded_) return rte_eth_rx_burst(port_id_, 0, out, n);
+  if (!memif_) return rte_eth_rx_burst(port_id_, 0, out, n);
   const UnmapGuard guard;
   return guard.admitted() ? rte_eth_rx_burst(port_id_, 0, out, n) : 0;
 }
 
 uint16_t DpdkPort::tx_burst(rte_mbuf** pkts, uint16_t n) {
-  if (!unmap_guarded_) return rte_eth_tx_burst(port_id_, 0, pkts, n);
+  if (!memif_) return rte_eth_tx_burst(port_id_, 0, pkts, n);
   const UnmapGuard guard;
   return guard.admitted() ? rte_eth_tx_burst(port_id_, 0, pkts, n) : 0;
 }

@@ -121,10 +121,10 @@ class DpdkPort {
   std::string kernel_interface_;
   std::vector<int> rx_wait_fds_;
   uint64_t tx_dropped_ = 0;
-  bool unmap_guarded_ = false;  // a memif port: bursts must not overlap a munmap (unmap_guard.hpp)
-  // A memif port: stopped and closed on EAL's interrupt thread, where its control channel is handled
-  // (interrupt_thread.hpp).
-  bool serialize_with_control_ = false;
+  // A memif port, whose driver (DPDK 22.11) races with itself: its bursts must not overlap a munmap
+  // (unmap_guard.hpp), and it is stopped and closed on EAL's interrupt thread, where its control channel
+  // is handled (interrupt_thread.hpp).
+  bool memif_ = false;
 };
 
 }  // namespace uroce::emulator::port
