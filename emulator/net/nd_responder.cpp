@@ -15,7 +15,7 @@ size_t NdResponder::on_frame(const Classification& frame, Nanos now, std::span<u
   if (port_.owns_v6(m.ip_src.bytes.data())) {
     // Our own solicitation or advertisement coming back (a hub, a bridge reflecting multicast), or another
     // station using one of our addresses.
-    if (frame.eth.src != port_.mac) conflict(m.ip_src, m.lladdr ? *m.lladdr : frame.eth.src);
+    if (frame.eth.src != port_.mac) conflict(m.ip_src, frame.eth.src);  // the station that sent it
     return 0;
   }
   if (frame.eth.src == port_.mac) {

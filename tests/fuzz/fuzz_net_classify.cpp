@@ -77,9 +77,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const PortAddresses port = make_port();
   static NetCounters counters;
   static ArpCache cache(port, counters, ArpCacheConfig{.max_entries = 64});
-  static ArpResponder arp(port, cache, counters);
+  static AddressConflicts conflicts;
+  static ArpResponder arp(port, cache, counters, &conflicts);
   static NdCache nd_cache(port, counters, NdCacheConfig{.max_entries = 64});
-  static NdResponder nd(port, nd_cache, counters);
+  static NdResponder nd(port, nd_cache, counters, &conflicts);
   static IcmpEchoResponder icmp(port.mac, counters, 9018);
   static IgmpMembership igmp = [] {
     IgmpMembership m(port, counters);
@@ -132,7 +133,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
     }
     case FrameClass::arp: {
+      const uint64_t conflicts_before = conflicts.count;
       const size_t n = arp.on_frame(c, now, out, released);
+      // A conflict is noted exactly when the sender claims one of our addresses with another MAC, and names
+      // both; we never answer a request of our own.
+      const bool claims_ours = port.owns_v4(c.arp.sender_ip) && c.arp.sender_mac != port.mac;
+      check(conflicts.count == conflicts_before + (claims_ours ? 1 : 0));
+      if (claims_ours) {
+        check(conflicts.address == wire::IpAddress::from_v4(c.arp.sender_ip) &&
+              conflicts.claimed_by == c.arp.sender_mac);
+      }
+      check(n == 0 || c.arp.sender_mac != port.mac);
       if (n != 0) {
         PortAddresses requester;
         requester.mac = c.arp.sender_mac;
@@ -144,7 +155,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
     }
     case FrameClass::nd: {
+      const uint64_t conflicts_before = conflicts.count;
       const size_t n = nd.on_frame(c, now, out, nd_released);
+      // At most one conflict per message, always about one of our addresses, and never answered.
+      check(conflicts.count - conflicts_before <= 1);
+      if (conflicts.count != conflicts_before) {
+        check(port.owns_v6(conflicts.address.bytes.data()) && n == 0);
+      }
       if (n != 0) {
         PortAddresses soliciting;
         soliciting.mac = wire::MacAddress{{out[0], out[1], out[2], out[3], out[4], out[5]}};

@@ -158,6 +158,7 @@ TEST_CASE("our own address from elsewhere is a conflict; our own frames looped b
   CHECK(r.on(peer_ns(our_ip6, our_ip6, other_mac)).empty());
   CHECK(r.counters.nd_conflicts == 2);
   CHECK(r.conflicts.count == 2);
+  CHECK(r.conflicts.claimed_by == peer_mac);  // the station that sent it, whatever its option says
   // Our own unsolicited NA reflected back by a bridge.
   na.options = lladdr_option(2, our_mac);
   CHECK(r.on(nd_frame(na, our_ip6, all_nodes_ip6, mcast_mac(all_nodes_ip6), 255, our_mac)).empty());
