@@ -5,19 +5,19 @@
 
 #include <cstdint>
 
+#include "emulator/engine/rate_limit.hpp"
 #include "emulator/net/address_conflicts.hpp"
 
 namespace uroce::emulator::engine {
 
 class ConflictLog {
  public:
-  explicit ConflictLog(uint64_t interval_ns = 10'000'000'000) : interval_ns_(interval_ns) {}
+  explicit ConflictLog(uint64_t interval_ns = 10'000'000'000) : limit_(interval_ns) {}
   // Called every engine turn; cheap unless a conflict came since the last line and the interval has passed.
   void maybe_report(uint64_t now, const net::AddressConflicts& conflicts);
 
  private:
-  uint64_t interval_ns_;
-  uint64_t next_report_ = 0;
+  RateLimit limit_;
   uint64_t reported_ = 0;  // conflicts.count at the last line
 };
 

@@ -22,8 +22,7 @@ std::map<std::string, uint64_t> DropLog::snapshot(const net::NetCounters& net,
 }
 
 void DropLog::maybe_report(uint64_t now, const net::NetCounters& net, const transport::DeviceCounters& device) {
-  if (now < next_report_) return;
-  next_report_ = now + interval_ns_;
+  if (!limit_.allow(now)) return;
   std::map<std::string, uint64_t> current = snapshot(net, device);
   std::string line;
   for (const auto& [name, value] : current) {
@@ -31,7 +30,7 @@ void DropLog::maybe_report(uint64_t now, const net::NetCounters& net, const tran
     if (delta != 0) line += (line.empty() ? "" : ", ") + name + " " + std::to_string(delta);
   }
   previous_ = std::move(current);
-  if (!line.empty()) spdlog::warn("dropped frames in the last {} ms: {}", interval_ns_ / 1'000'000, line);
+  if (!line.empty()) spdlog::warn("dropped frames in the last {} ms: {}", limit_.interval_ns() / 1'000'000, line);
 }
 
 }  // namespace uroce::emulator::engine

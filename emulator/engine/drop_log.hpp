@@ -7,6 +7,7 @@
 #include <map>
 #include <string>
 
+#include "emulator/engine/rate_limit.hpp"
 #include "emulator/net/counters.hpp"
 #include "transport/device.hpp"
 
@@ -14,14 +15,13 @@ namespace uroce::emulator::engine {
 
 class DropLog {
  public:
-  explicit DropLog(uint64_t interval_ns = 1'000'000'000) : interval_ns_(interval_ns) {}
+  explicit DropLog(uint64_t interval_ns = 1'000'000'000) : limit_(interval_ns) {}
   // Called every engine turn; cheap unless an interval has passed.
   void maybe_report(uint64_t now, const net::NetCounters& net, const transport::DeviceCounters& device);
 
  private:
   std::map<std::string, uint64_t> snapshot(const net::NetCounters& net, const transport::DeviceCounters& device) const;
-  uint64_t interval_ns_;
-  uint64_t next_report_ = 0;
+  RateLimit limit_;
   std::map<std::string, uint64_t> previous_;
 };
 

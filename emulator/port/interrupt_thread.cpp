@@ -1,3 +1,7 @@
+// DPDK 22.11 makes interrupt instances (rte_intr_instance_alloc and its setters) only through API it marks
+// experimental; Debian 12 pins the version, so we use it knowingly rather than warn on every build.
+#define ALLOW_EXPERIMENTAL_API 1
+
 #include "emulator/port/interrupt_thread.hpp"
 
 #include <rte_alarm.h>
@@ -8,6 +12,7 @@
 #include <unistd.h>
 
 #include <future>
+#include <utility>
 
 namespace uroce::emulator::port {
 
@@ -64,16 +69,19 @@ bool park_interrupt_thread(std::chrono::milliseconds patience) {
   // unregisters the alarms' source synchronously). An interrupt source of our own, an eventfd made ready
   // at once, is one cleanup never touches. Its handle is private (malloc), so it survives the unmapping,
   // and the promise, handle and descriptor are never freed: the parked thread keeps using them.
-  static auto* parked = new std::promise<void>;
-  static rte_intr_handle* handle = nullptr;
-  if (handle != nullptr) return false;  // once per process
+  static bool tried = false;  // once per process, whether or not the first try worked
+  if (std::exchange(tried, true)) return false;
+  auto* parked = new std::promise<void>;
   std::future<void> done = parked->get_future();
   const int fd = eventfd(1, EFD_NONBLOCK | EFD_CLOEXEC);
-  handle = rte_intr_instance_alloc(RTE_INTR_INSTANCE_F_PRIVATE);
+  rte_intr_handle* handle = rte_intr_instance_alloc(RTE_INTR_INSTANCE_F_PRIVATE);
   if (fd < 0 || handle == nullptr || rte_intr_fd_set(handle, fd) != 0 ||
       rte_intr_type_set(handle, RTE_INTR_HANDLE_EXT) != 0 ||
       rte_intr_callback_register(handle, park, parked) != 0) {
     spdlog::debug("EAL's interrupt thread not parked: no interrupt source");
+    rte_intr_instance_free(handle);  // never registered: nothing refers to it
+    if (fd >= 0) close(fd);
+    delete parked;
     return false;
   }
   if (done.wait_for(patience) == std::future_status::ready) return true;
