@@ -15,7 +15,7 @@ namespace uroce::pcap_tools {
 namespace {
 
 void print_text(const CheckOptions& o, const ConformanceChecker& c) {
-  fmt::print("{}: {} frames, {} RoCE, {} RC/UC request flows\n", o.path, c.frames(), c.roce_frames(), c.flows());
+  fmt::print("{}: {} frames, {} RoCE, {} RC/UC/XRC request flows\n", o.path, c.frames(), c.roce_frames(), c.flows());
   std::map<std::string, std::vector<const Violation*>> by_rule;
   for (const Violation& v : c.violations()) by_rule[v.rule].push_back(&v);
   for (const auto& [rule, list] : by_rule) {

@@ -68,7 +68,9 @@ void ConformanceChecker::add(uint64_t n, const wire::Frame& f) {
     return;  // a receiver drops it: it takes no part in the sequence
   }
   const wire::OpcodeInfo& info = *f.roce.info;
-  if (info.transport != wire::Transport::rc && info.transport != wire::Transport::uc) {
+  // XRC requests follow RC's rules; their flow is the one to the target QP.
+  if (info.transport != wire::Transport::rc && info.transport != wire::Transport::uc &&
+      info.transport != wire::Transport::xrc) {
     if (f.roce.payload.size() > max_mtu) {
       add_violation("payload_size", n, f, fmt::format("{} bytes of payload, more than any path MTU", f.roce.payload.size()));
     }

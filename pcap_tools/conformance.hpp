@@ -4,7 +4,7 @@
 // Rules (each has a name, which the output and --json use):
 // - malformed: a frame that does not parse (as `uroce dissect` counts them).
 // - bad_icrc: a RoCE frame whose ICRC is wrong.
-// - opcode_sequence: in one request flow (one direction of one RC or UC QP), a FIRST or ONLY while a
+// - opcode_sequence: in one request flow (one direction of one RC, UC or XRC QP), a FIRST or ONLY while a
 //   message is open, a MIDDLE or LAST with none open, or one of another operation than the open message's.
 // - payload_size: a FIRST or MIDDLE payload that is not a path MTU (256, 512, ..., 4096 bytes) or differs
 //   from the flow's other FIRST and MIDDLE payloads; a LAST or ONLY payload larger than that MTU.

@@ -181,6 +181,9 @@ void extension_layers(const RocePacket& r, std::vector<Field>& out) {
     out.push_back(layer("deth", "Datagram Extended Transport Header",
                         {hex("qkey", "Queue key", h.deth.qkey, 8), hex("src_qp", "Source QP", h.deth.src_qp, 6)}));
   }
+  if (info.has(hdr_xrceth)) {
+    out.push_back(layer("xrceth", "XRC Extended Transport Header", {hex("xrc_srq", "XRC SRQ", h.xrceth.srq, 6)}));
+  }
   if (info.has(hdr_feth)) {
     out.push_back(layer("feth", "Flush Extended Transport Header",
                         {number("selectivity_level", "Selectivity level", h.feth.selectivity_level()),

@@ -286,6 +286,7 @@ void Explainer::add_message_packet(const Record& r, const Frame& f, Flow& flow, 
   if (info.has(hdr_reth)) m.reth = f.roce.headers.reth;
   if (info.has(hdr_immdt)) m.immdt = f.roce.headers.immdt;
   if (info.has(hdr_aeth)) m.aeth = f.roce.headers.aeth;
+  if (info.has(hdr_xrceth)) m.xrc_srq = f.roce.headers.xrceth.srq;
   if (info.position == Position::last || info.position == Position::only) close_message(flow, nullptr);
 }
 
@@ -299,6 +300,12 @@ void Explainer::close_message(Flow& flow, const char* why) {
                       m.bytes, plural(m.packets, "packet"), psn_range(m.first_psn, m.last_psn));
   if (m.reth) text += fmt::format(" to va 0x{:x} R_Key 0x{:x}", m.reth->va, m.reth->rkey);
   if (m.immdt) text += fmt::format(", with immediate data 0x{:08x}", *m.immdt);
+  if (m.xrc_srq) {
+    // The XRCETH picks the target's shared receive queue: a SEND takes a receive from it, and any request
+    // is allowed only if that SRQ is in the target QP's XRC domain.
+    text += info.operation == Operation::send ? fmt::format(", into a receive of the target's XRC SRQ 0x{:06x}", *m.xrc_srq)
+                                              : fmt::format(" (XRC SRQ 0x{:06x})", *m.xrc_srq);
+  }
   if (info.operation == Operation::rdma_read_response) {
     text += fmt::format(": answers the READ request at psn {}", m.first_psn);
   }

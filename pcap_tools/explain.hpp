@@ -55,6 +55,7 @@ struct OpenMessage {
   std::optional<wire::Reth> reth;
   std::optional<uint32_t> immdt;
   std::optional<wire::Aeth> aeth;
+  std::optional<uint32_t> xrc_srq;  // an XRC request's target SRQ (XRCETH)
 };
 
 class Explainer {

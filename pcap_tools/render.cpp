@@ -27,6 +27,7 @@ std::string key_fields(const Frame& f) {
   if (h.bth.becn) add("BECN");
   if (f.ecn() == Ecn::ce) add("ECN-CE");
   if (info.has(hdr_deth)) add(fmt::format("qkey 0x{:08x} srcqp 0x{:06x}", h.deth.qkey, h.deth.src_qp));
+  if (info.has(hdr_xrceth)) add(fmt::format("xrcsrq 0x{:06x}", h.xrceth.srq));
   if (info.has(hdr_feth)) add(fmt::format("sel {} plt {}", h.feth.selectivity_level(), h.feth.placement_type()));
   if (info.has(hdr_reth)) add(fmt::format("va 0x{:x} rkey 0x{:x} dmalen {}", h.reth.va, h.reth.rkey, h.reth.dma_length));
   if (info.has(hdr_atomic_eth)) {

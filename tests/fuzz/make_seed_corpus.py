@@ -13,6 +13,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
 import pcapfile  # noqa: E402
+from inject_frames import roce  # noqa: E402
 
 SEQUENCE_LIMIT = 64 * 1024
 args = sys.argv[1:]
@@ -49,5 +50,13 @@ for name, frame in (("pfc", pcapfile.pfc_frame(switch, 0x18, [0, 0, 0, 0xFFFF, 0
                     ("pause", pcapfile.pause_frame(switch, 0x2000))):
     with open(os.path.join(out, f"mac-control-{name}"), "wb") as f:
         f.write(bytes(frame))
+    n += 1
+# Nor XRC: an XRC SEND_ONLY (with its XRCETH) and an XRC ACK, so the fuzzers start at those headers too.
+eth = bytes.fromhex("020000000002" "020000000001" "0800")
+a, b = bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2])
+for name, frame in (("xrc-send-only", eth + roce(a, b, 0x11, 5, (0x123).to_bytes(4, "big") + b"x" * 16, opcode=0xA4)),
+                    ("xrc-ack", eth + roce(b, a, 0x12, 5, bytes.fromhex("1f000001"), opcode=0xB1))):
+    with open(os.path.join(out, name), "wb") as f:
+        f.write(frame)
     n += 1
 print(f"{n} seed frames in {out}")

@@ -13,6 +13,7 @@ import tempfile
 import unittest
 
 import pcapfile
+from inject_frames import roce
 
 UROCE = None
 CAPTURES = None
@@ -217,6 +218,61 @@ class DissectCli(unittest.TestCase):
         res = run(out)
         self.assertEqual(res.returncode, 0, res.stderr)
         self.assertIn("MALFORMED: MAC Control frame shorter than its opcode's body at byte 14", res.stdout)
+
+    def test_xrc_headers_are_read_and_agree_with_tshark(self):
+        """XRC (opcodes 0xA0 + RC's): requests carry an XRCETH naming the target's XRC SRQ before any other
+        extension header, responses are as RC's. Crafted frames, since no capture here has XRC traffic."""
+        a, b = bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2])
+        eth = bytes.fromhex("020000000002" "020000000001" "0800")
+        back = bytes.fromhex("020000000001" "020000000002" "0800")
+        xrceth = lambda srq: (srq & 0xFFFFFF).to_bytes(4, "big")
+        reth = lambda va, rkey, n: va.to_bytes(8, "big") + rkey.to_bytes(4, "big") + n.to_bytes(4, "big")
+        frames = [
+            eth + roce(a, b, 0x11, 5, xrceth(0x123) + b"hello xrc world!", opcode=0xA4),           # SEND_ONLY
+            back + roce(b, a, 0x12, 5, bytes.fromhex("1f000001"), opcode=0xB1),                    # ACK
+            eth + roce(a, b, 0x11, 6, xrceth(0x456) + reth(0x1000, 0xABCD, 512) + b"w" * 256, opcode=0xA6),
+            eth + roce(a, b, 0x11, 7, xrceth(0x456) + b"x" * 256, opcode=0xA8),                    # WRITE_LAST
+            eth + roce(a, b, 0x11, 8, xrceth(0x456) + reth(0x2000, 0xABCD, 8), opcode=0xAC),      # READ request
+            back + roce(b, a, 0x12, 8, bytes.fromhex("00000003") + b"readdata", opcode=0xB0),       # READ_RESPONSE_ONLY
+        ]
+        out = self.path("xrc.pcap")
+        pcapfile.write(out, 1, [(1, i, len(f), bytearray(f)) for i, f in enumerate(frames)])
+        rows = json_rows(out)
+        self.assertEqual([r["bth"]["opcode"] for r in rows], [0xA4, 0xB1, 0xA6, 0xA8, 0xAC, 0xB0])
+        self.assertEqual([r.get("xrceth", {}).get("xrc_srq") for r in rows], [0x123, None, 0x456, 0x456, 0x456, None])
+        self.assertTrue(all(r["icrc"]["ok"] for r in rows), rows)
+        self.assertEqual([r["payload_length"] for r in rows], [16, 0, 256, 256, 0, 8])
+        self.assertEqual(rows[2]["reth"], {"va": 0x1000, "rkey": 0xABCD, "dma_length": 512})
+        self.assertEqual(rows[4]["reth"]["dma_length"], 8)
+        lines = run(out).stdout.splitlines()
+        self.assertIn("XRC SEND_ONLY", lines[0])
+        self.assertIn("xrcsrq 0x000123 len 16", lines[0])
+        # tshark 4.0 names XRC opcodes but does not decode the XRCETH: the BTH must agree.
+        tshark = subprocess.run(["tshark", "-r", out, "-T", "fields", "-E", "separator=\t", "-e", "infiniband.bth.opcode",
+                                 "-e", "infiniband.bth.destqp", "-e", "infiniband.bth.psn"],
+                                capture_output=True, text=True, timeout=60)
+        self.assertEqual(tshark.returncode, 0, tshark.stderr)
+        theirs = [tuple(int(x, 0) for x in line.split("\t")) for line in tshark.stdout.splitlines()]
+        self.assertEqual(theirs, [(r["bth"]["opcode"], r["bth"]["dest_qp"], r["bth"]["psn"]) for r in rows])
+        explain = subprocess.run([UROCE, "explain", out], capture_output=True, text=True, timeout=60)
+        self.assertIn("XRC SEND of 16 bytes in 1 packet (psn 5), into a receive of the target's XRC SRQ 0x000123",
+                      explain.stdout)
+        self.assertIn("XRC RDMA WRITE of 512 bytes in 2 packets", explain.stdout)
+        check = subprocess.run([UROCE, "check", out], capture_output=True, text=True, timeout=60)
+        self.assertEqual(check.returncode, 0, check.stdout + check.stderr)
+        self.assertIn("1 RC/UC/XRC request flows", check.stdout)
+        # XRC requests are checked as RC's: a WRITE whose packets fall short of its DMA length is a violation.
+        short = list(frames[:3]) + [eth + roce(a, b, 0x11, 7, xrceth(0x456) + b"x" * 252, opcode=0xA8)]
+        pcapfile.write(out, 1, [(1, i, len(f), bytearray(f)) for i, f in enumerate(short)])
+        check = subprocess.run([UROCE, "check", out], capture_output=True, text=True, timeout=60)
+        self.assertEqual(check.returncode, 1, check.stdout + check.stderr)
+        self.assertIn("write_length", check.stdout)
+        # An XRC SEND cut inside its XRCETH is malformed, reported and not read beyond.
+        cut = eth + roce(a, b, 0x11, 5, b"\x00\x01", opcode=0xA4)
+        pcapfile.write(out, 1, [(1, 0, len(cut), bytearray(cut))])
+        res = run(out)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        self.assertIn("MALFORMED", res.stdout)
 
     def test_arp_is_shown_as_arp(self):
         lines = run(self.send).stdout.splitlines()

@@ -85,6 +85,11 @@ unsigned read_extension_headers(const uint8_t* p, uint16_t headers, TransportHea
     h.deth.src_qp = load_be24(p + 5);
     p += deth_size;
   }
+  if (headers & hdr_xrceth) {
+    h.xrceth.reserved = p[0];
+    h.xrceth.srq = load_be24(p + 1);
+    p += xrceth_size;
+  }
   if (headers & hdr_feth) {
     h.feth.raw = load_be32(p);
     p += feth_size;
@@ -133,6 +138,11 @@ unsigned write_extension_headers(uint8_t* out, uint16_t headers, const Transport
     out[4] = h.deth.reserved;
     store_be24(out + 5, h.deth.src_qp);
     out += deth_size;
+  }
+  if (headers & hdr_xrceth) {
+    out[0] = h.xrceth.reserved;
+    store_be24(out + 1, h.xrceth.srq);
+    out += xrceth_size;
   }
   if (headers & hdr_feth) {
     store_be32(out, h.feth.raw);

@@ -86,6 +86,12 @@ struct Deth {
   uint32_t src_qp = 0;  // 24 bits
 };
 
+// XRC extended transport header: which XRC SRQ at the target takes the request.
+struct Xrceth {
+  uint8_t reserved = 0;
+  uint32_t srq = 0;  // 24 bits
+};
+
 // FLUSH extended transport header (IBTA 1.5): selectivity level and placement type.
 struct Feth {
   uint32_t raw = 0;
@@ -98,6 +104,7 @@ struct Feth {
 struct TransportHeaders {
   Bth bth;
   Deth deth;
+  Xrceth xrceth;
   Feth feth;
   Reth reth;
   AtomicEth atomic_eth;

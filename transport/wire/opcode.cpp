@@ -23,7 +23,8 @@ struct Row {
 using O = Operation;
 using P = Position;
 
-// The RC rows; UC reuses the SEND/WRITE rows at +0x20 (see build_table).
+// The RC rows; UC reuses the SEND/WRITE rows at +0x20 and XRC the rows up to SEND_ONLY_INV at +0xa0 (see
+// build_table).
 constexpr Row rc_rows[] = {
     {0x00, "SEND_FIRST", O::send, P::first, 0, true, true},
     {0x01, "SEND_MIDDLE", O::send, P::middle, 0, true, true},
@@ -70,6 +71,9 @@ constexpr std::array<OpcodeInfo, 256> build_table() {
     put(r.opcode, Transport::rc, r, 0);
     // UC has the SEND (without invalidate) and RDMA WRITE opcodes, at the same offsets.
     if (r.opcode <= 0x0b) put(uint8_t(0x20 + r.opcode), Transport::uc, r, 0);
+    // XRC has every RC opcode up to SEND_ONLY_INV (not FLUSH or ATOMIC_WRITE); its requests name the
+    // target's XRC SRQ in an XRCETH, first after the BTH (IBTA vol. 1 9.2, as rxe's XRC patches lay it out).
+    if (r.opcode <= 0x17) put(uint8_t(0xa0 + r.opcode), Transport::xrc, r, r.is_request ? hdr_xrceth : 0);
   }
   // UD: only SEND_ONLY and SEND_ONLY_IMM, both with a DETH before anything else.
   put(0x64, Transport::ud, rc_rows[4], hdr_deth);
@@ -87,7 +91,10 @@ static_assert(table[0x0b].headers_length == reth_size + immdt_size);
 static_assert(table[0x12].headers_length == aeth_size + atomic_ack_eth_size);
 static_assert(table[0x65].headers_length == deth_size + immdt_size);
 static_assert(table[0x81].headers_length == cnp_reserved_size);
-static_assert(!table[0x80].valid() && !table[0x15].valid() && !table[0x2c].valid());
+static_assert(table[0xab].headers_length == xrceth_size + reth_size + immdt_size);
+static_assert(table[0xb2].headers_length == aeth_size + atomic_ack_eth_size);
+static_assert(!table[0x80].valid() && !table[0x15].valid() && !table[0x2c].valid() && !table[0xb5].valid() &&
+              !table[0xbc].valid());
 
 std::string upper_underscored(std::string_view s) {
   std::string out;

@@ -54,6 +54,31 @@ enum class Opcode : uint8_t {
   // Unreliable Datagram
   ud_send_only = 0x64,
   ud_send_only_imm = 0x65,
+  // Extended Reliable Connection: RC's opcodes up to SEND_ONLY_INV at 0xa0 + the RC value. Requests carry
+  // an XRCETH (the target's XRC SRQ) before any other extension header; responses are as RC's.
+  xrc_send_first = 0xa0,
+  xrc_send_middle = 0xa1,
+  xrc_send_last = 0xa2,
+  xrc_send_last_imm = 0xa3,
+  xrc_send_only = 0xa4,
+  xrc_send_only_imm = 0xa5,
+  xrc_rdma_write_first = 0xa6,
+  xrc_rdma_write_middle = 0xa7,
+  xrc_rdma_write_last = 0xa8,
+  xrc_rdma_write_last_imm = 0xa9,
+  xrc_rdma_write_only = 0xaa,
+  xrc_rdma_write_only_imm = 0xab,
+  xrc_rdma_read_request = 0xac,
+  xrc_rdma_read_response_first = 0xad,
+  xrc_rdma_read_response_middle = 0xae,
+  xrc_rdma_read_response_last = 0xaf,
+  xrc_rdma_read_response_only = 0xb0,
+  xrc_acknowledge = 0xb1,
+  xrc_atomic_acknowledge = 0xb2,
+  xrc_compare_swap = 0xb3,
+  xrc_fetch_add = 0xb4,
+  xrc_send_last_inv = 0xb6,
+  xrc_send_only_inv = 0xb7,
   // Congestion Notification Packet. 0x81 on RoCEv2; 0x80 is the InfiniBand/OPA value and is rejected.
   cnp = 0x81,
 };
@@ -81,14 +106,15 @@ enum class Position : uint8_t { first, middle, last, only };
 // Extension headers, as bits. The enum order is the order they appear on the wire when several are present.
 enum HeaderBits : uint16_t {
   hdr_deth = 1u << 0,           // 8 B, UD
-  hdr_feth = 1u << 1,           // 4 B, FLUSH
-  hdr_reth = 1u << 2,           // 16 B
-  hdr_atomic_eth = 1u << 3,     // 28 B
-  hdr_aeth = 1u << 4,           // 4 B
-  hdr_atomic_ack_eth = 1u << 5, // 8 B
-  hdr_immdt = 1u << 6,          // 4 B
-  hdr_ieth = 1u << 7,           // 4 B
-  hdr_cnp_reserved = 1u << 8,   // 16 reserved bytes of a RoCEv2 CNP
+  hdr_xrceth = 1u << 1,         // 4 B, XRC requests: the XRC SRQ at the target
+  hdr_feth = 1u << 2,           // 4 B, FLUSH
+  hdr_reth = 1u << 3,           // 16 B
+  hdr_atomic_eth = 1u << 4,     // 28 B
+  hdr_aeth = 1u << 5,           // 4 B
+  hdr_atomic_ack_eth = 1u << 6, // 8 B
+  hdr_immdt = 1u << 7,          // 4 B
+  hdr_ieth = 1u << 8,           // 4 B
+  hdr_cnp_reserved = 1u << 9,   // 16 reserved bytes of a RoCEv2 CNP
 };
 
 struct OpcodeInfo {
@@ -108,6 +134,7 @@ struct OpcodeInfo {
 // Sizes of the headers, in bytes.
 inline constexpr unsigned bth_size = 12;
 inline constexpr unsigned deth_size = 8;
+inline constexpr unsigned xrceth_size = 4;
 inline constexpr unsigned feth_size = 4;
 inline constexpr unsigned reth_size = 16;
 inline constexpr unsigned atomic_eth_size = 28;
@@ -122,6 +149,7 @@ inline constexpr unsigned icrc_size = 4;
 constexpr unsigned headers_length(uint16_t headers) {
   unsigned n = 0;
   if (headers & hdr_deth) n += deth_size;
+  if (headers & hdr_xrceth) n += xrceth_size;
   if (headers & hdr_feth) n += feth_size;
   if (headers & hdr_reth) n += reth_size;
   if (headers & hdr_atomic_eth) n += atomic_eth_size;

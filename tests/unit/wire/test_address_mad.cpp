@@ -384,22 +384,24 @@ TEST_CASE("BTH and extension header codecs on their own", "[wire][bth]") {
   TransportHeaders h = make_spec(0x04, IpVersion::v4, false, {}, Fill::pattern_a).headers;
   uint8_t ext[128];
   std::memset(ext, 0xee, sizeof ext);
-  const unsigned n = write_extension_headers(ext, 0x1ff, h);
-  CHECK(n == 8 + 4 + 16 + 28 + 4 + 8 + 4 + 4 + 16);
+  const unsigned n = write_extension_headers(ext, 0x3ff, h);
+  CHECK(n == 8 + 4 + 4 + 16 + 28 + 4 + 8 + 4 + 4 + 16);
   CHECK(ext[n] == 0xee);
-  // DETH, FETH, RETH, AtomicETH, AETH, AtomicAckETH, ImmDt, IETH, CNP: the first bytes of each.
+  // DETH, XRCETH, FETH, RETH, AtomicETH, AETH, AtomicAckETH, ImmDt, IETH, CNP: the first bytes of each.
   CHECK(load_be32(ext) == h.deth.qkey);
-  CHECK(load_be32(ext + 8) == h.feth.raw);
-  CHECK(load_be64(ext + 12) == h.reth.va);
-  CHECK(load_be64(ext + 28) == h.atomic_eth.va);
-  CHECK(ext[56] == h.aeth.syndrome);
-  CHECK(load_be64(ext + 60) == h.atomic_ack_eth.original);
-  CHECK(load_be32(ext + 68) == h.immdt);
-  CHECK(load_be32(ext + 72) == h.ieth);
+  CHECK(load_be32(ext + 8) == (uint32_t(h.xrceth.reserved) << 24 | h.xrceth.srq));
+  CHECK(load_be32(ext + 12) == h.feth.raw);
+  CHECK(load_be64(ext + 16) == h.reth.va);
+  CHECK(load_be64(ext + 32) == h.atomic_eth.va);
+  CHECK(ext[60] == h.aeth.syndrome);
+  CHECK(load_be64(ext + 64) == h.atomic_ack_eth.original);
+  CHECK(load_be32(ext + 72) == h.immdt);
+  CHECK(load_be32(ext + 76) == h.ieth);
   TransportHeaders back;
-  CHECK(read_extension_headers(ext, 0x1ff, back) == n);
+  CHECK(read_extension_headers(ext, 0x3ff, back) == n);
   CHECK(back.deth.qkey == h.deth.qkey);
   CHECK(back.deth.src_qp == h.deth.src_qp);
+  CHECK(back.xrceth.srq == h.xrceth.srq);
   CHECK(back.feth.raw == h.feth.raw);
   CHECK(back.reth.dma_length == h.reth.dma_length);
   CHECK(back.atomic_eth.compare == h.atomic_eth.compare);

@@ -69,6 +69,10 @@ Bytes reference_frame(const FrameSpec& s) {
     put8(b, h.deth.reserved);
     put24(b, h.deth.src_qp);
   }
+  if (e.headers & x_xrc) {
+    put8(b, h.xrceth.reserved);
+    put24(b, h.xrceth.srq);
+  }
   if (e.headers & x_feth) put32(b, h.feth.raw);
   if (e.headers & x_reth) {
     put64(b, h.reth.va);
@@ -198,6 +202,10 @@ void check_round_trip(const FrameSpec& s, const Bytes& bytes, const Frame& f) {
     CHECK(got.deth.reserved == want.deth.reserved);
     CHECK(got.deth.src_qp == want.deth.src_qp);
   }
+  if (e.headers & x_xrc) {
+    CHECK(got.xrceth.reserved == want.xrceth.reserved);
+    CHECK(got.xrceth.srq == want.xrceth.srq);
+  }
   if (e.headers & x_feth) {
     CHECK(got.feth.raw == want.feth.raw);
     CHECK(got.feth.selectivity_level() == ((want.feth.raw >> 4) & 3));
@@ -277,9 +285,10 @@ TEST_CASE("build -> parse round trip for every opcode, IP version, VLAN and payl
       }
     }
   }
-  // 33 opcodes with a payload x 10 sizes (+ ATOMIC_WRITE's 8) + 7 without, less the 10 FIRST/MIDDLE
-  // opcodes x the 5 sizes that are not a multiple of 4 (1, 2, 3, 5, 255).
-  CHECK(frames == (33 * 10 + 1 + 7 - 10 * 5) * 2 * 2 * 3);
+  // 33 opcodes with a payload x 10 sizes (+ ATOMIC_WRITE's 8) + 7 without, and XRC's 18 with and 5
+  // without, less the 10 + 6 FIRST/MIDDLE opcodes x the 5 sizes that are not a multiple of 4 (1, 2, 3,
+  // 5, 255).
+  CHECK(frames == ((33 + 18) * 10 + 1 + 7 + 5 - (10 + 6) * 5) * 2 * 2 * 3);
 }
 
 TEST_CASE("build: frame_size and the exact output buffer", "[wire][build]") {

@@ -19,7 +19,7 @@ struct HeaderPair {
   const char* name;
 };
 constexpr HeaderPair header_pairs[] = {
-    {x_deth, hdr_deth, "DETH"},     {x_feth, hdr_feth, "FETH"},   {x_reth, hdr_reth, "RETH"},
+    {x_deth, hdr_deth, "DETH"},     {x_xrc, hdr_xrceth, "XRCETH"}, {x_feth, hdr_feth, "FETH"},   {x_reth, hdr_reth, "RETH"},
     {x_atomic, hdr_atomic_eth, "AtomicETH"}, {x_aeth, hdr_aeth, "AETH"},
     {x_atk, hdr_atomic_ack_eth, "AtomicAckETH"}, {x_imm, hdr_immdt, "ImmDt"}, {x_ieth, hdr_ieth, "IETH"},
     {x_cnp, hdr_cnp_reserved, "CNP reserved"},
@@ -47,7 +47,7 @@ std::string unknown_name(unsigned op) {
 }  // namespace
 
 TEST_CASE("opcode table: every defined opcode carries exactly the spec's headers", "[wire][opcode]") {
-  REQUIRE(expected_opcodes().size() == 40);  // 25 RC + 12 UC + 2 UD + CNP
+  REQUIRE(expected_opcodes().size() == 63);  // 25 RC + 12 UC + 2 UD + CNP + 23 XRC
   for (const ExpectedOpcode& e : expected_opcodes()) {
     INFO("opcode 0x" << std::hex << unsigned(e.opcode) << " " << e.full_name);
     const OpcodeInfo& i = opcode_info(e.opcode);
@@ -65,13 +65,13 @@ TEST_CASE("opcode table: every defined opcode carries exactly the spec's headers
       CHECK(i.has(h.actual) == ((e.headers & h.expected) != 0));
     }
     // No header bit outside the known set.
-    CHECK((i.headers & ~uint16_t(0x1ff)) == 0);
+    CHECK((i.headers & ~uint16_t(0x3ff)) == 0);
     // headers_length() agrees with the row.
     CHECK(headers_length(i.headers) == e.headers_length);
-    // The transport is the top three bits of the opcode (RC 000, UC 001, UD 011, CNP 100).
+    // The transport is the top three bits of the opcode (RC 000, UC 001, UD 011, CNP 100, XRC 101).
     const unsigned top = e.opcode >> 5;
     CHECK(top == (e.transport == Transport::rc ? 0u : e.transport == Transport::uc ? 1u
-                  : e.transport == Transport::ud ? 3u : 4u));
+                  : e.transport == Transport::ud ? 3u : e.transport == Transport::xrc ? 5u : 4u));
   }
 }
 
@@ -98,12 +98,20 @@ TEST_CASE("opcode table: spot checks straight from rocev2.md", "[wire][opcode]")
   CHECK(opcode_info(Opcode::rc_atomic_acknowledge).headers_length == 12);
   CHECK(opcode_info(Opcode::rc_flush).headers_length == 20);
   CHECK(opcode_info(Opcode::rc_compare_swap).headers_length == 28);
+  // XRC: the XRCETH comes first on requests, and responses are RC's.
+  CHECK(opcode_info(Opcode::xrc_send_only).headers_length == 4);
+  CHECK(opcode_info(Opcode::xrc_compare_swap).headers_length == 32);
+  CHECK(opcode_info(Opcode::xrc_rdma_read_response_middle).headers_length == 0);
+  CHECK(opcode_info(Opcode::xrc_acknowledge).headers == opcode_info(Opcode::rc_acknowledge).headers);
+  CHECK_FALSE(opcode_info(0xb5).valid());
+  CHECK_FALSE(opcode_info(0xbc).valid());  // no XRC FLUSH
 }
 
 TEST_CASE("opcode table: every undefined opcode is invalid", "[wire][opcode]") {
   // The undefined ranges, spelled out as in the brief.
   const std::pair<unsigned, unsigned> undefined[] = {
-      {0x15, 0x15}, {0x18, 0x1b}, {0x1e, 0x1f}, {0x2c, 0x63}, {0x66, 0x80}, {0x82, 0xff}};
+      {0x15, 0x15}, {0x18, 0x1b}, {0x1e, 0x1f}, {0x2c, 0x63}, {0x66, 0x80}, {0x82, 0x9f}, {0xb5, 0xb5},
+      {0xb8, 0xff}};
   unsigned n_undefined = 0;
   for (auto [lo, hi] : undefined) {
     for (unsigned op = lo; op <= hi; ++op) {
@@ -120,7 +128,7 @@ TEST_CASE("opcode table: every undefined opcode is invalid", "[wire][opcode]") {
   CHECK(n_undefined + expected_opcodes().size() == 256);
   unsigned n_valid = 0;
   for (unsigned op = 0; op < 256; ++op) n_valid += opcode_info(uint8_t(op)).valid();
-  CHECK(n_valid == 40);
+  CHECK(n_valid == 63);
   CHECK(opcode_name(0x80) == "UNKNOWN(0x80)");
   CHECK(opcode_name(0xff) == "UNKNOWN(0xff)");
 }
@@ -136,7 +144,8 @@ TEST_CASE("opcode table: header sizes", "[wire][opcode]") {
   CHECK(headers_length(hdr_immdt) == 4);
   CHECK(headers_length(hdr_ieth) == 4);
   CHECK(headers_length(hdr_cnp_reserved) == 16);
-  CHECK(headers_length(0x1ff) == 8 + 4 + 16 + 28 + 4 + 8 + 4 + 4 + 16);
+  CHECK(headers_length(hdr_xrceth) == 4);
+  CHECK(headers_length(0x3ff) == 8 + 4 + 4 + 16 + 28 + 4 + 8 + 4 + 4 + 16);
   CHECK(bth_size == 12);
   CHECK(icrc_size == 4);
 }
@@ -192,11 +201,14 @@ TEST_CASE("parse_opcode_names", "[wire][opcode]") {
   CHECK(parsed("CNP") == V{0x81});
   CHECK(parsed("cnp") == V{0x81});
   // A bare operation name selects every transport that has it.
-  CHECK(parsed("SEND_FIRST") == V{0x00, 0x20});
-  CHECK(parsed("send_only") == V{0x04, 0x24, 0x64});
-  CHECK(parsed("RDMA_WRITE_ONLY_IMM") == V{0x0b, 0x2b});
-  CHECK(parsed("ACKNOWLEDGE") == V{0x11});
-  CHECK(parsed("SEND_ONLY_INV") == V{0x17});
+  CHECK(parsed("XRC_SEND_ONLY") == V{0xa4});
+  CHECK(parsed("xrc acknowledge") == V{0xb1});
+  CHECK(parsed("SEND_FIRST") == V{0x00, 0x20, 0xa0});
+  CHECK(parsed("send_only") == V{0x04, 0x24, 0x64, 0xa4});
+  CHECK(parsed("RDMA_WRITE_ONLY_IMM") == V{0x0b, 0x2b, 0xab});
+  CHECK(parsed("ACKNOWLEDGE") == V{0x11, 0xb1});
+  CHECK(parsed("SEND_ONLY_INV") == V{0x17, 0xb7});
+  CHECK(parsed("FLUSH") == V{0x1c});  // RC only: XRC has no FLUSH
   // Numbers: hex and decimal, up to 255.
   CHECK(parsed("0x04") == V{0x04});
   CHECK(parsed("0X81") == V{0x81});

@@ -27,14 +27,15 @@ using Bytes = std::vector<uint8_t>;
 
 enum ExpectedHeader : uint16_t {
   x_deth = 1 << 0,    // 8
-  x_feth = 1 << 1,    // 4
-  x_reth = 1 << 2,    // 16
-  x_atomic = 1 << 3,  // 28
-  x_aeth = 1 << 4,    // 4
-  x_atk = 1 << 5,     // 8 (AtomicAckETH)
-  x_imm = 1 << 6,     // 4
-  x_ieth = 1 << 7,    // 4
-  x_cnp = 1 << 8,     // 16 reserved bytes
+  x_xrc = 1 << 1,     // 4 (XRCETH)
+  x_feth = 1 << 2,    // 4
+  x_reth = 1 << 3,    // 16
+  x_atomic = 1 << 4,  // 28
+  x_aeth = 1 << 5,    // 4
+  x_atk = 1 << 6,     // 8 (AtomicAckETH)
+  x_imm = 1 << 7,     // 4
+  x_ieth = 1 << 8,    // 4
+  x_cnp = 1 << 9,     // 16 reserved bytes
 };
 
 struct ExpectedOpcode {
@@ -93,6 +94,29 @@ inline const std::vector<ExpectedOpcode>& expected_opcodes() {
       {0x64, "UD SEND_ONLY", T::ud, O::send, P::only, x_deth, 8, true},
       {0x65, "UD SEND_ONLY_IMM", T::ud, O::send, P::only, x_deth | x_imm, 12, true},
       {0x81, "CNP", T::cnp, O::cnp, P::only, x_cnp, 16, false},
+      {0xa0, "XRC SEND_FIRST", T::xrc, O::send, P::first, x_xrc, 4, true},
+      {0xa1, "XRC SEND_MIDDLE", T::xrc, O::send, P::middle, x_xrc, 4, true},
+      {0xa2, "XRC SEND_LAST", T::xrc, O::send, P::last, x_xrc, 4, true},
+      {0xa3, "XRC SEND_LAST_IMM", T::xrc, O::send, P::last, x_xrc | x_imm, 8, true},
+      {0xa4, "XRC SEND_ONLY", T::xrc, O::send, P::only, x_xrc, 4, true},
+      {0xa5, "XRC SEND_ONLY_IMM", T::xrc, O::send, P::only, x_xrc | x_imm, 8, true},
+      {0xa6, "XRC RDMA_WRITE_FIRST", T::xrc, O::rdma_write, P::first, x_xrc | x_reth, 20, true},
+      {0xa7, "XRC RDMA_WRITE_MIDDLE", T::xrc, O::rdma_write, P::middle, x_xrc, 4, true},
+      {0xa8, "XRC RDMA_WRITE_LAST", T::xrc, O::rdma_write, P::last, x_xrc, 4, true},
+      {0xa9, "XRC RDMA_WRITE_LAST_IMM", T::xrc, O::rdma_write, P::last, x_xrc | x_imm, 8, true},
+      {0xaa, "XRC RDMA_WRITE_ONLY", T::xrc, O::rdma_write, P::only, x_xrc | x_reth, 20, true},
+      {0xab, "XRC RDMA_WRITE_ONLY_IMM", T::xrc, O::rdma_write, P::only, x_xrc | x_reth | x_imm, 24, true},
+      {0xac, "XRC RDMA_READ_REQUEST", T::xrc, O::rdma_read_request, P::only, x_xrc | x_reth, 20, false},
+      {0xad, "XRC RDMA_READ_RESPONSE_FIRST", T::xrc, O::rdma_read_response, P::first, x_aeth, 4, true},
+      {0xae, "XRC RDMA_READ_RESPONSE_MIDDLE", T::xrc, O::rdma_read_response, P::middle, 0, 0, true},
+      {0xaf, "XRC RDMA_READ_RESPONSE_LAST", T::xrc, O::rdma_read_response, P::last, x_aeth, 4, true},
+      {0xb0, "XRC RDMA_READ_RESPONSE_ONLY", T::xrc, O::rdma_read_response, P::only, x_aeth, 4, true},
+      {0xb1, "XRC ACKNOWLEDGE", T::xrc, O::acknowledge, P::only, x_aeth, 4, false},
+      {0xb2, "XRC ATOMIC_ACKNOWLEDGE", T::xrc, O::atomic_acknowledge, P::only, x_aeth | x_atk, 12, false},
+      {0xb3, "XRC COMPARE_SWAP", T::xrc, O::compare_swap, P::only, x_xrc | x_atomic, 32, false},
+      {0xb4, "XRC FETCH_ADD", T::xrc, O::fetch_add, P::only, x_xrc | x_atomic, 32, false},
+      {0xb6, "XRC SEND_LAST_INV", T::xrc, O::send, P::last, x_xrc | x_ieth, 8, true},
+      {0xb7, "XRC SEND_ONLY_INV", T::xrc, O::send, P::only, x_xrc | x_ieth, 8, true},
   };
   return rows;
 }
@@ -241,6 +265,7 @@ inline FrameSpec make_spec(uint8_t opcode, IpVersion v, bool vlan, std::span<con
       h.atomic_ack_eth.original = 0xffffffffffffffffull;
       h.immdt = 0xffffffff, h.ieth = 0xffffffff;
       h.deth = {0xffffffff, 0xff, 0xffffff};
+      h.xrceth = {0xff, 0xffffff};
       h.feth.raw = 0xffffffff;
       std::memset(h.cnp_reserved, 0xff, sizeof h.cnp_reserved);
       break;
@@ -261,6 +286,7 @@ inline FrameSpec make_spec(uint8_t opcode, IpVersion v, bool vlan, std::span<con
       h.atomic_ack_eth.original = 0x1122334455667788ull;
       h.immdt = 0xdeadbeef, h.ieth = 0x00c0ffee;
       h.deth = {0x80010000, 0, 0x000001};
+      h.xrceth = {0, 0x00abcd};
       h.feth.raw = 0x00000021;
       for (unsigned i = 0; i < cnp_reserved_size; ++i) h.cnp_reserved[i] = 0;
       break;
