@@ -63,10 +63,12 @@ void DeviceImpl::on_rate_sent(QueuePair& qp, OutPacket& packet) {
   // Data packets of connected QPs go ECN-capable when we react to CNPs: a switch may then mark them rather
   // than drop them. Not ACKs (no data to slow down), nor UD (no CNP can throttle a datagram QP, and an
   // ECN-capable flow that never slows down is what RFC 3168 forbids; the receiver's GRH also shows the
-  // traffic class as the sender set it). (Opcodes compared directly: this runs for every packet.)
+  // traffic class as the sender set it). (Opcodes compared directly: this runs for every packet. Their low
+  // five bits name the operation in RC and XRC alike, and no UC or UD opcode has an ACK's.)
   const uint8_t op = packet.headers.bth.opcode;
-  packet.ecn_capable = congestion_.react && qp.connected() && op != uint8_t(wire::Opcode::rc_acknowledge) &&
-                       op != uint8_t(wire::Opcode::rc_atomic_acknowledge);
+  const uint8_t rc_op = op & 0x1f;
+  packet.ecn_capable = congestion_.react && qp.connected() && rc_op != uint8_t(wire::Opcode::rc_acknowledge) &&
+                       rc_op != uint8_t(wire::Opcode::rc_atomic_acknowledge);
   if (!qp.rate) return;
   // What the packet occupies on the wire: Ethernet, IPv4, UDP, BTH, its extension headers, payload, ICRC.
   constexpr uint64_t fixed = 14 + 20 + 8 + wire::bth_size + 4;

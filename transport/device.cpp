@@ -39,6 +39,9 @@ void DeviceImpl::post_completion(uint32_t cqn, const WorkCompletion& wc) {
 }
 
 void DeviceImpl::transmit(QueuePair& qp, OutPacket& packet) {
+  // XRC speaks RC's protocol: the engines build RC packets, which leave with XRC's opcodes (RC's + 0xA0);
+  // the requester has filled in the XRCETH those carry.
+  if (qp.type == QpType::xrc_send || qp.type == QpType::xrc_recv) packet.headers.bth.opcode += 0xa0;
   if (packet.destination == nullptr) packet.destination = &qp.attr.ah_attr;
   packet.src_qpn = qp.qpn;
   packet.udp_src_port = qp.udp_src_port;
@@ -265,7 +268,11 @@ int Device::destroy_cq(uint32_t cqn) {
   DeviceImpl& d = *impl_;
   if (!d.cqs_.contains(cqn)) return EINVAL;
   for (const auto& [n, qp] : d.qps_) {
-    if (qp->send_cq == cqn || qp->recv_cq == cqn) return EBUSY;
+    // An XRC target's recv_cq is only the one its last message completed to: the SRQ holds the CQ.
+    if (qp->send_cq == cqn || (qp->recv_cq == cqn && qp->type != QpType::xrc_recv)) return EBUSY;
+  }
+  for (const auto& [n, srq] : d.srqs_) {
+    if (srq.cq == cqn) return EBUSY;
   }
   d.cqs_.erase(cqn);
   return 0;
@@ -289,6 +296,36 @@ int Device::create_srq(uint32_t pd, uint32_t max_wr, uint32_t max_sge, uint32_t 
   return 0;
 }
 
+int Device::alloc_xrcd(uint32_t& xrcd) {
+  DeviceImpl& d = *impl_;
+  if (d.xrcds_.size() >= d.limits_.max_pd) return ENOMEM;
+  while (d.next_xrcd_ == 0 || d.xrcds_.contains(d.next_xrcd_)) ++d.next_xrcd_;
+  xrcd = d.next_xrcd_++;
+  d.xrcds_[xrcd] = 0;
+  return 0;
+}
+
+int Device::dealloc_xrcd(uint32_t xrcd) {
+  DeviceImpl& d = *impl_;
+  const auto it = d.xrcds_.find(xrcd);
+  if (it == d.xrcds_.end()) return EINVAL;
+  if (it->second != 0) return EBUSY;
+  d.xrcds_.erase(it);
+  return 0;
+}
+
+int Device::create_xrc_srq(uint32_t pd, uint32_t xrcd, uint32_t cq, uint32_t max_wr, uint32_t max_sge, uint32_t limit,
+                           uint32_t& srqn) {
+  DeviceImpl& d = *impl_;
+  if (!d.xrcds_.contains(xrcd) || !d.cqs_.contains(cq)) return EINVAL;
+  if (int e = create_srq(pd, max_wr, max_sge, limit, srqn)) return e;
+  ReceiveQueue& q = d.srqs_.at(srqn);
+  q.xrcd = xrcd;
+  q.cq = cq;
+  ++d.xrcds_[xrcd];
+  return 0;
+}
+
 int Device::modify_srq(uint32_t srqn, uint32_t limit) {
   DeviceImpl& d = *impl_;
   const auto it = d.srqs_.find(srqn);
@@ -303,9 +340,11 @@ int Device::destroy_srq(uint32_t srqn) {
   const auto it = d.srqs_.find(srqn);
   if (it == d.srqs_.end()) return EINVAL;
   for (const auto& [n, qp] : d.qps_) {
-    if (qp->srq == srqn) return EBUSY;
+    // An XRC target only names the SRQ its last message used; nothing holds an XRC SRQ but itself.
+    if (qp->srq == srqn && qp->type != QpType::xrc_recv) return EBUSY;
   }
   --d.pds_[it->second.pd];
+  if (it->second.xrcd != 0) --d.xrcds_[it->second.xrcd];
   d.srqs_.erase(it);
   return 0;
 }
@@ -331,11 +370,21 @@ int Device::destroy_ah(uint32_t ahn) {
 int Device::create_qp(const QpInitAttr& a, uint32_t& qpn) {
   DeviceImpl& d = *impl_;
   const DeviceLimits& l = d.limits_;
-  if (!d.pds_.contains(a.pd) || !d.cqs_.contains(a.send_cq) || !d.cqs_.contains(a.recv_cq)) return EINVAL;
-  if (a.srq != 0 && !d.srqs_.contains(a.srq)) return EINVAL;
-  if (a.type != QpType::rc && a.type != QpType::uc && a.type != QpType::ud) return EINVAL;
-  if (a.cap.max_send_wr > l.max_qp_wr || a.cap.max_send_sge > l.max_sge || a.cap.max_inline_data > l.max_inline_data ||
-      (a.srq == 0 && (a.cap.max_recv_wr > l.max_qp_wr || a.cap.max_recv_sge > l.max_sge))) {
+  const bool target = a.type == QpType::xrc_recv, initiator = a.type == QpType::xrc_send;
+  if (target) {
+    // An XRC target has a domain and nothing else: PD, CQ and SRQ come from the SRQ each message names.
+    if (!d.xrcds_.contains(a.xrcd)) return EINVAL;
+  } else {
+    if (!d.pds_.contains(a.pd) || !d.cqs_.contains(a.send_cq)) return EINVAL;
+    // An XRC initiator has no receive side.
+    if (!initiator && (!d.cqs_.contains(a.recv_cq) || (a.srq != 0 && !d.srqs_.contains(a.srq)))) return EINVAL;
+  }
+  if (a.type != QpType::rc && a.type != QpType::uc && a.type != QpType::ud && !target && !initiator) return EINVAL;
+  if (!target && (a.cap.max_send_wr > l.max_qp_wr || a.cap.max_send_sge > l.max_sge ||
+                  a.cap.max_inline_data > l.max_inline_data)) {
+    return EINVAL;
+  }
+  if (!target && !initiator && a.srq == 0 && (a.cap.max_recv_wr > l.max_qp_wr || a.cap.max_recv_sge > l.max_sge)) {
     return EINVAL;
   }
   if (d.qps_.size() >= l.max_qp) return ENOMEM;
@@ -347,16 +396,26 @@ int Device::create_qp(const QpInitAttr& a, uint32_t& qpn) {
   qp->qpn = d.next_qpn_;
   d.next_qpn_ = (d.next_qpn_ + 1) & wire::qpn_mask;
   qp->type = a.type;
-  qp->pd = a.pd;
-  qp->send_cq = a.send_cq;
-  qp->recv_cq = a.recv_cq;
-  qp->srq = a.srq;
   qp->sq_sig_all = a.sq_sig_all;
   qp->attr.cap = a.cap;
-  qp->rq.pd = a.pd;
-  qp->rq.max_wr = a.cap.max_recv_wr;
-  qp->rq.max_sge = a.cap.max_recv_sge;
-  ++d.pds_[a.pd];
+  if (target) {
+    qp->xrcd = a.xrcd;
+    qp->attr.cap = {};
+    ++d.xrcds_[a.xrcd];
+  } else {
+    qp->pd = a.pd;
+    qp->send_cq = a.send_cq;
+    if (initiator) {
+      qp->attr.cap.max_recv_wr = qp->attr.cap.max_recv_sge = 0;
+    } else {
+      qp->recv_cq = a.recv_cq;
+      qp->srq = a.srq;
+      qp->rq.pd = a.pd;
+      qp->rq.max_wr = a.cap.max_recv_wr;
+      qp->rq.max_sge = a.cap.max_recv_sge;
+    }
+    ++d.pds_[a.pd];
+  }
   qpn = qp->qpn;
   d.qps_.insert(qpn, std::move(qp));
   return 0;
@@ -475,7 +534,11 @@ int Device::destroy_qp(uint32_t qpn) {
   std::erase(d.run_list_, qp);
   std::erase(d.ack_list_, qp);
   if (qp->multicast_groups != 0) d.multicast_.detach_everywhere(qpn);  // as uverbs does on destroy
-  --d.pds_[qp->pd];
+  if (qp->type == QpType::xrc_recv) {
+    --d.xrcds_[qp->xrcd];  // its pd is borrowed from the SRQ in use
+  } else {
+    --d.pds_[qp->pd];
+  }
   d.qps_.erase(qpn);
   return 0;
 }
@@ -498,7 +561,7 @@ int Device::post_send(uint32_t qpn, const SendWr& wr, Nanos now) {
   DeviceImpl& d = *impl_;
   d.now_ = now;
   QueuePair* qp = d.find_qp(qpn);
-  if (qp == nullptr) return EINVAL;
+  if (qp == nullptr || qp->type == QpType::xrc_recv) return EINVAL;  // an XRC target has no send queue
   const QpState st = qp->attr.qp_state;
   if (st == QpState::reset || st == QpState::init || st == QpState::rtr) return EINVAL;
   if (qp->sq.size() >= qp->attr.cap.max_send_wr) return ENOMEM;
@@ -517,8 +580,11 @@ int Device::post_send(uint32_t qpn, const SendWr& wr, Nanos now) {
       }
       break;
     case QpType::rc:
+    case QpType::xrc_send:
       if (op == WrOpcode::bind_mw) return EINVAL;  // memory windows are not supported
       break;
+    case QpType::xrc_recv:
+      return EINVAL;
   }
   if ((op == WrOpcode::atomic_cmp_and_swp || op == WrOpcode::atomic_fetch_and_add) &&
       ((wr.remote_addr & 7) != 0 || message_length(wr) < 8 || (wr.send_flags & send_inline))) {
@@ -541,7 +607,8 @@ int Device::post_send(uint32_t qpn, const SendWr& wr, Nanos now) {
 int Device::post_recv(uint32_t qpn, const RecvWr& wr) {
   DeviceImpl& d = *impl_;
   QueuePair* qp = d.find_qp(qpn);
-  if (qp == nullptr || qp->srq != 0) return EINVAL;
+  // XRC QPs have no receive queue: an initiator receives nothing, a target receives into XRC SRQs.
+  if (qp == nullptr || qp->srq != 0 || qp->type == QpType::xrc_send || qp->type == QpType::xrc_recv) return EINVAL;
   if (qp->attr.qp_state == QpState::reset) return EINVAL;
   if (wr.sg_list.size() > qp->rq.max_sge) return EINVAL;
   if (qp->rq.wrs.size() >= qp->rq.max_wr) return ENOMEM;
@@ -626,7 +693,7 @@ bool DeviceImpl::dispatch(QueuePair& qp, const wire::Frame& f, size_t frame_size
     ++c.rx_bad_pkey;
     return false;
   }
-  if (!transport_matches(qp.type, f.roce.info->transport)) {
+  if (!transport_matches(qp.type, f.roce.info->transport) || !direction_matches(qp.type, f.roce.info->is_request)) {
     ++c.rx_wrong_transport;
     return false;
   }

@@ -61,6 +61,7 @@ struct QpInitAttr {
   uint32_t send_cq = 0;
   uint32_t recv_cq = 0;
   uint32_t srq = 0;          // 0 = the QP has its own receive queue
+  uint32_t xrcd = 0;         // XRC target (xrc_recv): its domain; it has no PD, CQs or SRQ of its own
   verbs::QpCap cap;
   verbs::QpType type = verbs::QpType::rc;
   bool sq_sig_all = false;
@@ -169,6 +170,13 @@ class Device {
   int resize_cq(uint32_t cqn, uint32_t cqe);
   int destroy_cq(uint32_t cqn);
   int create_srq(uint32_t pd, uint32_t max_wr, uint32_t max_sge, uint32_t limit, uint32_t& srqn);
+  // XRC (ibv_open_xrcd, ibv_create_srq_ex with IBV_SRQT_XRC): a domain groups XRC SRQs and target QPs; a
+  // request to a target QP names an SRQ of the same domain (XRCETH), which takes a SEND and whose CQ and
+  // PD the request is completed and checked with. The SRQ number is what initiators name.
+  int alloc_xrcd(uint32_t& xrcd);
+  int dealloc_xrcd(uint32_t xrcd);  // EBUSY while an SRQ or target QP is in it
+  int create_xrc_srq(uint32_t pd, uint32_t xrcd, uint32_t cq, uint32_t max_wr, uint32_t max_sge, uint32_t limit,
+                     uint32_t& srqn);
   int modify_srq(uint32_t srqn, uint32_t limit);  // arms the limit event
   int destroy_srq(uint32_t srqn);
   int create_ah(uint32_t pd, const verbs::AddressVector& av, uint32_t& ahn);

@@ -28,8 +28,15 @@ inline bool transport_matches(verbs::QpType type, wire::Transport t) {
     case verbs::QpType::rc: return t == wire::Transport::rc;
     case verbs::QpType::uc: return t == wire::Transport::uc;
     case verbs::QpType::ud: return t == wire::Transport::ud;
+    case verbs::QpType::xrc_send:
+    case verbs::QpType::xrc_recv: return t == wire::Transport::xrc;
   }
   return false;
+}
+
+// XRC splits RC's QP in two: an initiator takes only responses, a target only requests.
+inline bool direction_matches(verbs::QpType type, bool is_request) {
+  return type == verbs::QpType::xrc_send ? !is_request : type == verbs::QpType::xrc_recv ? is_request : true;
 }
 
 // Early placement (qp/early_placement.cpp): from this payload size on, a request that continues a
@@ -79,6 +86,8 @@ class DeviceImpl {
   uint32_t next_cqn_ = 1;
   std::unordered_map<uint32_t, ReceiveQueue> srqs_;
   uint32_t next_srqn_ = 1;
+  std::map<uint32_t, uint32_t> xrcds_;  // XRC domain -> number of SRQs and target QPs in it
+  uint32_t next_xrcd_ = 1;
   struct AddressHandle {
     uint32_t pd;
     verbs::AddressVector av;

@@ -11,6 +11,10 @@ namespace uroce::transport {
 
 struct ReceiveQueue {
   uint32_t pd = 0;
+  // An XRC SRQ: its domain, and the CQ its receives complete to (an XRC target QP, which has neither,
+  // takes both from the SRQ a message names).
+  uint32_t xrcd = 0;
+  uint32_t cq = 0;
   uint32_t max_wr = 0;
   uint32_t max_sge = 0;
   RingQueue<verbs::RecvWr> wrs;

@@ -78,7 +78,8 @@ struct QueuePair {
   uint32_t pd = 0;
   uint32_t send_cq = 0;
   uint32_t recv_cq = 0;
-  uint32_t srq = 0;            // 0: own receive queue
+  uint32_t srq = 0;            // 0: own receive queue. XRC target: the SRQ of the message in progress
+  uint32_t xrcd = 0;           // XRC target: its domain (its pd, recv_cq and srq come from the SRQ in use)
   bool sq_sig_all = false;
   verbs::QpAttr attr;          // as last set by modify_qp (state included)
   uint16_t udp_src_port = 0xc000;
@@ -89,8 +90,8 @@ struct QueuePair {
   std::unique_ptr<DcqcnRate> rate;
   bool rate_blocked = false;
 
-  // RC or UC: a QP with one peer QP (congestion control's unit; UD has none).
-  bool connected() const { return type == verbs::QpType::rc || type == verbs::QpType::uc; }
+  // RC, UC or either half of XRC: a QP with one peer QP (congestion control's unit; UD has none).
+  bool connected() const { return type != verbs::QpType::ud; }
 
   RingQueue<SendWqe> sq;       // posted and not yet completed, oldest first
   ReceiveQueue rq;             // own receive queue (unused with an SRQ)

@@ -78,7 +78,7 @@ void DeviceImpl::run_requester(QueuePair& qp, Nanos now) {
       complete_finished(qp);
       continue;
     }
-    if (qp.type == QpType::rc) {
+    if (is_reliable(qp.type)) {
       // Counting outstanding READs/atomics walks the send queue, so it is done only for the WQEs it gates.
       const bool fenced = fresh && (w.wr.send_flags & send_fence);
       if (fenced || (fresh && w.is_read_or_atomic())) {
@@ -111,6 +111,7 @@ void DeviceImpl::run_requester(QueuePair& qp, Nanos now) {
     OutPacket packet;
     wire::TransportHeaders& h = packet.headers;
     h.bth.dest_qp = qp.attr.dest_qp_num;
+    h.xrceth.srq = w.wr.remote_srqn;  // on the wire only from an XRC initiator (transmit() sets its opcodes)
 
     if (w.wr.opcode == WrOpcode::rdma_read) {
       // One request for what is still missing: all of it, or after a retry the part not yet received.
@@ -194,14 +195,14 @@ void DeviceImpl::run_requester(QueuePair& qp, Nanos now) {
       w.state = WqeState::processing;
       if (last) {
         w.last_psn = h.bth.psn;
-        // RC waits for the ACK; UC and UD are done once the last packet is out.
-        w.state = qp.type == QpType::rc ? WqeState::pending : WqeState::done;
+        // RC (and XRC) waits for the ACK; UC and UD are done once the last packet is out.
+        w.state = is_reliable(qp.type) ? WqeState::pending : WqeState::done;
         ++qp.req.next;
       }
       transmit(qp, packet);
       if (w.state == WqeState::done) complete_finished(qp);
     }
-    if (qp.type == QpType::rc && qp.comp.timeout_at == never) arm_timeout(qp, now);
+    if (is_reliable(qp.type) && qp.comp.timeout_at == never) arm_timeout(qp, now);
   }
   schedule(qp);  // budget spent with work left
 }

@@ -55,7 +55,10 @@ class RcResponder {
     if (diff > 0) return out_of_sequence();
     if (diff < 0) return duplicate();
     qp_.resp.nak_sent = false;
-    if (!check_sequence() || !check_access() || !check_resources() || !check_length() || !check_rkey()) return;
+    if (!check_sequence() || !check_xrc_srq() || !check_access() || !check_resources() || !check_length() ||
+        !check_rkey()) {
+      return;
+    }
     execute();
   }
 
@@ -117,6 +120,22 @@ class RcResponder {
     }
     if (!ok) fatal(wire::NakCode::invalid_request, WcStatus::rem_inv_req_err, EventType::qp_req_err);
     return ok;
+  }
+
+  // An XRC target takes each new message into the SRQ its XRCETH names, which must be an XRC SRQ of the
+  // target's domain; the message is then checked with that SRQ's PD and completes to its CQ. (A message in
+  // progress keeps the SRQ it started with.)
+  bool check_xrc_srq() {
+    if (qp_.type != QpType::xrc_recv || !starts_message(info_.position)) return true;
+    const auto it = d_.srqs_.find(h_.xrceth.srq);
+    if (it == d_.srqs_.end() || it->second.xrcd != qp_.xrcd) {
+      fatal(wire::NakCode::invalid_request, WcStatus::rem_inv_req_err, EventType::qp_req_err);
+      return false;
+    }
+    qp_.srq = it->first;
+    qp_.pd = it->second.pd;
+    qp_.recv_cq = it->second.cq;
+    return true;
   }
 
   bool check_access() {
@@ -595,7 +614,9 @@ void DeviceImpl::flush_ack(QueuePair& qp) {
 void DeviceImpl::on_request(QueuePair& qp, const wire::Frame& f, Nanos now) {
   (void)now;
   switch (qp.type) {
-    case QpType::rc: RcResponder(*this, qp, f).handle(); break;
+    case QpType::rc:
+    case QpType::xrc_recv: RcResponder(*this, qp, f).handle(); break;
+    case QpType::xrc_send: break;  // an initiator takes no requests (dispatch() drops them)
     case QpType::uc: handle_uc(*this, qp, f); break;
     case QpType::ud: handle_ud(*this, qp, f); break;
   }

@@ -85,13 +85,39 @@ constexpr QpTransition explicit_rows[] = {
     {S::sqd, S::sqd, T::uc, 0, m::av | m::alt_path | m::access | m::pkey | m::mig_state},
     {S::sqd, S::sqd, T::ud, 0, m::pkey | m::qkey},
 
+    // XRC, as the kernel's table has it: the initiator is RC's sending half (no receive attributes), the
+    // target RC's receiving half (RTR->RTS still takes a timeout and an SQ PSN, as the kernel requires).
+    {S::reset, S::init, T::xrc_send, m::pkey | m::port | m::access, 0},
+    {S::reset, S::init, T::xrc_recv, m::pkey | m::port | m::access, 0},
+    {S::init, S::init, T::xrc_send, 0, m::pkey | m::port | m::access},
+    {S::init, S::init, T::xrc_recv, 0, m::pkey | m::port | m::access},
+    {S::init, S::rtr, T::xrc_send, m::av | m::path_mtu | m::dest_qpn | m::rq_psn, m::alt_path | m::access | m::pkey},
+    {S::init, S::rtr, T::xrc_recv,
+     m::av | m::path_mtu | m::dest_qpn | m::rq_psn | m::dest_rd_atomic | m::rnr_timer, m::alt_path | m::access | m::pkey},
+    {S::rtr, S::rts, T::xrc_send, m::timeout | m::retry | m::rnr_retry | m::sq_psn | m::rd_atomic,
+     m::cur_state | m::alt_path | m::access | m::mig_state},
+    {S::rtr, S::rts, T::xrc_recv, m::timeout | m::sq_psn,
+     m::cur_state | m::alt_path | m::access | m::rnr_timer | m::mig_state},
+    {S::rts, S::rts, T::xrc_send, 0, m::cur_state | m::access | m::alt_path | m::mig_state},
+    {S::rts, S::rts, T::xrc_recv, 0, m::cur_state | m::access | m::alt_path | m::mig_state | m::rnr_timer},
+    {S::rts, S::sqd, T::xrc_send, 0, m::sqd_notify},
+    {S::rts, S::sqd, T::xrc_recv, 0, m::sqd_notify},
+    {S::sqd, S::rts, T::xrc_send, 0, m::cur_state | m::alt_path | m::access | m::mig_state},
+    {S::sqd, S::rts, T::xrc_recv, 0, m::cur_state | m::alt_path | m::access | m::rnr_timer | m::mig_state},
+    {S::sqd, S::sqd, T::xrc_send, 0,
+     m::port | m::av | m::timeout | m::retry | m::rnr_retry | m::rd_atomic | m::alt_path | m::access | m::pkey |
+         m::mig_state},
+    {S::sqd, S::sqd, T::xrc_recv, 0,
+     m::port | m::av | m::timeout | m::dest_rd_atomic | m::alt_path | m::access | m::pkey | m::rnr_timer |
+         m::mig_state},
+
     // Recovery from a send queue error (UC and UD only, see above).
     {S::sqe, S::rts, T::uc, 0, m::cur_state | m::access},
     {S::sqe, S::rts, T::ud, 0, m::cur_state | m::qkey},
 };
 
 constexpr QpState all_states[] = {S::reset, S::init, S::rtr, S::rts, S::sqd, S::sqe, S::err};
-constexpr QpType all_types[] = {T::rc, T::uc, T::ud};
+constexpr QpType all_types[] = {T::rc, T::uc, T::ud, T::xrc_send, T::xrc_recv};
 
 constexpr auto build_table() {
   std::array<QpTransition, std::size(explicit_rows) + std::size(all_states) * 2 * std::size(all_types)> t{};
@@ -117,7 +143,9 @@ constexpr bool table_is_consistent() {
 }
 static_assert(table_is_consistent(), "a (from, to, type) appears twice, or a row's bit sets overlap");
 
-bool valid_type(QpType t) { return t == T::rc || t == T::uc || t == T::ud; }
+bool valid_type(QpType t) {
+  return t == T::rc || t == T::uc || t == T::ud || t == T::xrc_send || t == T::xrc_recv;
+}
 bool valid_state(QpState s) { return static_cast<unsigned>(s) <= static_cast<unsigned>(S::err); }
 
 std::string_view type_name(QpType t) {
@@ -125,6 +153,8 @@ std::string_view type_name(QpType t) {
     case T::rc: return "RC";
     case T::uc: return "UC";
     case T::ud: return "UD";
+    case T::xrc_send: return "XRC_SEND";
+    case T::xrc_recv: return "XRC_RECV";
   }
   return "?";
 }
@@ -169,7 +199,7 @@ int evaluate_modify(QpType type, QpState current, QpState next, uint32_t mask, s
     return EINVAL;
   };
   if (!valid_type(type))
-    return refuse("QP type " + std::to_string(unsigned(type)) + " is not RC, UC or UD");
+    return refuse("QP type " + std::to_string(unsigned(type)) + " is not RC, UC, UD, XRC_SEND or XRC_RECV");
   if (!valid_state(current))
     return refuse("current QP state " + std::to_string(unsigned(current)) + " does not exist");
   const bool stays = (mask & attr_state) == 0;

@@ -2,7 +2,7 @@
 // one requires and allows, and which attribute values are in range.
 //
 // The transition rules are the Linux kernel's (ib_modify_qp_is_ok() and its qp_state_table in
-// drivers/infiniband/core/verbs.c), restricted to RC, UC and UD and re-expressed as a table in
+// drivers/infiniband/core/verbs.c), restricted to RC, UC, UD and XRC and re-expressed as a table in
 // qp_rules.cpp, so that an application which works on rxe or a hardware RNIC sees the same EINVALs
 // here. The value rules are those of rxe_qp_chk_attr(), uverbs' modify_qp() and the IBA field widths.
 // Everything here is pure: no QP object, no locking; the device applies the checks under its own lock.

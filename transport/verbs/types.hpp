@@ -9,7 +9,12 @@
 
 namespace uroce::verbs {
 
-enum class QpType : uint8_t { rc = 2, uc = 3, ud = 4 };
+// rdma-core's values. XRC splits a reliable connection in two: the initiator (xrc_send) only sends, each
+// request naming an XRC SRQ at the target; the target (xrc_recv) only receives, into that SRQ.
+enum class QpType : uint8_t { rc = 2, uc = 3, ud = 4, xrc_send = 9, xrc_recv = 10 };
+
+// RC and both halves of XRC: acknowledged, retransmitted, with RC's protocol (XRC's opcodes are RC's + 0xA0).
+constexpr bool is_reliable(QpType t) { return t == QpType::rc || t == QpType::xrc_send || t == QpType::xrc_recv; }
 
 enum class QpState : uint8_t { reset = 0, init = 1, rtr = 2, rts = 3, sqd = 4, sqe = 5, err = 6 };
 

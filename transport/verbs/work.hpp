@@ -36,6 +36,7 @@ struct SendWr {
   uint32_t ah = 0;                // address handle number
   uint32_t remote_qpn = 0;
   uint32_t remote_qkey = 0;
+  uint32_t remote_srqn = 0;       // XRC: the SRQ at the target that takes the message (XRCETH)
   SgeList sg_list;
   std::vector<uint8_t> inline_data;  // filled at post time when send_flags has send_inline
 };

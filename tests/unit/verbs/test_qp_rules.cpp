@@ -449,8 +449,17 @@ TEST_CASE("IBV_QP_CUR_STATE is handled as the kernel does", "[verbs][qp_rules]")
 
 TEST_CASE("values outside the enums are refused", "[verbs][qp_rules]") {
   CHECK(check_modify_qp(static_cast<QpType>(8), S::reset, S::init, rc_to_init) == EINVAL);  // IBV_QPT_RAW_PACKET
-  CHECK(check_modify_qp(static_cast<QpType>(9), S::reset, S::init, rc_to_init) == EINVAL);  // IBV_QPT_XRC_SEND
-  CHECK(explain_modify_qp(static_cast<QpType>(8), S::reset, S::init, rc_to_init) == "QP type 8 is not RC, UC or UD");
+  CHECK(check_modify_qp(static_cast<QpType>(11), S::reset, S::init, rc_to_init) == EINVAL);  // IBV_QPT_DRIVER is 0xff
+  CHECK(explain_modify_qp(static_cast<QpType>(8), S::reset, S::init, rc_to_init) ==
+        "QP type 8 is not RC, UC, UD, XRC_SEND or XRC_RECV");
+  // XRC's two halves are types of their own (IBV_QPT_XRC_SEND 9, IBV_QPT_XRC_RECV 10), with RC's bring-up.
+  CHECK(check_modify_qp(T::xrc_send, S::reset, S::init, rc_to_init) == 0);
+  CHECK(check_modify_qp(T::xrc_recv, S::reset, S::init, rc_to_init) == 0);
+  CHECK(explain_modify_qp(T::xrc_send, S::init, S::rtr,
+                          IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                              IBV_QP_MAX_DEST_RD_ATOMIC) == "INIT->RTR on XRC_SEND does not accept IBV_QP_MAX_DEST_RD_ATOMIC");
+  CHECK(explain_modify_qp(T::xrc_recv, S::rtr, S::rts, IBV_QP_STATE | IBV_QP_SQ_PSN) ==
+        "RTR->RTS on XRC_RECV requires IBV_QP_TIMEOUT");
   CHECK(check_modify_qp(T::rc, static_cast<QpState>(7), S::err, IBV_QP_STATE) == EINVAL);
   CHECK(check_modify_qp(T::rc, S::rts, static_cast<QpState>(9), IBV_QP_STATE) == EINVAL);
   CHECK(explain_modify_qp(T::rc, S::rts, static_cast<QpState>(9), IBV_QP_STATE) == "QP state 9 does not exist");
