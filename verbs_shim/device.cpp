@@ -130,7 +130,7 @@ static void fill_device_attr(Context& c, ibv_device_attr& a) {
   a.vendor_part_id = vendor_part_id;
   a.max_qp = int(l.max_qp);
   a.max_qp_wr = int(l.max_qp_wr);
-  a.device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT;  // no SRQ_RESIZE: modify_srq cannot resize yet
+  a.device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_XRC;  // no SRQ_RESIZE: modify_srq cannot resize yet
   a.max_sge = int(l.max_sge);
   a.max_sge_rd = int(l.max_sge);
   a.max_cq = int(l.max_cq);
@@ -230,6 +230,9 @@ SHIM_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
   v.create_qp_ex = create_qp_ex;
   v.create_cq_ex = create_cq_ex;
   v.create_srq_ex = create_srq_ex;
+  v.open_xrcd = open_xrcd;
+  v.close_xrcd = close_xrcd;
+  v.get_srq_num = get_srq_num;
   ibv_context& ctx = v.context;
   ctx.device = device;
   ctx.cmd_fd = c->impl->control().fd();

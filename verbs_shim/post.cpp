@@ -78,6 +78,7 @@ int post_one(Qp& q, const ibv_send_wr& wr) {
     default:
       break;
   }
+  if (q.qp.qp_type == IBV_QPT_XRC_SEND) e.remote_srqn = wr.qp_type.xrc.remote_srqn;
   if (q.qp.qp_type == IBV_QPT_UD) {
     if (!wr.wr.ud.ah) return EINVAL;
     e.ah = wr.wr.ud.ah->handle;
@@ -106,7 +107,8 @@ uint64_t send_opcodes_of(ibv_qp_type type) {
   const uint64_t rc = uc | send_opcode_bit(IBV_WR_RDMA_READ) | send_opcode_bit(IBV_WR_ATOMIC_CMP_AND_SWP) |
                       send_opcode_bit(IBV_WR_ATOMIC_FETCH_AND_ADD) | send_opcode_bit(IBV_WR_SEND_WITH_INV);
   switch (type) {
-    case IBV_QPT_RC: return rc;
+    case IBV_QPT_RC:
+    case IBV_QPT_XRC_SEND: return rc;
     case IBV_QPT_UC: return uc;
     case IBV_QPT_UD: return ud;
     default: return 0;

@@ -48,13 +48,18 @@ void cap_to(const verbs::QpCap& c, ibv_qp_cap& o) {
   o.max_inline_data = c.max_inline_data;
 }
 
-ibv_qp* create_qp(ibv_context* context, ibv_pd* pd, const ibv_qp_init_attr& attr, ibv_qp_cap& cap_out) {
+// `xrcd`: the domain of an XRC target (IBV_QPT_XRC_RECV), which has no PD, CQs or SRQ of its own; an XRC
+// initiator (IBV_QPT_XRC_SEND) has a PD and a send CQ only.
+ibv_qp* create_qp(ibv_context* context, ibv_pd* pd, const ibv_qp_init_attr& attr, ibv_qp_cap& cap_out,
+                  ibv_xrcd* xrcd = nullptr) {
   Context* c = to_shim(context);
-  if (attr.qp_type != IBV_QPT_RC && attr.qp_type != IBV_QPT_UC && attr.qp_type != IBV_QPT_UD) {
-    errno = EOPNOTSUPP;  // XRC, raw packet, driver QPs
+  const bool target = attr.qp_type == IBV_QPT_XRC_RECV, initiator = attr.qp_type == IBV_QPT_XRC_SEND;
+  if (attr.qp_type != IBV_QPT_RC && attr.qp_type != IBV_QPT_UC && attr.qp_type != IBV_QPT_UD && !target &&
+      !initiator) {
+    errno = EOPNOTSUPP;  // raw packet, driver QPs
     return nullptr;
   }
-  if (!pd || !attr.send_cq || !attr.recv_cq) {
+  if (target ? !xrcd : (!pd || !attr.send_cq || (!initiator && !attr.recv_cq))) {
     errno = EINVAL;
     return nullptr;
   }
@@ -64,10 +69,16 @@ ibv_qp* create_qp(ibv_context* context, ibv_pd* pd, const ibv_qp_init_attr& attr
     return nullptr;
   }
   client::QpCreate create;
-  create.pd = pd->handle;
-  create.send_cq = attr.send_cq->handle;
-  create.recv_cq = attr.recv_cq->handle;
-  create.srq = attr.srq ? attr.srq->handle : 0;
+  if (target) {
+    create.xrcd = xrcd_number(xrcd);
+  } else {
+    create.pd = pd->handle;
+    create.send_cq = attr.send_cq->handle;
+  }
+  if (!target && !initiator) {
+    create.recv_cq = attr.recv_cq->handle;
+    create.srq = attr.srq ? attr.srq->handle : 0;
+  }
   create.type = verbs::QpType(attr.qp_type);
   create.cap = cap_from(attr.cap);
   create.sq_sig_all = attr.sq_sig_all != 0;
@@ -79,10 +90,10 @@ ibv_qp* create_qp(ibv_context* context, ibv_pd* pd, const ibv_qp_init_attr& attr
   ibv_qp& qp = q->qp;
   qp.context = context;
   qp.qp_context = attr.qp_context;
-  qp.pd = pd;
-  qp.send_cq = attr.send_cq;
-  qp.recv_cq = attr.recv_cq;
-  qp.srq = attr.srq;
+  qp.pd = target ? nullptr : pd;
+  qp.send_cq = target ? nullptr : attr.send_cq;
+  qp.recv_cq = target || initiator ? nullptr : attr.recv_cq;
+  qp.srq = target || initiator ? nullptr : attr.srq;
   qp.handle = q->impl->qpn;
   qp.qp_num = q->impl->qpn;
   qp.state = IBV_QPS_RESET;
@@ -98,9 +109,13 @@ ibv_qp* create_qp(ibv_context* context, ibv_pd* pd, const ibv_qp_init_attr& attr
 }  // namespace
 
 ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
-  // The ibv_wr_* API (send_ops_flags) is there; XRC, RSS, TSO and creation flags are not.
-  const uint32_t known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_CREATE_FLAGS;
-  if ((attr->comp_mask & ~known) || !(attr->comp_mask & IBV_QP_INIT_ATTR_PD) ||
+  // The ibv_wr_* API (send_ops_flags) and XRC are there; RSS, TSO and creation flags are not. An XRC
+  // target names its domain instead of a PD.
+  const uint32_t known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS |
+                         IBV_QP_INIT_ATTR_CREATE_FLAGS;
+  const bool target = attr->qp_type == IBV_QPT_XRC_RECV;
+  const uint32_t needed = target ? IBV_QP_INIT_ATTR_XRCD : IBV_QP_INIT_ATTR_PD;
+  if ((attr->comp_mask & ~known) || !(attr->comp_mask & needed) ||
       ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && attr->create_flags)) {
     errno = EOPNOTSUPP;
     return nullptr;
@@ -120,7 +135,7 @@ ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   basic.cap = attr->cap;
   basic.qp_type = attr->qp_type;
   basic.sq_sig_all = attr->sq_sig_all;
-  ibv_qp* qp = create_qp(context, attr->pd, basic, attr->cap);
+  ibv_qp* qp = create_qp(context, target ? nullptr : attr->pd, basic, attr->cap, target ? attr->xrcd : nullptr);
   if (qp && wr_api) {
     if (int rc = enable_wr_api(*to_shim(qp))) {
       ibv_destroy_qp(qp);
@@ -131,12 +146,6 @@ ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   return qp;
 }
 
-ibv_srq* create_srq_ex(ibv_context*, ibv_srq_init_attr_ex* attr) {
-  // Basic SRQs come through ibv_create_srq; XRC and tag-matching SRQs are not supported.
-  (void)attr;
-  errno = EOPNOTSUPP;
-  return nullptr;
-}
 
 }  // namespace uroce::shim
 
@@ -231,7 +240,9 @@ SHIM_EXPORT int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask, ibv_q
   return 0;
 }
 
-SHIM_EXPORT ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
+namespace uroce::shim {
+
+ibv_srq* new_srq(ibv_pd* pd, void* srq_context, ibv_srq_attr& attr, uint32_t xrcd, ibv_cq* cq) {
   Context* c = to_shim(pd->context);
   auto* s = new (std::nothrow) Srq{};
   if (!s) {
@@ -239,23 +250,30 @@ SHIM_EXPORT ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
     return nullptr;
   }
   if (guarded("create_srq", [&] {
-        s->impl = c->impl->create_srq(pd->handle, attr->attr.max_wr, attr->attr.max_sge, attr->attr.srq_limit);
+        s->impl = c->impl->create_srq(pd->handle, attr.max_wr, attr.max_sge, attr.srq_limit, xrcd, cq ? cq->handle : 0);
       })) {
     delete s;
     return nullptr;
   }
+  s->xrc = xrcd != 0;
   ibv_srq& srq = s->srq;
   srq.context = pd->context;
-  srq.srq_context = attr->srq_context;
+  srq.srq_context = srq_context;
   srq.pd = pd;
   srq.handle = s->impl->srqn;
   pthread_mutex_init(&srq.mutex, nullptr);
   pthread_cond_init(&srq.cond, nullptr);
-  attr->attr.max_wr = s->impl->max_wr;
-  attr->attr.max_sge = s->impl->max_sge;
+  attr.max_wr = s->impl->max_wr;
+  attr.max_sge = s->impl->max_sge;
   std::lock_guard g(*c->objects_lock);
   (*c->srqs)[srq.handle] = s;
   return &srq;
+}
+
+}  // namespace uroce::shim
+
+SHIM_EXPORT ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
+  return new_srq(pd, attr->srq_context, attr->attr, 0, nullptr);
 }
 
 SHIM_EXPORT int ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int mask) {

@@ -126,7 +126,6 @@ void unsupported_op(ibv_qp_ex* x) {
 void wr_bind_mw(ibv_qp_ex* x, ibv_mw*, uint32_t, const ibv_mw_bind_info*) { unsupported_op(x); }
 void wr_send_tso(ibv_qp_ex* x, void*, uint16_t, uint16_t) { unsupported_op(x); }
 void wr_atomic_write(ibv_qp_ex* x, uint32_t, uint64_t, const void*) { unsupported_op(x); }
-void wr_set_xrc_srqn(ibv_qp_ex* x, uint32_t) { fail(builder(x), EOPNOTSUPP); }
 
 // A setter belongs to the request the last op opened; without one it is an error.
 WrBuilder* open_request(ibv_qp_ex* x) {
@@ -181,6 +180,14 @@ void wr_set_ud_addr(ibv_qp_ex* x, ibv_ah* ah, uint32_t remote_qpn, uint32_t remo
   b->wr.remote_qpn = remote_qpn;
   b->wr.remote_qkey = remote_qkey;
   b->has_ud_addr = true;
+}
+
+// The XRC SRQ at the target that takes the request: on an XRC initiator only.
+void wr_set_xrc_srqn(ibv_qp_ex* x, uint32_t remote_srqn) {
+  WrBuilder* b = open_request(x);
+  if (!b) return;
+  if (qp_of(x).qp.qp_type != IBV_QPT_XRC_SEND) return fail(*b, EOPNOTSUPP);
+  b->wr.remote_srqn = remote_srqn;
 }
 
 // The send queue stays locked from wr_start to wr_complete / wr_abort: the batch is built in its slots.

@@ -83,7 +83,15 @@ struct Srq {
   ibv_srq srq;
   std::unique_ptr<client::SharedReceiveQueue> impl;
   std::mutex lock;
+  bool xrc = false;  // an XRC SRQ: its number (ibv_get_srq_num) is what initiators name
 };
+
+// An XRC domain (ibv_open_xrcd): the ibv_xrcd applications see, then uroced's number for it.
+struct Xrcd {
+  ibv_xrcd xrcd;
+  uint32_t number = 0;
+};
+inline uint32_t xrcd_number(const ibv_xrcd* x) { return reinterpret_cast<const Xrcd*>(x)->number; }
 
 // The ibv_wr_* batch being built on a QP created with send_ops_flags (qp_ex.cpp).
 struct WrBuilder;
@@ -179,5 +187,11 @@ int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
 ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr);
 ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr);
 ibv_srq* create_srq_ex(ibv_context* context, ibv_srq_init_attr_ex* attr);
+// A basic SRQ (xrcd 0) or an XRC SRQ in domain `xrcd` completing to `cq`; `attr` gets what it got (qp.cpp).
+ibv_srq* new_srq(ibv_pd* pd, void* srq_context, ibv_srq_attr& attr, uint32_t xrcd, ibv_cq* cq);
+// XRC (xrc.cpp).
+ibv_xrcd* open_xrcd(ibv_context* context, ibv_xrcd_init_attr* attr);
+int close_xrcd(ibv_xrcd* xrcd);
+int get_srq_num(ibv_srq* srq, uint32_t* srq_num);
 
 }  // namespace uroce::shim

@@ -150,10 +150,23 @@ void Context::resize_cq(CompletionQueue& cq, uint32_t cqe) {
 
 void Context::destroy_cq(CompletionQueue& cq) { control_->call({{"op", "destroy_cq"}, {"cq", cq.cqn}}); }
 
-std::unique_ptr<SharedReceiveQueue> Context::create_srq(uint32_t pd, uint32_t max_wr, uint32_t max_sge, uint32_t limit) {
+uint32_t Context::open_xrcd(int file, bool create, bool exclusive) {
+  json request = {{"op", "open_xrcd"}, {"file", file >= 0}, {"create", create}, {"exclusive", exclusive}};
+  const json reply = file >= 0 ? control_->call(request, std::span<const int>(&file, 1), nullptr) : control_->call(request);
+  return reply.at("xrcd").get<uint32_t>();
+}
+
+void Context::close_xrcd(uint32_t xrcd) { control_->call({{"op", "close_xrcd"}, {"xrcd", xrcd}}); }
+
+std::unique_ptr<SharedReceiveQueue> Context::create_srq(uint32_t pd, uint32_t max_wr, uint32_t max_sge, uint32_t limit,
+                                                        uint32_t xrcd, uint32_t cq) {
   std::vector<int> fds;
-  const json reply = control_->call(
-      {{"op", "create_srq"}, {"pd", pd}, {"max_wr", max_wr}, {"max_sge", max_sge}, {"srq_limit", limit}}, &fds);
+  json request = {{"op", "create_srq"}, {"pd", pd}, {"max_wr", max_wr}, {"max_sge", max_sge}, {"srq_limit", limit}};
+  if (xrcd != 0) {
+    request["xrcd"] = xrcd;
+    request["cq"] = cq;
+  }
+  const json reply = control_->call(request, &fds);
   auto srq = std::make_unique<SharedReceiveQueue>();
   srq->srqn = reply.at("srq").get<uint32_t>();
   srq->max_wr = reply.at("max_wr").get<uint32_t>();
@@ -181,16 +194,20 @@ std::unique_ptr<QueuePair> Context::create_qp(const QpCreate& a) {
   std::vector<int> fds;
   json r = {{"op", "create_qp"}, {"pd", a.pd},       {"send_cq", a.send_cq},       {"recv_cq", a.recv_cq},
             {"srq", a.srq},      {"qp_type", uint32_t(a.type)}, {"sq_sig_all", a.sq_sig_all}, {"cap", a.cap}};
+  const bool target = a.type == verbs::QpType::xrc_recv;
+  if (target) r["xrcd"] = a.xrcd;
   const json reply = control_->call(r, &fds);
   auto qp = std::make_unique<QueuePair>();
   try {
     qp->qpn = reply.at("qp_num").get<uint32_t>();
     qp->type = a.type;
     qp->cap = reply.at("cap").get<verbs::QpCap>();
-    qp->send = SendRing(take_fd(fds, 0), reply.at("send_ring_bytes").get<size_t>(), qp->cap.max_send_wr,
-                        reply.at("send_entry_size").get<uint32_t>(), qp->cap.max_send_sge, qp->cap.max_inline_data);
-    qp->send.use_doorbell(doorbell_.session_word());
-    if (a.srq == 0) {
+    if (!target) {
+      qp->send = SendRing(take_fd(fds, 0), reply.at("send_ring_bytes").get<size_t>(), qp->cap.max_send_wr,
+                          reply.at("send_entry_size").get<uint32_t>(), qp->cap.max_send_sge, qp->cap.max_inline_data);
+      qp->send.use_doorbell(doorbell_.session_word());
+    }
+    if (reply.contains("recv_ring_bytes")) {
       qp->recv.emplace(take_fd(fds, 1), reply.at("recv_ring_bytes").get<size_t>(), qp->cap.max_recv_wr,
                        reply.at("recv_entry_size").get<uint32_t>(), qp->cap.max_recv_sge);
       qp->recv->use_doorbell(doorbell_.session_word());

@@ -43,8 +43,8 @@ struct QueuePair {
   uint32_t qpn = 0;
   verbs::QpType type = verbs::QpType::rc;
   verbs::QpCap cap;  // what the QP got (queues are rounded up to powers of two)
-  SendRing send;
-  std::optional<RecvRing> recv;  // absent with an SRQ
+  SendRing send;                 // not mapped for an XRC target, which has no send queue
+  std::optional<RecvRing> recv;  // absent with an SRQ, and for XRC QPs
 };
 
 struct CompletionChannel {
@@ -55,6 +55,7 @@ struct CompletionChannel {
 
 struct QpCreate {
   uint32_t pd = 0, send_cq = 0, recv_cq = 0, srq = 0;
+  uint32_t xrcd = 0;  // XRC target: its domain (it has no PD, CQs or SRQ)
   verbs::QpType type = verbs::QpType::rc;
   verbs::QpCap cap;
   bool sq_sig_all = false;
@@ -87,7 +88,13 @@ class Context {
   // must not poll or arm it meanwhile. On failure the CQ is unchanged.
   void resize_cq(CompletionQueue& cq, uint32_t cqe);
   void destroy_cq(CompletionQueue& cq);
-  std::unique_ptr<SharedReceiveQueue> create_srq(uint32_t pd, uint32_t max_wr, uint32_t max_sge, uint32_t limit);
+  // XRC domains: `file` (>= 0) shares the domain with every process that opens the same file, as
+  // ibv_open_xrcd does; `create` and `exclusive` are its O_CREAT and O_EXCL.
+  uint32_t open_xrcd(int file, bool create, bool exclusive);
+  void close_xrcd(uint32_t xrcd);
+  // xrcd != 0: an XRC SRQ in that domain, completing to `cq`.
+  std::unique_ptr<SharedReceiveQueue> create_srq(uint32_t pd, uint32_t max_wr, uint32_t max_sge, uint32_t limit,
+                                                 uint32_t xrcd = 0, uint32_t cq = 0);
   void modify_srq(SharedReceiveQueue& srq, uint32_t limit);
   void destroy_srq(SharedReceiveQueue& srq);
   uint32_t create_ah(uint32_t pd, const verbs::AddressVector& av);

@@ -12,6 +12,7 @@
 #include "emulator/protocol/ring.hpp"
 #include "emulator/protocol/shared_region.hpp"
 #include "emulator/protocol/verbs_json.hpp"
+#include "emulator/daemon/request_fields.hpp"
 #include "emulator/daemon/shared_memory.hpp"
 
 namespace uroce::emulator {
@@ -40,26 +41,6 @@ SharedRegion make_ring(const std::string& name, uint32_t capacity, uint32_t entr
   return r;
 }
 
-uint32_t need_u32(const json& r, const char* key) {
-  const auto it = r.find(key);
-  // A value beyond 32 bits is refused, not truncated: 2^32 + n must not name object n.
-  if (it == r.end() || !it->is_number_unsigned() || it->get<uint64_t>() > UINT32_MAX) {
-    throw ServiceError(EINVAL, std::string("missing or invalid field ") + key);
-  }
-  return it->get<uint32_t>();
-}
-
-uint64_t need_u64(const json& r, const char* key) {
-  const auto it = r.find(key);
-  if (it == r.end() || !it->is_number_unsigned()) throw ServiceError(EINVAL, std::string("missing field ") + key);
-  return it->get<uint64_t>();
-}
-
-// An optional 32-bit field: absent means `fallback`; present, it must fit (no silent truncation).
-uint32_t opt_u32(const json& r, const char* key, uint32_t fallback) {
-  return r.contains(key) ? need_u32(r, key) : fallback;
-}
-
 // A completion ring for at least `cqe` entries (a power of two), as create_cq and resize_cq make one, and
 // what their replies tell the client about it.
 SharedRegion make_cq_ring(uint32_t cqe, uint32_t max_cqe, uint32_t& capacity) {
@@ -72,12 +53,6 @@ json cq_ring_reply(uint32_t capacity) {
   return {{"cqe", capacity},
           {"ring_bytes", protocol::ring_bytes(capacity, protocol::completion_entry_size())},
           {"entry_size", protocol::completion_entry_size()}};
-}
-
-void require_owned(const std::set<uint32_t>& owned, uint32_t object, const char* kind) {
-  // Another client's object is reported exactly like a nonexistent one: a client learns nothing about
-  // the others.
-  if (!owned.contains(object)) throw ServiceError(EINVAL, std::string("no such ") + kind);
 }
 
 }  // namespace
@@ -98,6 +73,8 @@ VerbsService::VerbsService(EngineAccess& engine, PortDescription port, transport
                {"create_cq", &VerbsService::create_cq},
                {"resize_cq", &VerbsService::resize_cq},
                {"destroy_cq", &VerbsService::destroy_cq},
+               {"open_xrcd", &VerbsService::open_xrcd},
+               {"close_xrcd", &VerbsService::close_xrcd},
                {"create_srq", &VerbsService::create_srq},
                {"modify_srq", &VerbsService::modify_srq},
                {"destroy_srq", &VerbsService::destroy_srq},
@@ -360,6 +337,12 @@ json VerbsService::create_srq(Session& s, uint64_t id, const json& r, std::vecto
   if (max_wr == 0 || max_wr > limits_.max_srq_wr || max_sge == 0 || max_sge > limits_.max_sge) {
     throw ServiceError(EINVAL, "SRQ size out of range");
   }
+  // An XRC SRQ (IBV_SRQT_XRC) is in a domain the session opened and completes to a CQ of its own.
+  const uint32_t xrcd = opt_u32(r, "xrcd", 0), xrc_cq = opt_u32(r, "cq", 0);
+  if (xrcd != 0) {
+    if (!s.xrcds.contains(xrcd)) throw ServiceError(EINVAL, "no such XRC domain");
+    require_owned(s.cqs, xrc_cq, "completion queue");
+  }
   const uint32_t capacity = protocol::round_up_pow2(max_wr);
   const uint32_t entry = protocol::recv_entry_size(max_sge);
   SharedRegion region = make_ring("uroce-srq", capacity, entry);
@@ -367,7 +350,9 @@ json VerbsService::create_srq(Session& s, uint64_t id, const json& r, std::vecto
   uint32_t srqn = 0;
   try {
     engine_call("create_srq", [&](EngineContext& c) {
-      if (int e = c.device.create_srq(pd, capacity, max_sge, limit, srqn)) return e;
+      const int e = xrcd != 0 ? c.device.create_xrc_srq(pd, xrcd, xrc_cq, capacity, max_sge, limit, srqn)
+                              : c.device.create_srq(pd, capacity, max_sge, limit, srqn);
+      if (e != 0) return e;
       c.queues.attach_srq(id, srqn, {std::move(region), max_sge});
       return 0;
     });
@@ -429,30 +414,50 @@ json VerbsService::destroy_ah(Session& s, uint64_t, const json& r, std::vector<i
 
 json VerbsService::create_qp(Session& s, uint64_t id, const json& r, std::vector<int>& fds) {
   transport::QpInitAttr init;
-  init.pd = need_u32(r, "pd");
-  init.send_cq = need_u32(r, "send_cq");
-  init.recv_cq = need_u32(r, "recv_cq");
-  init.srq = opt_u32(r, "srq", 0);
   init.type = QpType(need_u32(r, "qp_type"));
   init.sq_sig_all = r.value("sq_sig_all", false);
   init.cap = r.at("cap").get<QpCap>();
-  require_owned(s.pds, init.pd, "protection domain");
-  require_owned(s.cqs, init.send_cq, "completion queue");
-  require_owned(s.cqs, init.recv_cq, "completion queue");
-  if (init.srq != 0) require_owned(s.srqs, init.srq, "shared receive queue");
+  // XRC: an initiator has a send queue only; a target has neither queue, only its domain.
+  const bool target = init.type == QpType::xrc_recv, initiator = init.type == QpType::xrc_send;
+  if (target) {
+    init.xrcd = need_u32(r, "xrcd");
+    if (!s.xrcds.contains(init.xrcd)) throw ServiceError(EINVAL, "no such XRC domain");
+    init.cap = {};
+  } else {
+    init.pd = need_u32(r, "pd");
+    init.send_cq = need_u32(r, "send_cq");
+    require_owned(s.pds, init.pd, "protection domain");
+    require_owned(s.cqs, init.send_cq, "completion queue");
+  }
+  if (!target && !initiator) {
+    init.recv_cq = need_u32(r, "recv_cq");
+    init.srq = opt_u32(r, "srq", 0);
+    require_owned(s.cqs, init.recv_cq, "completion queue");
+    if (init.srq != 0) require_owned(s.srqs, init.srq, "shared receive queue");
+  }
+  const bool own_recv = !target && !initiator && init.srq == 0;
   QpCap& cap = init.cap;
   if (cap.max_send_wr > limits_.max_qp_wr || cap.max_recv_wr > limits_.max_qp_wr || cap.max_send_sge > limits_.max_sge ||
       cap.max_recv_sge > limits_.max_sge || cap.max_inline_data > limits_.max_inline_data) {
     throw ServiceError(EINVAL, "QP capabilities beyond the device's");
   }
   // Queues are rings of a power-of-two size; the QP gets what it asked for, rounded up, as a NIC does.
-  cap.max_send_wr = protocol::round_up_pow2(std::max(cap.max_send_wr, 1u));
-  cap.max_send_sge = std::max(cap.max_send_sge, 1u);
-  const uint32_t send_entry = protocol::send_entry_size(cap.max_send_sge, cap.max_inline_data);
-  SharedRegion send = make_ring("uroce-sq", cap.max_send_wr, send_entry);
+  uint32_t send_entry = 0;
+  SharedRegion send;
+  if (!target) {
+    cap.max_send_wr = protocol::round_up_pow2(std::max(cap.max_send_wr, 1u));
+    cap.max_send_sge = std::max(cap.max_send_sge, 1u);
+    // As rxe (rxe_qp_init_req): inline data may use the room of the SGEs a slot holds anyway, so a QP
+    // asked for no inline data still takes max_send_sge * 16 bytes inline (rdma_xclient sends 16 bytes
+    // inline on a QP created with one SGE and max_inline_data 0).
+    cap.max_inline_data = std::min(limits_.max_inline_data,
+                                   std::max<uint32_t>(cap.max_inline_data, cap.max_send_sge * sizeof(protocol::WireSge)));
+    send_entry = protocol::send_entry_size(cap.max_send_sge, cap.max_inline_data);
+    send = make_ring("uroce-sq", cap.max_send_wr, send_entry);
+  }
   SharedRegion recv;
   uint32_t recv_entry = 0;
-  if (init.srq == 0) {
+  if (own_recv) {
     cap.max_recv_wr = protocol::round_up_pow2(std::max(cap.max_recv_wr, 1u));
     cap.max_recv_sge = std::max(cap.max_recv_sge, 1u);
     recv_entry = protocol::recv_entry_size(cap.max_recv_sge);
@@ -460,8 +465,9 @@ json VerbsService::create_qp(Session& s, uint64_t id, const json& r, std::vector
   } else {
     cap.max_recv_wr = cap.max_recv_sge = 0;
   }
-  std::vector<int> client_fds{send.dup_fd()};
-  if (init.srq == 0) client_fds.push_back(recv.dup_fd());
+  std::vector<int> client_fds;
+  if (!target) client_fds.push_back(send.dup_fd());
+  if (own_recv) client_fds.push_back(recv.dup_fd());
   uint32_t qpn = 0;
   try {
     engine_call("create_qp", [&](EngineContext& c) {
@@ -477,11 +483,12 @@ json VerbsService::create_qp(Session& s, uint64_t id, const json& r, std::vector
   }
   s.qps.insert(qpn);
   fds.insert(fds.end(), client_fds.begin(), client_fds.end());
-  json reply = {{"qp_num", qpn},
-                {"cap", cap},
-                {"send_ring_bytes", protocol::ring_bytes(cap.max_send_wr, send_entry)},
-                {"send_entry_size", send_entry}};
-  if (init.srq == 0) {
+  json reply = {{"qp_num", qpn}, {"cap", cap}};
+  if (!target) {
+    reply["send_ring_bytes"] = protocol::ring_bytes(cap.max_send_wr, send_entry);
+    reply["send_entry_size"] = send_entry;
+  }
+  if (own_recv) {
     reply["recv_ring_bytes"] = protocol::ring_bytes(cap.max_recv_wr, recv_entry);
     reply["recv_entry_size"] = recv_entry;
   }
@@ -609,6 +616,17 @@ void VerbsService::destroy_everything(Session& s) {
     for (uint32_t m : mrs) c.device.dereg_mr(m);
     for (uint32_t p : pds) c.device.dealloc_pd(p);
   });
+  // XRC domains last: their SRQs and target QPs are gone (another session's may keep one alive).
+  while (!s.xrcds.empty()) {
+    try {
+      release_xrcd(s, s.xrcds.begin()->first);
+    } catch (const ServiceError& e) {
+      // Only this session's objects can keep its last open busy, and they are gone; should one remain,
+      // the domain is left to the device rather than the cleanup stopping here.
+      spdlog::warn("client {}: XRC domain {} not closed: {}", s.pid, s.xrcds.begin()->first, e.what());
+      s.xrcds.erase(s.xrcds.begin());
+    }
+  }
   s.qps.clear();
   s.srqs.clear();
   s.cqs.clear();

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <set>
 #include <stdexcept>
@@ -83,6 +84,14 @@ class VerbsService {
     std::set<uint32_t> pds, mrs, cqs, srqs, ahs, qps;
     std::map<uint32_t, Channel> channels;
     std::map<uint32_t, uint32_t> cq_channel;  // CQ -> the completion channel it signals
+    std::map<uint32_t, uint32_t> xrcds;       // XRC domain -> how many times this session opened it
+  };
+  // An XRC domain, shared by every session that opened it. One opened through a file (ibv_open_xrcd with
+  // a descriptor) is found again by the file's identity, as the kernel finds it by inode, so that
+  // processes that open the same file share the domain.
+  struct XrcDomain {
+    uint32_t users = 0;  // opens, over all sessions
+    std::optional<std::pair<dev_t, ino_t>> file;
   };
   using Handler = nlohmann::json (VerbsService::*)(Session&, uint64_t, const nlohmann::json&, std::vector<int>&);
 
@@ -100,6 +109,9 @@ class VerbsService {
   nlohmann::json create_cq(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
   nlohmann::json resize_cq(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
   nlohmann::json destroy_cq(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json open_xrcd(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json close_xrcd(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
+  void release_xrcd(Session& s, uint32_t xrcd);  // one close: the domain goes with its last user (EBUSY)
   nlohmann::json create_srq(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
   nlohmann::json modify_srq(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
   nlohmann::json destroy_srq(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
@@ -131,6 +143,8 @@ class VerbsService {
   std::map<std::string, Handler> handlers_;
   uint32_t next_channel_ = 1;
   const std::vector<int>* received_ = nullptr;  // the current request's descriptors
+  std::map<uint32_t, XrcDomain> xrcds_;
+  std::map<std::pair<dev_t, ino_t>, uint32_t> xrcd_files_;
 };
 
 }  // namespace uroce::emulator

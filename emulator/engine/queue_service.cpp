@@ -190,7 +190,7 @@ bool QueueService::work_waiting() const {
       continue;
     }
     for (const auto& [qpn, b] : s.qps) {
-      if (b->send.readable(b->send_consumer) != 0) return true;
+      if (b->send.valid() && b->send.readable(b->send_consumer) != 0) return true;
       if (b->recv.valid() && b->recv.readable(b->recv_consumer) != 0) return true;
     }
     for (const auto& [srqn, b] : s.srqs) {
@@ -222,7 +222,7 @@ unsigned QueueService::drain_session(SessionRings& s, transport::Nanos now) {
   bool more = false;
   for (auto& [qpn, b] : s.qps) {
     if (b->recv.valid()) n += drain_recv(qpn, *b, more);
-    n += drain_send(qpn, *b, now, more);
+    if (b->send.valid()) n += drain_send(qpn, *b, now, more);  // an XRC target has no send queue
   }
   for (auto& [srqn, b] : s.srqs) n += drain_srq(srqn, *b, more);
   s.again = more;
@@ -248,6 +248,7 @@ bool QueueService::decode_send(const QpBinding& b, const uint8_t* slot, SendWr& 
   wr.ah = e.ah;
   wr.remote_qpn = e.remote_qpn;
   wr.remote_qkey = e.remote_qkey;
+  wr.remote_srqn = e.remote_srqn;
   wr.sg_list.clear();
   wr.inline_data.clear();
   const uint8_t* tail = slot + sizeof(SendEntry);

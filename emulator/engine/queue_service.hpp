@@ -30,8 +30,8 @@ namespace uroce::emulator::engine {
 using SessionId = uint64_t;
 
 struct QpQueues {
-  protocol::SharedRegion send_region;
-  protocol::SharedRegion recv_region;  // empty when the QP uses an SRQ
+  protocol::SharedRegion send_region;  // empty for an XRC target
+  protocol::SharedRegion recv_region;  // empty when the QP uses an SRQ, and for XRC QPs
   uint32_t max_send_sge = 0;
   uint32_t max_inline = 0;
   uint32_t max_recv_sge = 0;

@@ -38,8 +38,10 @@ struct SendEntry {
   uint16_t num_sge;
   uint16_t reserved;
   uint32_t inline_length;
+  uint32_t remote_srqn;      // XRC: the SRQ at the target
+  uint32_t reserved2;
 };
-static_assert(sizeof(SendEntry) == 72);
+static_assert(sizeof(SendEntry) == 80);
 
 // A receive work request (QP receive queue or SRQ); followed by num_sge WireSge.
 struct RecvEntry {

@@ -1,7 +1,7 @@
 """The unmodified server/client verbs programs the shim must run, how one run is checked, and which runs make
 the CI subset and which the full matrix (scripts/test.sh --long). Three families:
 
-  pingpong  ibverbs-utils: ibv_rc/uc/ud/srq_pingpong (-d uroce0 -g 0);
+  pingpong  ibverbs-utils: ibv_rc/uc/ud/srq/xsrq_pingpong (-d uroce0 -g 0);
   perftest  ib_write/read/send/atomic _bw and _lat (-d uroce0 -x 0), with -a, -b, -q 4 and -e where the
             program has the option (ib_write_* have no -e, ib_atomic_* no -a, the _lat programs no -b/-q);
   qperf     qperf's RDMA tests (-i uroce0:1) against one qperf server per setup.
@@ -52,20 +52,29 @@ def tcp_port():
 
 # --- pingpong ------------------------------------------------------------------------------------------
 PINGPONG_RESULT = re.compile(r"\d+ bytes in [\d.]+ seconds")
-PINGPONGS = ("ibv_rc_pingpong", "ibv_uc_pingpong", "ibv_ud_pingpong", "ibv_srq_pingpong")
+PINGPONGS = ("ibv_rc_pingpong", "ibv_uc_pingpong", "ibv_ud_pingpong", "ibv_srq_pingpong", "ibv_xsrq_pingpong")
+# ibv_xsrq_pingpong (XRC: each side's initiator QP sends into the other's XRC SRQ) prints "success" instead
+# of a rate; it checks every completion's QP and count itself.
+XSRQ_RESULT = re.compile(r"^success$", re.M)
 MTUS = (256, 512, 1024, 2048, 4096)
 
 
 def pingpong(uroce_run, server_socket, client_socket, program, extra):
     """Server through server_socket, client through client_socket; the client connects to localhost. Both
     must exit 0 and print their "bytes in ... seconds" line. -n 100 unless `extra` says otherwise."""
+    result = PINGPONG_RESULT
+    if program == "ibv_xsrq_pingpong":
+        result = XSRQ_RESULT
+        # Its default path MTU is 2048, above the memif setup's active MTU; the others default to 1024.
+        if "-m" not in extra:
+            extra = ["-m", "1024", *extra]
     command = [program, "-p", tcp_port(), "-d", "uroce0", "-g", "0", "-n", "100", *extra]
     r = run_server_client(uroce_run, server_socket, client_socket, command, " ".join([program, *extra]), TIMEOUT,
                           retry_pause=0.1)
     r.assert_both_exited_0()
-    assert PINGPONG_RESULT.search(r.client.stdout), f"client ({r.what}) printed no result:\n{r.client.stdout}"
-    assert PINGPONG_RESULT.search(r.server_out), f"server ({r.what}) printed no result:\n{r.server_out}"
-    return PINGPONG_RESULT.search(r.client.stdout).group(0)
+    assert result.search(r.client.stdout), f"client ({r.what}) printed no result:\n{r.client.stdout}"
+    assert result.search(r.server_out), f"server ({r.what}) printed no result:\n{r.server_out}"
+    return result.search(r.client.stdout).group(0)
 
 
 class Pingpong:
@@ -75,7 +84,8 @@ class Pingpong:
     @staticmethod
     def ci(setup, mtu):
         cases = [("ibv_rc_pingpong", []), ("ibv_rc_pingpong", ["-s", "65536"]), ("ibv_rc_pingpong", ["-e"]),
-                 ("ibv_uc_pingpong", []), ("ibv_ud_pingpong", []), ("ibv_srq_pingpong", [])]
+                 ("ibv_uc_pingpong", []), ("ibv_ud_pingpong", []), ("ibv_srq_pingpong", []),
+                 ("ibv_xsrq_pingpong", [])]
         if setup == "loopback":  # sizes, MTUs and event mode with large messages, on one setup
             cases += [("ibv_rc_pingpong", ["-s", "1"]), ("ibv_rc_pingpong", ["-m", "1024"]),
                       ("ibv_rc_pingpong", ["-m", str(mtu), "-s", "4096"]), ("ibv_rc_pingpong", ["-e", "-s", "65536"]),

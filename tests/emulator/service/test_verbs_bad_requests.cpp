@@ -26,7 +26,11 @@ TEST_CASE("malformed requests are refused with EINVAL or EOPNOTSUPP", "[verbs][b
   json no_cap = qp_request(pd, cq, cq);
   no_cap.erase("cap");
   json bad_type = qp_request(pd, cq, cq);
-  bad_type["qp_type"] = 9;
+  bad_type["qp_type"] = 8;  // IBV_QPT_RAW_PACKET
+  json xrc_target_without_domain = qp_request(pd, cq, cq);
+  xrc_target_without_domain["qp_type"] = 10;  // IBV_QPT_XRC_RECV names an XRC domain, not a PD
+  json xrc_target_foreign_domain = xrc_target_without_domain;
+  xrc_target_foreign_domain["xrcd"] = 1;  // no domain this session opened
   json sig_all_text = qp_request(pd, cq, cq);
   sig_all_text["sq_sig_all"] = "yes";
 
@@ -55,6 +59,8 @@ TEST_CASE("malformed requests are refused with EINVAL or EOPNOTSUPP", "[verbs][b
       cap_mistyped,
       no_cap,
       bad_type,
+      xrc_target_without_domain,
+      xrc_target_foreign_domain,
       sig_all_text,
       {{"op", "modify_qp"}, {"qp_num", qp}, {"attr_mask", 1}},                          // no attr
       {{"op", "modify_qp"}, {"qp_num", qp}, {"attr", {{"qp_state", 3}}}},               // no mask

@@ -84,11 +84,15 @@ static void modify(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask) {
   CHECK(rc == 0, "ibv_modify_qp to state %d: %s", a->qp_state, strerror(rc));
 }
 
-static void rc_to_rts(struct env *e, struct ibv_qp *qp, uint32_t remote_qpn) {
+/* RC with the masks ibv_rc_pingpong uses; XRC's halves with ibv_xsrq_pingpong's: an initiator takes no
+ * receive attributes (and no access rights), a target no retry counts. */
+void qp_to_rts(struct env *e, struct ibv_qp *qp, uint32_t remote_qpn) {
+  const int initiator = qp->qp_type == IBV_QPT_XRC_SEND, target = qp->qp_type == IBV_QPT_XRC_RECV;
   struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT,
                           .port_num = 1,
-                          .qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-                                             IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC};
+                          .qp_access_flags = initiator ? 0
+                                                       : IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                                                             IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC};
   modify(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
   memset(&a, 0, sizeof a);
   a.qp_state = IBV_QPS_RTR;
@@ -101,20 +105,20 @@ static void rc_to_rts(struct env *e, struct ibv_qp *qp, uint32_t remote_qpn) {
   a.ah_attr.grh.hop_limit = 64;
   a.ah_attr.port_num = 1;
   modify(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                     IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+                     (initiator ? 0 : IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER));
   memset(&a, 0, sizeof a);
   a.qp_state = IBV_QPS_RTS;
   a.timeout = 14;
   a.retry_cnt = 7;
   a.rnr_retry = 7;
   a.max_rd_atomic = 4;
-  modify(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-                     IBV_QP_MAX_QP_RD_ATOMIC);
+  modify(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_SQ_PSN |
+                     (target ? 0 : IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC));
 }
 
 void connect_rc(struct env *e, struct ibv_qp *a, struct ibv_qp *b) {
-  rc_to_rts(e, a, b->qp_num);
-  rc_to_rts(e, b, a->qp_num);
+  qp_to_rts(e, a, b->qp_num);
+  qp_to_rts(e, b, a->qp_num);
 }
 
 void ready_ud(struct ibv_qp *qp) {

@@ -63,6 +63,8 @@ void fill_pattern(uint8_t *p, size_t n, unsigned seed);
 struct ibv_cq_ex *make_cq_ex(struct env *e, int cqe, struct ibv_comp_channel *channel);
 /* send_ops 0: a classic QP (ibv_create_qp); otherwise ibv_create_qp_ex with those send_ops_flags. */
 struct ibv_qp *make_qp(struct env *e, enum ibv_qp_type type, struct ibv_cq_ex *cq, uint64_t send_ops);
+/* One QP to RTS facing remote_qpn on the same port (RC, or either half of XRC). */
+void qp_to_rts(struct env *e, struct ibv_qp *qp, uint32_t remote_qpn);
 void connect_rc(struct env *e, struct ibv_qp *a, struct ibv_qp *b);
 void ready_ud(struct ibv_qp *qp);
 void post_recv(struct ibv_qp *qp, uint64_t wr_id, void *addr, uint32_t length, uint32_t lkey);
@@ -87,5 +89,6 @@ void test_send_inv(struct env *e);
 void test_resize(struct env *e);
 void test_ud_and_ah_from_wc(struct env *e);
 void test_ud_multicast(struct env *e);
+void test_xrc(struct env *e);
 
 #endif

@@ -102,7 +102,7 @@ void test_wr_errors(struct env *e, struct ibv_qp *a, struct ibv_cq_ex *cqa, stru
       {bind_mw, EOPNOTSUPP, "BIND_MW"},
       {tso, EOPNOTSUPP, "SEND with TSO"},
       {atomic_write, EOPNOTSUPP, "ATOMIC_WRITE"},
-      {xrc, EOPNOTSUPP, "XRC SRQ number"},
+      {xrc, EOPNOTSUPP, "an XRC SRQ number on an RC QP"},
       {ud_addr_on_rc, EINVAL, "a UD address on an RC QP"},
       {too_many_sges, EINVAL, "5 SGEs on a QP of 4"},
       {too_much_inline, EINVAL, "4 KiB inline"},

@@ -32,14 +32,14 @@ void test_qp_ex_creation(struct env *e) {
   a.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE;
   errno = 0;
   CHECK(ibv_create_qp_ex(e->ctx, &a) == NULL && errno == EOPNOTSUPP, "RDMA WRITE on UD accepted (errno %d)", errno);
-  /* XRC domains are not there. */
-  a.qp_type = IBV_QPT_RC;
+  /* An XRC target names its XRC domain (IBV_QP_INIT_ATTR_XRCD), not a PD. */
+  a.qp_type = IBV_QPT_XRC_RECV;
   a.send_ops_flags = IBV_QP_EX_WITH_SEND;
-  a.comp_mask |= IBV_QP_INIT_ATTR_XRCD;
   errno = 0;
-  CHECK(ibv_create_qp_ex(e->ctx, &a) == NULL && errno == EOPNOTSUPP, "XRCD accepted (errno %d)", errno);
+  CHECK(ibv_create_qp_ex(e->ctx, &a) == NULL && errno == EOPNOTSUPP, "XRC target without a domain accepted (errno %d)",
+        errno);
 
-  a.comp_mask &= ~(uint32_t)IBV_QP_INIT_ATTR_XRCD;
+  a.qp_type = IBV_QPT_RC;
   struct ibv_qp *ex = ibv_create_qp_ex(e->ctx, &a);
   CHECK(ex != NULL, "ibv_create_qp_ex: %s", strerror(errno));
   struct ibv_qp_ex *x = ibv_qp_to_qp_ex(ex);
