@@ -151,6 +151,20 @@ def rdma_server_client(uroce_run, server_socket, client_socket, server_ip, bind=
     return f"a synchronous endpoint each side, server bound to {bind}"
 
 
+def rdma_xserver_client(uroce_run, server_socket, client_socket, server_ip):
+    """rdma_xserver/rdma_xclient in their RC mode: the client's QP is created with one SGE and no inline
+    data, and its SEND goes inline (16 bytes), which works because a QP's inline room is at least its SGEs'
+    (as rxe and mlx5 size it)."""
+    p = port()
+    client_out, server_out = server_client(uroce_run, server_socket, client_socket,
+                                           ["rdma_xserver", "-p", p, "-c", "r"],
+                                           ["rdma_xclient", "-s", server_ip, "-p", p, "-c", "r"],
+                                           "rdma_xserver/rdma_xclient", retry_on=("Connection refused",))
+    assert "rdma_xclient: end 0" in client_out, client_out
+    assert "rdma_xserver: end 0" in server_out, server_out
+    return "RC, a 16-byte inline SEND on a QP asked for no inline data"
+
+
 def udaddy(uroce_run, server_socket, client_socket, server_ip, client_extra=()):
     """UD over rdma_cm: each client ID resolves the server's QPN and Q_Key by SIDR_REQ/SIDR_REP, sends its
     messages with an address handle made from the ESTABLISHED event; the server answers each through an
@@ -261,7 +275,8 @@ def main():
     ap.add_argument("--uroce-run", required=True)
     ap.add_argument("--setup", action="append", choices=["loopback", "veth", "veth-vlan"])
     a = ap.parse_args()
-    needed = ["rping", "ucmatose", "udaddy", "rdma_server", "rdma_client", "ib_write_bw", "ib_send_lat"]
+    needed = ["rping", "ucmatose", "udaddy", "rdma_server", "rdma_client", "rdma_xserver", "rdma_xclient", "ib_write_bw",
+              "ib_send_lat"]
     missing = [p for p in needed if shutil.which(p) is None]
     if missing:
         print("SKIP: not installed: " + " ".join(missing))
@@ -293,6 +308,8 @@ def main():
                                                         "ib_send_lat", ["-n", "200"])),
                     ("rdma_server/rdma_client", lambda: rdma_server_client(a.uroce_run, server_socket,
                                                                            client_socket, server_ip)),
+                    ("rdma_xserver/rdma_xclient -c r", lambda: rdma_xserver_client(a.uroce_run, server_socket,
+                                                                                   client_socket, server_ip)),
                     ("udaddy", lambda: udaddy(a.uroce_run, server_socket, client_socket, server_ip)),
                     ("udaddy, nobody listening", lambda: udaddy_nobody_listens(a.uroce_run, client_socket,
                                                                                server_ip)),
