@@ -337,12 +337,18 @@ std::string describe_cm(const cm::CmMessage& message, const std::string& src) {
   struct Describe {
     const std::string& src;
     std::string operator()(const cm::Req& req) const {
-      return fmt::format("CM REQ: {} asks to connect its QP 0x{:06x} (starting PSN {}, path MTU {}, retry count {}, "
+      const bool xrc = cm::is_xrc(req.service_type, req.extended_transport);
+      return fmt::format("CM REQ: {} asks to connect its {}QP 0x{:06x} (starting PSN {}, path MTU {}, retry count {}, "
                          "RNR retry {}) to {}",
-                         src, req.local_qpn, req.starting_psn, ib_mtu_bytes(req.path_mtu), req.retry_count,
-                         req.rnr_retry_count, describe_service(req.service_id));
+                         src, xrc ? "XRC initiator " : "", req.local_qpn, req.starting_psn, ib_mtu_bytes(req.path_mtu),
+                         req.retry_count, req.rnr_retry_count, describe_service(req.service_id));
     }
     std::string operator()(const cm::Rep& rep) const {
+      // An XRC target has no QP number of a REP's own: it answers with it as the EE context (Linux's CM).
+      if (rep.local_qpn == 0 && rep.local_eecn != 0) {
+        return fmt::format("CM REP: {} accepts with its XRC target QP 0x{:06x} (starting PSN {})", src, rep.local_eecn,
+                           rep.starting_psn);
+      }
       return fmt::format("CM REP: {} accepts with its QP 0x{:06x} (starting PSN {})", src, rep.local_qpn,
                          rep.starting_psn);
     }

@@ -56,6 +56,8 @@ json CmService::connect(uint64_t s, const json& r, std::vector<int>&) {
   if (is_datagram(id)) return connect_datagram(id, r);
   const auto user = private_data(r, cm::req_private_size - cm::ip_header_size);
   id.qpn = need_field(r, "qp_num") & 0xffffff;
+  // The connecting QP's type, when the client says (RC 2, UC 3, XRC initiator 9): the REQ's transport.
+  if (const uint32_t type = r.value("qp_type", 0u); type == 2 || type == 3 || type == 9) id.qp_type = uint8_t(type);
   // Each side picks the PSN it will receive from: as Linux's CM (and rxe's traffic, e.g. the rping
   // capture) has it, a REQ's starting PSN is what the passive side sends with, a REP's what the active
   // side sends with.
@@ -73,7 +75,11 @@ json CmService::connect(uint64_t s, const json& r, std::vector<int>&) {
   req.initiator_depth = id.initiator_depth;
   req.remote_cm_response_timeout = cm_response_timeout;
   req.local_cm_response_timeout = cm_response_timeout;
-  req.service_type = id.qp_type == 3 ? cm::ServiceType::uc : cm::ServiceType::rc;  // IBV_QPT_UC is 3
+  // IBV_QPT_UC is 3, IBV_QPT_XRC_SEND 9: an XRC initiator asks for an extended transport, XRC.
+  req.service_type = id.qp_type == 3   ? cm::ServiceType::uc
+                     : id.qp_type == 9 ? cm::ServiceType::extended
+                                       : cm::ServiceType::rc;
+  if (id.qp_type == 9) req.extended_transport = cm::extended_transport_xrc;
   req.starting_psn = id.rq_psn;
   req.retry_count = id.retry_count;
   req.rnr_retry_count = id.rnr_retry_count;
@@ -104,13 +110,19 @@ json CmService::accept(uint64_t s, const json& r, std::vector<int>&) {
   id.responder_resources = uint8_t(std::min<uint32_t>(r.value("responder_resources", 0u), id.responder_resources));
   id.initiator_depth = uint8_t(std::min<uint32_t>(r.value("initiator_depth", 0u), id.initiator_depth));
   cm::Rep rep;
-  rep.local_qpn = id.qpn;
+  if (id.qp_type == 10) {
+    // An XRC target answers with its QPN as the EE context and an SRQ (Linux's cm_format_rep).
+    rep.local_eecn = id.qpn;
+    rep.srq = true;
+  } else {
+    rep.local_qpn = id.qpn;
+    rep.srq = r.value("srq", false);
+  }
   rep.starting_psn = id.rq_psn;
   rep.responder_resources = id.responder_resources;
   rep.initiator_depth = id.initiator_depth;
   rep.target_ack_delay = ca_ack_delay;
   rep.rnr_retry_count = uint8_t(std::min(7u, r.value("rnr_retry_count", 7u)));
-  rep.srq = r.value("srq", false);
   cm::set_private_data(rep.private_data, data);
   const int rc = cm_.accept(id.comm_id, rep, now());
   if (rc != 0) throw ServiceError(rc, "the connection request is gone");
@@ -246,7 +258,7 @@ void CmService::on_cm_event(const cm::CmEvent& e) {
       return;
     case cm::CmEventType::rep_received: {
       const cm::Rep& rep = e.rep;
-      id.remote_qpn = rep.local_qpn;
+      id.remote_qpn = id.qp_type == 9 ? rep.local_eecn : rep.local_qpn;  // an XRC target's QPN is its EECN
       id.sq_psn = rep.starting_psn;  // what we send with (see connect())
       id.responder_resources = std::min(id.responder_resources, rep.initiator_depth);
       id.initiator_depth = std::min(id.initiator_depth, rep.responder_resources);
@@ -254,7 +266,7 @@ void CmService::on_cm_event(const cm::CmEvent& e) {
       id.state = CmIdState::response_received;
       queue_event(n, RdmaCmEvent::connect_response, 0,
                   {{"conn", conn_param(rep.private_data, rep.responder_resources, rep.initiator_depth,
-                                       id.retry_count, rep.rnr_retry_count, rep.srq, rep.local_qpn)}});
+                                       id.retry_count, rep.rnr_retry_count, rep.srq, id.remote_qpn)}});
       return;
     }
     case cm::CmEventType::established:
@@ -346,7 +358,10 @@ void CmService::on_connect_request(const cm::CmEvent& e) {
   }
   const uint32_t n = new_passive_id(listener, e.comm_id, ip, uint16_t(req.service_id));
   CmId& id = ids_.at(n);
-  id.qp_type = req.service_type == cm::ServiceType::uc ? 3 : 2;
+  // The QP type the application must give the connection: UC, an XRC target (IBV_QPT_XRC_RECV) or RC.
+  id.qp_type = req.service_type == cm::ServiceType::uc                     ? 3
+               : cm::is_xrc(req.service_type, req.extended_transport) ? 10
+                                                                        : 2;
   id.tos = req.primary.traffic_class;
   id.sl = req.primary.sl & 7;  // (Linux's passive side too takes the REQ's path; PCP has 3 bits)
   id.remote_qpn = req.local_qpn;

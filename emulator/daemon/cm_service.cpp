@@ -192,8 +192,8 @@ json CmService::create_id(uint64_t s, const json& r, std::vector<int>&) {
   const auto ch = channels_.find(need_field(r, "channel"));
   if (ch == channels_.end() || ch->second.session != s) throw ServiceError(EINVAL, "no such event channel");
   const uint32_t ps = need_field(r, "port_space");
-  if (ps != wire::rdma_cm_ps_tcp && ps != wire::rdma_cm_ps_udp) {
-    throw ServiceError(EPROTONOSUPPORT, "only RDMA_PS_TCP and RDMA_PS_UDP are supported");
+  if (ps != wire::rdma_cm_ps_tcp && ps != wire::rdma_cm_ps_udp && ps != wire::rdma_cm_ps_ib) {
+    throw ServiceError(EPROTONOSUPPORT, "only RDMA_PS_TCP, RDMA_PS_UDP and RDMA_PS_IB are supported");
   }
   const uint32_t n = next_id_++;
   CmId& id = ids_[n];

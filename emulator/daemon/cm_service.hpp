@@ -97,7 +97,10 @@ class CmService {
   nlohmann::json connect_request_event(uint32_t n) const;
 
   // UD IDs (RDMA_PS_UDP): Service ID Resolution instead of a connection (cm_datagram.cpp).
-  static bool is_datagram(const CmId& id) { return id.port_space == wire::rdma_cm_ps_udp; }
+  // RDMA_PS_UDP is UD; RDMA_PS_IB carries any QP type, UD (IBV_QPT_UD, 4) among them, as in Linux's cma.
+  static bool is_datagram(const CmId& id) {
+    return id.port_space == wire::rdma_cm_ps_udp || (id.port_space == wire::rdma_cm_ps_ib && id.qp_type == 4);
+  }
   nlohmann::json connect_datagram(CmId& id, const nlohmann::json& r);
   nlohmann::json accept_datagram(CmId& id, const nlohmann::json& r);
   nlohmann::json reject_datagram(CmId& id, const nlohmann::json& r);

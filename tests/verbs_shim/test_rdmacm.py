@@ -22,6 +22,7 @@ Exits 0 only if every case passed; daemons are stopped by PID.
   test_rdmacm.py --uroced build/.../emulator/uroced --uroce-run build/.../verbs_shim/uroce-run [--setup S]
 """
 import argparse
+import json
 import os
 import re
 import shutil
@@ -151,18 +152,35 @@ def rdma_server_client(uroce_run, server_socket, client_socket, server_ip, bind=
     return f"a synchronous endpoint each side, server bound to {bind}"
 
 
-def rdma_xserver_client(uroce_run, server_socket, client_socket, server_ip):
-    """rdma_xserver/rdma_xclient in their RC mode: the client's QP is created with one SGE and no inline
-    data, and its SEND goes inline (16 bytes), which works because a QP's inline room is at least its SGEs'
-    (as rxe and mlx5 size it)."""
+def rdma_xserver_client(uroce_run, server_socket, client_socket, server_ip, mode):
+    """rdma_xserver/rdma_xclient. The client's QP is created with one SGE and no inline data, and its SEND
+    goes inline (16 bytes), which works because a QP's inline room is at least its SGEs' (as rxe and mlx5
+    size it). Mode x is XRC over rdma_cm (RDMA_PS_IB): the server's ID gets an XRC target QP and an XRC
+    SRQ in the device's domain, the REQ asks for XRC, the REP names the target as its EE context, and the
+    server's SRQ number (its private data) goes into the client's SEND."""
     p = port()
     client_out, server_out = server_client(uroce_run, server_socket, client_socket,
-                                           ["rdma_xserver", "-p", p, "-c", "r"],
-                                           ["rdma_xclient", "-s", server_ip, "-p", p, "-c", "r"],
+                                           ["rdma_xserver", "-p", p, "-c", mode],
+                                           ["rdma_xclient", "-s", server_ip, "-p", p, "-c", mode],
                                            "rdma_xserver/rdma_xclient", retry_on=("Connection refused",))
     assert "rdma_xclient: end 0" in client_out, client_out
     assert "rdma_xserver: end 0" in server_out, server_out
-    return "RC, a 16-byte inline SEND on a QP asked for no inline data"
+    return "XRC: a target QP and an XRC SRQ on the server" if mode == "x" else "RC"
+
+
+def xrc_on_the_wire(uroce, capture):
+    """The loopback capture's XRC connection: a CM REQ for an XRC initiator, the REP naming the target, and
+    the client's SEND as XRC SEND_ONLY with an XRCETH, acknowledged; `uroce check` finds no violation."""
+    explained = subprocess.run([uroce, "explain", capture], capture_output=True, text=True, check=True).stdout
+    for needed in ("asks to connect its XRC initiator QP", "accepts with its XRC target QP",
+                   "XRC SEND of 16 bytes in 1 packet"):
+        assert needed in explained, f"{needed!r} not in the capture:\n{explained[-3000:]}"
+    rows = [json.loads(line) for line in subprocess.run(
+        [uroce, "dissect", "--json", "--opcode", "XRC_SEND_ONLY", capture], capture_output=True, text=True,
+        check=True).stdout.splitlines()]
+    assert rows and all("xrceth" in r and r["icrc"]["ok"] for r in rows), rows
+    subprocess.run([uroce, "check", capture], capture_output=True, text=True, check=True)
+    return f"{len(rows)} XRC SEND_ONLY with an XRCETH, ICRC ok, no violation"
 
 
 def udaddy(uroce_run, server_socket, client_socket, server_ip, client_extra=()):
@@ -309,7 +327,9 @@ def main():
                     ("rdma_server/rdma_client", lambda: rdma_server_client(a.uroce_run, server_socket,
                                                                            client_socket, server_ip)),
                     ("rdma_xserver/rdma_xclient -c r", lambda: rdma_xserver_client(a.uroce_run, server_socket,
-                                                                                   client_socket, server_ip)),
+                                                                                   client_socket, server_ip, "r")),
+                    ("rdma_xserver/rdma_xclient -c x", lambda: rdma_xserver_client(a.uroce_run, server_socket,
+                                                                                   client_socket, server_ip, "x")),
                     ("udaddy", lambda: udaddy(a.uroce_run, server_socket, client_socket, server_ip)),
                     ("udaddy, nobody listening", lambda: udaddy_nobody_listens(a.uroce_run, client_socket,
                                                                                server_ip)),
@@ -337,6 +357,11 @@ def main():
                 except (AssertionError, subprocess.CalledProcessError) as e:
                     failures += 1
                     print(f"FAIL {name}: starting PSNs: {e}")
+                try:
+                    print(f"PASS {name}: XRC on the wire: {xrc_on_the_wire(uroce, capture)}")
+                except (AssertionError, subprocess.CalledProcessError) as e:
+                    failures += 1
+                    print(f"FAIL {name}: XRC on the wire: {e}")
         if name == "veth-vlan":
             failures += run_priority_cases(a.uroced, a.uroce_run)
     print("rdmacm tests:", "all passed" if failures == 0 else f"{failures} failed")

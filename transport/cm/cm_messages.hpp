@@ -43,8 +43,14 @@ inline constexpr size_t sidr_req_private_size = 216;
 inline constexpr size_t sidr_rep_private_size = 136;
 inline constexpr size_t sidr_rep_info_size = 72;  // ClassPortInfo, for a redirect
 
-// Transport service types of REQ (and the QP types a connection joins).
-enum class ServiceType : uint8_t { rc = 0, uc = 1, rd = 2, ud = 3 };
+// Transport service types of REQ (and the QP types a connection joins). 3 is "extended": the REQ's
+// extended transport type says which, and 1 there is XRC (an XRC initiator connecting to a target), as
+// Linux's CM writes it (cm_req_set_qp_type).
+enum class ServiceType : uint8_t { rc = 0, uc = 1, rd = 2, extended = 3 };
+inline constexpr uint8_t extended_transport_xrc = 1;
+inline bool is_xrc(ServiceType type, uint8_t extended_transport) {
+  return type == ServiceType::extended && extended_transport == extended_transport_xrc;
+}
 
 struct CmPath {  // one path of a REQ (primary or alternate); RoCE uses the primary only
   uint16_t local_lid = 0xffff;   // permissive on RoCE

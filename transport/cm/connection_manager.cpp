@@ -363,7 +363,8 @@ void ConnectionManager::on_req(const MadAddress& from, const wire::MadHeader& h,
     return;
   }
   if (!listening_.contains(m.service_id) ||
-      (m.service_type != ServiceType::rc && m.service_type != ServiceType::uc)) {
+      (m.service_type != ServiceType::rc && m.service_type != ServiceType::uc &&
+       !is_xrc(m.service_type, m.extended_transport))) {
     Rej rej;
     rej.remote_comm_id = m.local_comm_id;
     rej.message_rejected = MessageRef::req;
@@ -436,7 +437,7 @@ void ConnectionManager::on_rep(const MadAddress& from, const Rep& m, Nanos now) 
   }
   if (c->state == CmState::req_sent) {
     c->remote_id = m.local_comm_id;
-    c->remote_qpn = m.local_qpn;
+    c->remote_qpn = m.local_qpn != 0 ? m.local_qpn : m.local_eecn;  // an XRC target's is its EECN
     c->peer = from;  // later messages go where the REP came from (IBTA: the REP's sender)
     c->state = CmState::rep_received;
     c->deadline = never;

@@ -92,9 +92,15 @@ int init_qp_attr(Id* id, ibv_qp_attr& attr, int& mask) {
       mask |= IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
     }
     // UC has no acknowledgements, READs or atomics: what only RC takes is left out (ib_cm does the same).
+    // XRC's halves each take their side of RC's: an initiator nothing of a responder's, a target nothing of
+    // a requester's but its timeout (ib_cm's cm_init_qp_rtr_attr / cm_init_qp_rts_attr).
     if (type == IBV_QPT_UC) {
       mask &= ~(IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
                 IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
+    } else if (type == IBV_QPT_XRC_SEND) {
+      mask &= ~(IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+    } else if (type == IBV_QPT_XRC_RECV) {
+      mask &= ~(IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
     }
     return 0;
   });
@@ -148,6 +154,7 @@ CMA_EXPORT int rdma_connect(rdma_cm_id* cm_id, rdma_conn_param* param) {
     call({{"op", "cm_connect"},
           {"cm_id", id->handle},
           {"qp_num", qpn},
+          {"qp_type", int(id->id.qp != nullptr ? id->id.qp->qp_type : id->id.qp_type)},
           {"srq", id->id.srq != nullptr || (id->id.qp != nullptr && id->id.qp->srq != nullptr) || p.srq != 0},
           {"responder_resources", clamp_depth(p.responder_resources, id->id.verbs, true)},
           {"initiator_depth", clamp_depth(p.initiator_depth, id->id.verbs, false)},

@@ -62,8 +62,10 @@ CMA_EXPORT int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** id_out, 
     return 0;
   });
   if (rc != 0) {
+    const int err = errno;  // closing the channel must not clobber the reason
     delete id;
     if (sync) rdma_destroy_event_channel(channel);
+    errno = err;
     return -1;
   }
   id->sync = sync;

@@ -1,10 +1,36 @@
 // QPs and SRQs on rdma_cm IDs, and the rdma_create_ep / rdma_get_request convenience calls. QPs are
 // created through libibverbs (uroce's shim) and moved to INIT at once (UD QPs on to RTS), as librdmacm does.
+#include <fcntl.h>
+
+#include <map>
+#include <mutex>
+
 #include "verbs_shim/rdmacm/cma.hpp"
 
 using namespace uroce::rdmacm;
 
 namespace {
+
+// The XRC domain of a device's XRC QPs and SRQs made through rdma_cm: one per device, opened on first use
+// and kept for the process's life, as librdmacm's ucma_get_xrcd does.
+ibv_xrcd* device_xrcd(ibv_context* verbs) {
+  static std::mutex lock;
+  static std::map<ibv_context*, ibv_xrcd*> domains;
+  std::lock_guard g(lock);
+  ibv_xrcd*& x = domains[verbs];
+  if (x == nullptr) {
+    ibv_xrcd_init_attr attr{};
+    attr.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
+    attr.fd = -1;
+    attr.oflags = O_CREAT;
+    x = ibv_open_xrcd(verbs, &attr);
+  }
+  return x;
+}
+
+bool connected_type(ibv_qp_type t) {
+  return t == IBV_QPT_RC || t == IBV_QPT_UC || t == IBV_QPT_XRC_SEND || t == IBV_QPT_XRC_RECV;
+}
 
 // rdma_create_qp without CQs: one CQ per direction, each with its completion channel (librdmacm's
 // ucma_create_cqs), destroyed with the QP.
@@ -54,11 +80,21 @@ CMA_EXPORT int rdma_create_qp_ex(rdma_cm_id* cm_id, ibv_qp_init_attr_ex* attr) {
     errno = EINVAL;
     return -1;
   }
-  // The QP's type follows the port space: RC or UC on RDMA_PS_TCP, UD on RDMA_PS_UDP (as librdmacm checks).
+  // The QP's type follows the port space: RC, UC or XRC on RDMA_PS_TCP and RDMA_PS_IB, UD on RDMA_PS_UDP
+  // (as librdmacm checks).
   const bool datagram = id->id.qp_type == IBV_QPT_UD;
-  if (datagram ? attr->qp_type != IBV_QPT_UD : (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UC)) {
+  if (datagram ? attr->qp_type != IBV_QPT_UD : !connected_type(attr->qp_type)) {
     errno = EINVAL;
     return -1;
+  }
+  if (attr->qp_type == IBV_QPT_XRC_RECV) {
+    // An XRC target is in the device's XRC domain and has no PD, CQs or SRQ (librdmacm: ucma_get_xrcd).
+    attr->xrcd = device_xrcd(id->id.verbs);
+    if (attr->xrcd == nullptr) return -1;
+    attr->comp_mask = (attr->comp_mask & ~uint32_t(IBV_QP_INIT_ATTR_PD)) | IBV_QP_INIT_ATTR_XRCD;
+    ibv_qp* qp = ibv_create_qp_ex(id->id.verbs, attr);
+    if (qp == nullptr) return -1;
+    return finish_qp(id, qp);
   }
   if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || attr->pd == nullptr) {
     if (id->id.pd == nullptr && (id->id.pd = ibv_alloc_pd(id->id.verbs)) == nullptr) return -1;
@@ -115,7 +151,8 @@ CMA_EXPORT void rdma_destroy_qp(rdma_cm_id* cm_id) {
   Id* id = to_impl(cm_id);
   if (id->id.qp != nullptr) ibv_destroy_qp(id->id.qp);
   id->id.qp = nullptr;
-  if (id->created_cqs) destroy_cqs(id);
+  // An XRC target's CQ belongs to its SRQ, which goes later (rdma_destroy_srq), as in librdmacm.
+  if (id->created_cqs && !(cm_id->qp_type == IBV_QPT_XRC_RECV && id->id.srq != nullptr)) destroy_cqs(id);
 }
 
 CMA_EXPORT int rdma_create_srq_ex(rdma_cm_id* cm_id, ibv_srq_init_attr_ex* attr) {
@@ -124,14 +161,37 @@ CMA_EXPORT int rdma_create_srq_ex(rdma_cm_id* cm_id, ibv_srq_init_attr_ex* attr)
     errno = EINVAL;
     return -1;
   }
-  if ((attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && attr->srq_type != IBV_SRQT_BASIC) {
-    errno = EOPNOTSUPP;  // no XRC
+  const bool xrc = (attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && attr->srq_type == IBV_SRQT_XRC;
+  if ((attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && attr->srq_type != IBV_SRQT_BASIC && !xrc) {
+    errno = EOPNOTSUPP;  // tag matching
     return -1;
   }
   if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) || attr->pd == nullptr) {
     if (id->id.pd == nullptr && (id->id.pd = ibv_alloc_pd(id->id.verbs)) == nullptr) return -1;
     attr->pd = id->id.pd;
     attr->comp_mask |= IBV_SRQ_INIT_ATTR_PD;
+  }
+  if (xrc) {
+    // As librdmacm: the device's XRC domain unless one is given, and the ID's receive CQ (made now if the
+    // ID has none), where rdma_get_recv_comp looks.
+    if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) || attr->xrcd == nullptr) {
+      if ((attr->xrcd = device_xrcd(id->id.verbs)) == nullptr) return -1;
+      attr->comp_mask |= IBV_SRQ_INIT_ATTR_XRCD;
+    }
+    if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || attr->cq == nullptr) {
+      if (id->id.recv_cq == nullptr && create_cqs(id, 0, attr->attr.max_wr) != 0) {
+        const int err = errno;
+        destroy_cqs(id);
+        errno = err;
+        return -1;
+      }
+      attr->cq = id->id.recv_cq;
+      attr->comp_mask |= IBV_SRQ_INIT_ATTR_CQ;
+    }
+    ibv_srq* srq = ibv_create_srq_ex(id->id.verbs, attr);
+    if (srq == nullptr) return -1;
+    id->id.srq = srq;
+    return 0;
   }
   ibv_srq_init_attr plain{};
   plain.srq_context = attr->srq_context;
@@ -153,6 +213,10 @@ CMA_EXPORT int rdma_create_srq(rdma_cm_id* cm_id, ibv_pd* pd, ibv_srq_init_attr*
   ex.attr = attr->attr;
   ex.pd = pd;
   ex.comp_mask = pd != nullptr ? IBV_SRQ_INIT_ATTR_PD : 0;
+  if (cm_id != nullptr && cm_id->qp_type == IBV_QPT_XRC_RECV) {  // an XRC target's ID gets an XRC SRQ
+    ex.srq_type = IBV_SRQT_XRC;
+    ex.comp_mask |= IBV_SRQ_INIT_ATTR_TYPE;
+  }
   const int rc = rdma_create_srq_ex(cm_id, &ex);
   if (rc == 0) attr->attr = ex.attr;
   return rc;
@@ -162,6 +226,7 @@ CMA_EXPORT void rdma_destroy_srq(rdma_cm_id* cm_id) {
   Id* id = to_impl(cm_id);
   if (id->id.srq != nullptr) ibv_destroy_srq(id->id.srq);
   id->id.srq = nullptr;
+  if (id->created_cqs && id->id.qp == nullptr) destroy_cqs(id);  // an XRC SRQ's CQ (see rdma_destroy_qp)
 }
 
 // An ID from rdma_getaddrinfo's result: bound (passive, for rdma_listen) or resolved to its destination
@@ -174,6 +239,10 @@ CMA_EXPORT int rdma_create_ep(rdma_cm_id** id_out, rdma_addrinfo* res, ibv_pd* p
   rdma_cm_id* cm_id = nullptr;
   if (rdma_create_id(nullptr, &cm_id, nullptr, rdma_port_space(res->ai_port_space)) != 0) return -1;
   Id* id = to_impl(cm_id);
+  // The ID takes the address's QP type (librdmacm's rdma_create_id2): XRC on RDMA_PS_IB, for one.
+  if (connected_type(ibv_qp_type(res->ai_qp_type)) && cm_id->qp_type != IBV_QPT_UD) {
+    cm_id->qp_type = ibv_qp_type(res->ai_qp_type);
+  }
   int rc = 0;
   if (res->ai_flags & RAI_PASSIVE) {
     rc = rdma_bind_addr(cm_id, res->ai_src_addr);

@@ -98,7 +98,9 @@ TEST_CASE("rdma_cm refuses addresses the port cannot use", "[cm][ipv6][bad]") {
 
 TEST_CASE("UD rdma_cm requests: bad ones are refused, the QP attributes are the fixed ones", "[cm][ud][bad]") {
   CmHarness c({ip("10.0.0.1")});
-  CHECK(c.error_of({{"op", "cm_create_id"}, {"channel", c.channel}, {"port_space", ps_ib}, {"qp_type", 4}}) ==
+  // RDMA_PS_IB is served (XRC connects on it); RDMA_PS_IPOIB is not.
+  CHECK(c.new_id(ps_ib, 9) != 0);
+  CHECK(c.error_of({{"op", "cm_create_id"}, {"channel", c.channel}, {"port_space", 0x0002u}, {"qp_type", 4}}) ==
         EPROTONOSUPPORT);
 
   const uint32_t id = c.new_id(ps_udp, 4);

@@ -208,6 +208,43 @@ TEST_CASE("cm: a REQ for a service nobody listens on is rejected (invalid servic
   CHECK(p.a.next_deadline() == never);
 }
 
+TEST_CASE("cm: an XRC REQ is taken and its REP names the target as the EE context; other transports are refused",
+          "[cm]") {
+  Pair p;
+  REQUIRE(p.b.listen(sid) == 0);
+  Req req = make_req();
+  req.service_type = ServiceType::extended;  // Linux's cm_req_set_qp_type for an XRC initiator
+  req.extended_transport = extended_transport_xrc;
+  const uint32_t ca = p.a.connect(req, {gid_b, 1}, p.now);
+  p.deliver();
+  auto eb = p.b.take_events();
+  REQUIRE(types(eb) == std::vector{CmEventType::req_received});
+  CHECK(is_xrc(eb[0].req.service_type, eb[0].req.extended_transport));
+  Rep rep = make_rep();
+  rep.local_qpn = 0;
+  rep.local_eecn = 0x34;  // the target's QPN, as Linux's cm_format_rep puts it
+  rep.srq = true;
+  REQUIRE(p.b.accept(eb[0].comm_id, rep, p.now) == 0);
+  p.deliver();
+  auto ea = p.a.take_events();
+  REQUIRE(types(ea) == std::vector{CmEventType::rep_received});
+  CHECK(ea[0].rep.local_eecn == 0x34);
+  REQUIRE(p.a.establish(ca, p.now) == 0);
+  p.deliver();
+  CHECK(types(p.b.take_events()) == std::vector{CmEventType::established});
+  // RD, and an extended transport other than XRC: REJ invalid transport type.
+  for (const auto& [type, extended] : {std::pair{ServiceType::rd, uint8_t(0)}, std::pair{ServiceType::extended, uint8_t(2)}}) {
+    Req other = make_req();
+    other.service_type = type;
+    other.extended_transport = extended;
+    p.a.connect(other, {gid_b, 1}, p.now);
+    p.deliver();
+    auto e = p.a.take_events();
+    REQUIRE(types(e) == std::vector{CmEventType::rejected});
+    CHECK(e[0].rej.reason == uint16_t(RejectReason::invalid_transport_type));
+  }
+}
+
 TEST_CASE("cm: the passive side rejects with private data", "[cm]") {
   Pair p;
   p.b.listen(sid);
