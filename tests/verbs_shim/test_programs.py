@@ -79,6 +79,23 @@ def check_receive_queue_low(uroce_run, uroce, socket):
     assert after["device"]["rnr_naks_sent"] == before["device"]["rnr_naks_sent"], after["device"]
 
 
+def check_xrc_over_loss(uroced, uroce_run, uroce, workdir):
+    """ibv_xsrq_pingpong (XRC) on a daemon that drops 5% of what it receives: go-back-N recovers the
+    initiators' messages into the targets' SRQs, through the real frame path (XRC opcodes, XRCETHs)."""
+    lossy = Daemon(uroced, workdir, "lossy", ["--rx-loss", "0.05", "--loss-seed", "11"])
+    try:
+        command = ["ibv_xsrq_pingpong", "-g", "0", "-m", "1024", "-p", str(21000 + os.getpid() % 10000), "-n", "300",
+                   "-s", "3000"]
+        r = run_server_client(uroce_run, lossy.socket, lossy.socket, command, "ibv_xsrq_pingpong over 5% loss", TIMEOUT)
+        r.assert_both_exited_0()
+        assert "success" in r.client.stdout and "success" in r.server_out, (r.client.stdout, r.server_out)
+        s = stats(uroce, lossy.socket)
+        assert s["engine"]["rx_injected_loss"] > 0 and s["device"]["tx_retransmitted"] > 0, s
+    finally:
+        rc = lossy.stop()
+    assert rc in (0, None), f"the lossy uroced exited with {rc}"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--uroced", required=True)
@@ -98,6 +115,8 @@ def main():
         ("uroce-run refuses bad invocations", lambda: check_bad_invocations(args.uroce_run, daemon.socket)),
         ("a draining receive queue makes the engine yield",
          lambda: check_receive_queue_low(args.uroce_run, args.uroce, daemon.socket)),
+        ("ibv_xsrq_pingpong (XRC) over 5% loss",
+         lambda: check_xrc_over_loss(args.uroced, args.uroce_run, args.uroce, workdir)),
     ]
     failed = 0
     try:
