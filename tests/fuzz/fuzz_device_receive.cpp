@@ -1,7 +1,9 @@
 // libFuzzer target: hostile packets into the transport engine. Random bytes almost never carry a valid
 // ICRC, so most inputs are turned into well-formed frames (any opcode, PSN, header fields and payload the
-// fuzzer chooses, with a correct ICRC) aimed at a device with live RC, UC and UD QPs and registered memory,
-// or at a multicast group both UD QPs are attached to (or one nobody is), some with one bit flipped after
+// fuzzer chooses, with a correct ICRC) aimed at a device with live RC, UC and UD QPs, an XRC initiator and
+// an XRC target (whose requests name one of its domain's two XRC SRQs, another domain's, or any number) and
+// registered memory, or at a multicast group both UD QPs are attached to (or one nobody is), some with one
+// bit flipped after
 // building; the rest go in raw. Under
 // ASan/UBSan this checks that no packet sequence crashes, corrupts memory, leaks or loops, whatever state
 // the QPs are driven into.
@@ -53,11 +55,37 @@ class Target {
       qps_.push_back({qpn, t});
       if (t == QpType::ud) device_.attach_mcast(qpn, wire::IpAddress::from_v4(attached_group));
     }
+    // XRC: a domain with two SRQs and a target, an initiator, and another domain's SRQ to be named wrongly.
+    uint32_t xrcd = 0, other_xrcd = 0;
+    device_.alloc_xrcd(xrcd);
+    device_.alloc_xrcd(other_xrcd);
+    device_.create_xrc_srq(pd_, xrcd, cq_, 16, 2, 4, srqs_[0]);
+    device_.create_xrc_srq(pd_, xrcd, cq_, 16, 2, 0, srqs_[1]);
+    device_.create_xrc_srq(pd_, other_xrcd, cq_, 16, 2, 0, srqs_[2]);
+    QpInitAttr target;
+    target.type = QpType::xrc_recv;
+    target.xrcd = xrcd;
+    QpInitAttr initiator;
+    initiator.type = QpType::xrc_send;
+    initiator.pd = pd_;
+    initiator.send_cq = cq_;
+    initiator.cap = {16, 0, 2, 0, 0};
+    for (const QpInitAttr& a : {target, initiator}) {
+      uint32_t qpn = 0;
+      device_.create_qp(a, qpn);
+      qps_.push_back({qpn, a.type});
+    }
   }
 
   void one(const uint8_t* data, size_t size) {
     now_ += 1'000'000;
     for (const auto& [qpn, type] : qps_) ready(qpn, type);
+    for (uint32_t srq : srqs_) {  // topped up (ENOMEM once full); the first re-arms its limit event
+      RecvWr r;
+      r.sg_list.push_back({0x1000 + uint64_t(srq % 8) * 1024, 1024, key_});
+      for (int i = 0; i < 4; ++i) device_.post_srq_recv(srq, r);
+    }
+    device_.modify_srq(srqs_[0], 4);
     if (size > 0 && data[0] == 0xff) {
       device_.receive({data + 1, size - 1}, now_);  // raw bytes: the parser and the drop counters
     } else if (size >= 40) {
@@ -86,6 +114,8 @@ class Target {
     q.qp_access_flags = access_local_write | access_remote_write | access_remote_read | access_remote_atomic;
     device_.modify_qp(qpn, q, attr_state | attr_pkey_index | attr_port |
                                   (type == QpType::ud ? attr_qkey : attr_access_flags), now_);
+    // RC's masks, less what each XRC half does not take (the kernel's XRC_INI / XRC_TGT rows).
+    const bool reliable = is_reliable(type);
     q.qp_state = QpState::rtr;
     q.path_mtu = Mtu::mtu_256;
     q.dest_qp_num = 0x99;
@@ -93,10 +123,10 @@ class Target {
     q.max_dest_rd_atomic = 4;
     q.min_rnr_timer = 1;
     q.ah_attr.dgid = wire::IpAddress::from_v4(0x0a000002);
-    const uint32_t rtr = type == QpType::rc ? attr_av | attr_path_mtu | attr_dest_qpn | attr_rq_psn |
-                                                  attr_max_dest_rd_atomic | attr_min_rnr_timer
-                         : type == QpType::uc ? attr_av | attr_path_mtu | attr_dest_qpn | attr_rq_psn
-                                              : 0u;
+    const uint32_t connected = attr_av | attr_path_mtu | attr_dest_qpn | attr_rq_psn;
+    const uint32_t rtr = reliable && type != QpType::xrc_send ? connected | attr_max_dest_rd_atomic | attr_min_rnr_timer
+                         : type == QpType::ud                 ? 0u
+                                                              : connected;
     device_.modify_qp(qpn, q, attr_state | rtr, now_);
     q.qp_state = QpState::rts;
     q.sq_psn = 0;
@@ -104,7 +134,9 @@ class Target {
     q.retry_cnt = 1;
     q.rnr_retry = 1;
     q.max_rd_atomic = 4;
-    const uint32_t rts = type == QpType::rc ? attr_timeout | attr_retry_cnt | attr_rnr_retry | attr_max_qp_rd_atomic : 0u;
+    const uint32_t rts = type == QpType::xrc_recv ? attr_timeout
+                         : reliable               ? attr_timeout | attr_retry_cnt | attr_rnr_retry | attr_max_qp_rd_atomic
+                                                  : 0u;
     device_.modify_qp(qpn, q, attr_state | attr_sq_psn | rts, now_);
     for (int i = 0; i < 4; ++i) {
       RecvWr r;
@@ -148,6 +180,8 @@ class Target {
     h.deth.src_qp = uint32_t(words[1]) & 0xffffff;
     h.immdt = uint32_t(words[1]);
     h.ieth = (d[13] & 2) ? key_ : uint32_t(words[0]);
+    // An XRC request's SRQ: one of the target's domain's, another domain's, or any number at all.
+    h.xrceth.srq = (d[13] & 8) ? uint32_t(words[2]) & 0xffffff : srqs_[(d[13] >> 4) % 3];
     const wire::OpcodeInfo& info = wire::opcode_info(b.opcode);
     size_t payload = info.has_payload ? size - 40 : 0;
     const bool first_or_middle = info.position == wire::Position::first || info.position == wire::Position::middle;
@@ -166,6 +200,7 @@ class Target {
   std::vector<uint8_t> memory_ = std::vector<uint8_t>(65536 + 8);
   uint32_t pd_ = 0, cq_ = 0, key_ = 0;
   std::vector<std::pair<uint32_t, QpType>> qps_;
+  uint32_t srqs_[3] = {};  // XRC SRQs: two in the target's domain, one in another
   Nanos now_ = 0;
 };
 
