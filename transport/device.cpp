@@ -371,6 +371,7 @@ int Device::create_qp(const QpInitAttr& a, uint32_t& qpn) {
   DeviceImpl& d = *impl_;
   const DeviceLimits& l = d.limits_;
   const bool target = a.type == QpType::xrc_recv, initiator = a.type == QpType::xrc_send;
+  if (a.type != QpType::rc && a.type != QpType::uc && a.type != QpType::ud && !target && !initiator) return EINVAL;
   if (target) {
     // An XRC target has a domain and nothing else: PD, CQ and SRQ come from the SRQ each message names.
     if (!d.xrcds_.contains(a.xrcd)) return EINVAL;
@@ -379,7 +380,6 @@ int Device::create_qp(const QpInitAttr& a, uint32_t& qpn) {
     // An XRC initiator has no receive side.
     if (!initiator && (!d.cqs_.contains(a.recv_cq) || (a.srq != 0 && !d.srqs_.contains(a.srq)))) return EINVAL;
   }
-  if (a.type != QpType::rc && a.type != QpType::uc && a.type != QpType::ud && !target && !initiator) return EINVAL;
   if (!target && (a.cap.max_send_wr > l.max_qp_wr || a.cap.max_send_sge > l.max_sge ||
                   a.cap.max_inline_data > l.max_inline_data)) {
     return EINVAL;
@@ -584,7 +584,7 @@ int Device::post_send(uint32_t qpn, const SendWr& wr, Nanos now) {
       if (op == WrOpcode::bind_mw) return EINVAL;  // memory windows are not supported
       break;
     case QpType::xrc_recv:
-      return EINVAL;
+      return EINVAL;  // (refused above: a target has no send queue)
   }
   if ((op == WrOpcode::atomic_cmp_and_swp || op == WrOpcode::atomic_fetch_and_add) &&
       ((wr.remote_addr & 7) != 0 || message_length(wr) < 8 || (wr.send_flags & send_inline))) {
