@@ -71,10 +71,14 @@ bool park_interrupt_thread(std::chrono::milliseconds patience) {
   // and the promise, handle and descriptor are never freed: the parked thread keeps using them.
   static bool tried = false;  // once per process, whether or not the first try worked
   if (std::exchange(tried, true)) return false;
-  auto* parked = new std::promise<void>;
+  // In statics: the parked thread uses them for the rest of the process, and a leak checker must see that
+  // they are still referenced (EAL's own list of sources is gone after rte_eal_cleanup).
+  static std::promise<void>* parked = nullptr;
+  static rte_intr_handle* handle = nullptr;
+  parked = new std::promise<void>;
   std::future<void> done = parked->get_future();
   const int fd = eventfd(1, EFD_NONBLOCK | EFD_CLOEXEC);
-  rte_intr_handle* handle = rte_intr_instance_alloc(RTE_INTR_INSTANCE_F_PRIVATE);
+  handle = rte_intr_instance_alloc(RTE_INTR_INSTANCE_F_PRIVATE);
   if (fd < 0 || handle == nullptr || rte_intr_fd_set(handle, fd) != 0 ||
       rte_intr_type_set(handle, RTE_INTR_HANDLE_EXT) != 0 ||
       rte_intr_callback_register(handle, park, parked) != 0) {
@@ -82,6 +86,8 @@ bool park_interrupt_thread(std::chrono::milliseconds patience) {
     rte_intr_instance_free(handle);  // never registered: nothing refers to it
     if (fd >= 0) close(fd);
     delete parked;
+    handle = nullptr;
+    parked = nullptr;
     return false;
   }
   if (done.wait_for(patience) == std::future_status::ready) return true;
