@@ -229,7 +229,7 @@ int Device::rereg_mr(uint32_t key, uint32_t pd, uint64_t iova, uint64_t length, 
                      std::shared_ptr<MemoryBackend> memory, uint64_t memory_offset, uint32_t& new_key) {
   DeviceImpl& d = *impl_;
   const MemoryRegion* old = d.mrs_.find(key);
-  if (old == nullptr) return EINVAL;
+  if (old == nullptr || old->kind != KeyKind::region || old->windows != 0) return EINVAL;
   if (int e = check_mr_args(d, pd, length, access, memory.get())) return e;
   const uint32_t old_pd = old->pd;
   const auto k = d.mrs_.replace(key, MemoryRegion{pd, iova, length, access, std::move(memory), memory_offset, 0, true});
@@ -243,9 +243,31 @@ int Device::rereg_mr(uint32_t key, uint32_t pd, uint64_t iova, uint64_t length, 
 int Device::dereg_mr(uint32_t key) {
   DeviceImpl& d = *impl_;
   const MemoryRegion* mr = d.mrs_.find(key);
-  if (mr == nullptr) return EINVAL;
+  if (mr == nullptr || mr->kind != KeyKind::region) return EINVAL;
+  // IBA: a region with windows bound cannot be deregistered. rxe says EINVAL (errno is ours to choose).
+  if (mr->windows != 0) return EINVAL;
   --d.pds_[mr->pd];
   d.mrs_.remove(key);
+  return 0;
+}
+
+int Device::alloc_mw(uint32_t pd, MwType type, uint32_t& rkey) {
+  DeviceImpl& d = *impl_;
+  if (!d.pds_.contains(pd) || (type != MwType::type1 && type != MwType::type2)) return EINVAL;
+  const auto k = d.mrs_.add_window(pd, type == MwType::type1 ? KeyKind::window_type1 : KeyKind::window_type2);
+  if (!k) return ENOMEM;
+  rkey = *k;
+  ++d.pds_[pd];
+  return 0;
+}
+
+int Device::dealloc_mw(uint32_t mw) {
+  DeviceImpl& d = *impl_;
+  const MemoryRegion* w = d.mrs_.find_window(mw);
+  if (w == nullptr) return EINVAL;
+  const uint32_t pd = w->pd;
+  d.mrs_.remove_window(mw);
+  --d.pds_[pd];
   return 0;
 }
 
@@ -539,6 +561,7 @@ int Device::destroy_qp(uint32_t qpn) {
   } else {
     --d.pds_[qp->pd];
   }
+  d.mrs_.unbind_windows_of(qpn);  // type 2 windows serve only the QP that bound them
   d.qps_.erase(qpn);
   return 0;
 }
@@ -575,13 +598,12 @@ int Device::post_send(uint32_t qpn, const SendWr& wr, Nanos now) {
       break;
     case QpType::uc:
       if (op != WrOpcode::send && op != WrOpcode::send_with_imm && op != WrOpcode::rdma_write &&
-          op != WrOpcode::rdma_write_with_imm && op != WrOpcode::local_inv) {
+          op != WrOpcode::rdma_write_with_imm && op != WrOpcode::local_inv && op != WrOpcode::bind_mw) {
         return EINVAL;
       }
       break;
     case QpType::rc:
     case QpType::xrc_send:
-      if (op == WrOpcode::bind_mw) return EINVAL;  // memory windows are not supported
       break;
     case QpType::xrc_recv:
       return EINVAL;  // (refused above: a target has no send queue)

@@ -165,7 +165,12 @@ class Device {
              uint64_t memory_offset, uint32_t& key);
   int rereg_mr(uint32_t key, uint32_t pd, uint64_t iova, uint64_t length, uint32_t access,
                std::shared_ptr<MemoryBackend> memory, uint64_t memory_offset, uint32_t& new_key);
-  int dereg_mr(uint32_t key);
+  int dereg_mr(uint32_t key);  // EINVAL while windows are bound to the region, as rxe
+  // Memory windows (ibv_alloc_mw, ibv_dealloc_mw): an rkey of its own in `pd`, unbound until a BIND_MW work
+  // request (post_send, WrOpcode::bind_mw) opens part of a region through it. Its number is rkey >> 8.
+  // Deallocating unbinds it. EINVAL: no such PD or type; ENOMEM: the key table is full.
+  int alloc_mw(uint32_t pd, verbs::MwType type, uint32_t& rkey);
+  int dealloc_mw(uint32_t mw);
   int create_cq(uint32_t cqe, uint32_t& cqn);
   int resize_cq(uint32_t cqn, uint32_t cqe);
   int destroy_cq(uint32_t cqn);

@@ -176,6 +176,7 @@ class DeviceImpl {
 
   // -- requester (qp/requester.cpp) --
   void run_requester(QueuePair& qp, Nanos now);
+  bool bind_window(const QueuePair& qp, const verbs::MwBind& bind);
   bool requester_can_send(const QueuePair& qp, Nanos now) const;
 
   // -- completer (qp/completer.cpp) --

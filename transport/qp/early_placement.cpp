@@ -112,7 +112,9 @@ std::span<uint8_t> DeviceImpl::request_destination(const QueuePair& qp, const wi
   if (end > r.write_length || (info.position == Position::last && end != r.write_length)) return {};
   const uint64_t address = r.write_va + r.received;
   const MemoryRegion* mr = nullptr;
-  if (mrs_.check(r.write_rkey, qp.pd, address, len, access_remote_write, &mr) != KeyCheck::ok) return {};
+  if (mrs_.check_remote(r.write_rkey, qp.pd, qp.qpn, address, len, access_remote_write, &mr) != KeyCheck::ok) {
+    return {};
+  }
   return writable_place(*mr, address, len, f, where);
 }
 

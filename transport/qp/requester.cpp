@@ -58,6 +58,12 @@ bool DeviceImpl::requester_can_send(const QueuePair& qp, Nanos now) const {
   return true;
 }
 
+// IBV_WR_BIND_MW. The window is named by its number; the key byte of the WR's rkey becomes the window's.
+bool DeviceImpl::bind_window(const QueuePair& qp, const MwBind& b) {
+  const WindowBind bind{uint8_t(b.rkey), b.mr_lkey, b.addr, b.length, b.access};
+  return mrs_.bind_window(b.mw, qp.pd, qp.qpn, bind) == 0;
+}
+
 void DeviceImpl::run_requester(QueuePair& qp, Nanos now) {
   // A budget keeps one QP from monopolising a run(); if it is spent the QP is scheduled again.
   for (unsigned budget = 256; budget > 0; --budget) {
@@ -71,9 +77,18 @@ void DeviceImpl::run_requester(QueuePair& qp, Nanos now) {
     // (the responder re-ACKs the last PSN it took, beyond what was resent) until the retries ran out.
     if (fresh && w.packets == 0 && qp.attr.qp_state == QpState::sqd) return;
 
-    if (w.wr.opcode == WrOpcode::local_inv) {
-      w.state = mrs_.invalidate(w.wr.invalidate_rkey, qp.pd) ? WqeState::done : WqeState::failed;
-      w.status = w.state == WqeState::done ? WcStatus::success : WcStatus::loc_prot_err;
+    if (w.wr.opcode == WrOpcode::local_inv || w.wr.opcode == WrOpcode::bind_mw) {
+      // Local operations: carried out in send-queue order, when the requester reaches them (after the
+      // fence rule would let them go: a bind or invalidate does not wait for READs, as rxe).
+      bool ok;
+      if (w.wr.opcode == WrOpcode::local_inv) {
+        ok = mrs_.invalidate(w.wr.invalidate_rkey, qp.pd);
+        w.status = ok ? WcStatus::success : WcStatus::loc_prot_err;
+      } else {
+        ok = bind_window(qp, w.wr.bind);
+        w.status = ok ? WcStatus::success : WcStatus::mw_bind_err;
+      }
+      w.state = ok ? WqeState::done : WqeState::failed;
       ++qp.req.next;
       complete_finished(qp);
       continue;

@@ -223,7 +223,7 @@ class RcResponder {
       return true;
     }
     if (len == 0) return true;  // a zero-length RDMA operation touches no memory: its R_Key is not checked
-    if (d_.mrs_.check(rkey, qp_.pd, va, len, access) != KeyCheck::ok) {
+    if (d_.mrs_.check_remote(rkey, qp_.pd, qp_.qpn, va, len, access) != KeyCheck::ok) {
       fatal(wire::NakCode::remote_access_error, WcStatus::rem_access_err, EventType::qp_access_err);
       return false;
     }
@@ -275,7 +275,9 @@ class RcResponder {
 
   bool write_memory(uint32_t rkey, uint64_t va, std::span<const uint8_t> bytes) {
     const MemoryRegion* mr = nullptr;
-    if (d_.mrs_.check(rkey, qp_.pd, va, bytes.size(), access_remote_write, &mr) != KeyCheck::ok) return false;
+    if (d_.mrs_.check_remote(rkey, qp_.pd, qp_.qpn, va, bytes.size(), access_remote_write, &mr) != KeyCheck::ok) {
+      return false;
+    }
     return d_.write_payload(*mr, mr->memory_offset + (va - mr->iova), bytes.data(), bytes.size());
   }
 
@@ -342,7 +344,8 @@ class RcResponder {
   void execute_atomic() {
     QueuePair::Responder& r = qp_.resp;
     const MemoryRegion* mr = nullptr;
-    if (d_.mrs_.check(h_.atomic_eth.rkey, qp_.pd, h_.atomic_eth.va, 8, access_remote_atomic, &mr) != KeyCheck::ok) {
+    if (d_.mrs_.check_remote(h_.atomic_eth.rkey, qp_.pd, qp_.qpn, h_.atomic_eth.va, 8, access_remote_atomic, &mr) !=
+        KeyCheck::ok) {
       fatal(wire::NakCode::remote_access_error, WcStatus::rem_access_err, EventType::qp_access_err);
       return;
     }
@@ -422,7 +425,8 @@ class RcResponder {
       std::span<uint8_t> payload(d_.scratch_.data(), len);
       if (len != 0) {
         const MemoryRegion* mr = nullptr;
-        if (d_.mrs_.check(res.rkey, qp_.pd, res.va + offset, len, access_remote_read, &mr) != KeyCheck::ok ||
+        if (d_.mrs_.check_remote(res.rkey, qp_.pd, qp_.qpn, res.va + offset, len, access_remote_read, &mr) !=
+                KeyCheck::ok ||
             !mr->memory->read(mr->memory_offset + (res.va + offset - mr->iova), payload.data(), len)) {
           // The region went away between the request and this packet.
           send_aeth(wire::Aeth::nak(qp_.resp.msn, wire::NakCode::remote_access_error), h.bth.psn);
@@ -518,8 +522,8 @@ void handle_uc(DeviceImpl& d, QueuePair& qp, const wire::Frame& f) {
     if (uint64_t(r.received) + payload.size() > r.write_length) return drop_uc_message(qp);
     if (!payload.empty()) {
       const MemoryRegion* mr = nullptr;
-      if (d.mrs_.check(r.write_rkey, qp.pd, r.write_va + r.received, payload.size(), access_remote_write, &mr) !=
-              KeyCheck::ok ||
+      if (d.mrs_.check_remote(r.write_rkey, qp.pd, qp.qpn, r.write_va + r.received, payload.size(),
+                              access_remote_write, &mr) != KeyCheck::ok ||
           !d.write_payload(*mr, mr->memory_offset + (r.write_va + r.received - mr->iova), payload.data(),
                            payload.size())) {
         return drop_uc_message(qp);

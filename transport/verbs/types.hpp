@@ -61,6 +61,9 @@ enum WcFlags : uint32_t {
   wc_with_inv = 1u << 3,
 };
 
+// ibv_mw_type.
+enum class MwType : uint8_t { type1 = 1, type2 = 2 };
+
 enum class WrOpcode : uint8_t {
   rdma_write = 0,
   rdma_write_with_imm = 1,

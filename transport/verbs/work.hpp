@@ -22,6 +22,16 @@ struct AddressVector {
   uint8_t service_level = 0;
 };
 
+// IBV_WR_BIND_MW: binds a memory window to part of a region (ibv_bind_mw posts one for a type 1 window).
+struct MwBind {
+  uint32_t mw = 0;        // the window's number: its rkey >> 8
+  uint32_t rkey = 0;      // its rkey once bound (ibv_inc_rkey of the current one): the low byte is taken
+  uint32_t mr_lkey = 0;   // the region; with length 0 (type 1 only) the window is unbound
+  uint64_t addr = 0;
+  uint64_t length = 0;
+  uint32_t access = 0;    // AccessFlags: remote_read/write/atomic, zero_based
+};
+
 struct SendWr {
   uint64_t wr_id = 0;
   WrOpcode opcode = WrOpcode::send;
@@ -37,6 +47,7 @@ struct SendWr {
   uint32_t remote_qpn = 0;
   uint32_t remote_qkey = 0;
   uint32_t remote_srqn = 0;       // XRC: the SRQ at the target that takes the message (XRCETH)
+  MwBind bind;                    // BIND_MW
   SgeList sg_list;
   std::vector<uint8_t> inline_data;  // filled at post time when send_flags has send_inline
 };
