@@ -188,21 +188,13 @@ void Device::set_active_mtu(Mtu mtu) { impl_->active_mtu_ = mtu; }
 const DeviceLimits& Device::limits() const { return impl_->limits_; }
 
 int Device::alloc_pd(uint32_t& pd) {
-  DeviceImpl& d = *impl_;
-  if (d.pds_.size() >= d.limits_.max_pd) return ENOMEM;
-  pd = d.next_pd_++;
-  d.pds_[pd] = 0;
+  const auto n = impl_->pds_.add(impl_->limits_.max_pd);
+  if (!n) return ENOMEM;
+  pd = *n;
   return 0;
 }
 
-int Device::dealloc_pd(uint32_t pd) {
-  DeviceImpl& d = *impl_;
-  const auto it = d.pds_.find(pd);
-  if (it == d.pds_.end()) return EINVAL;
-  if (it->second != 0) return EBUSY;
-  d.pds_.erase(it);
-  return 0;
-}
+int Device::dealloc_pd(uint32_t pd) { return impl_->pds_.remove(pd); }
 
 namespace {
 int check_mr_args(const DeviceImpl& d, uint32_t pd, uint64_t length, uint32_t access, const void* memory) {
@@ -319,22 +311,13 @@ int Device::create_srq(uint32_t pd, uint32_t max_wr, uint32_t max_sge, uint32_t 
 }
 
 int Device::alloc_xrcd(uint32_t& xrcd) {
-  DeviceImpl& d = *impl_;
-  if (d.xrcds_.size() >= d.limits_.max_pd) return ENOMEM;
-  while (d.next_xrcd_ == 0 || d.xrcds_.contains(d.next_xrcd_)) ++d.next_xrcd_;
-  xrcd = d.next_xrcd_++;
-  d.xrcds_[xrcd] = 0;
+  const auto n = impl_->xrcds_.add(impl_->limits_.max_pd);
+  if (!n) return ENOMEM;
+  xrcd = *n;
   return 0;
 }
 
-int Device::dealloc_xrcd(uint32_t xrcd) {
-  DeviceImpl& d = *impl_;
-  const auto it = d.xrcds_.find(xrcd);
-  if (it == d.xrcds_.end()) return EINVAL;
-  if (it->second != 0) return EBUSY;
-  d.xrcds_.erase(it);
-  return 0;
-}
+int Device::dealloc_xrcd(uint32_t xrcd) { return impl_->xrcds_.remove(xrcd); }
 
 int Device::create_xrc_srq(uint32_t pd, uint32_t xrcd, uint32_t cq, uint32_t max_wr, uint32_t max_sge, uint32_t limit,
                            uint32_t& srqn) {

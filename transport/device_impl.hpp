@@ -10,6 +10,7 @@
 #include "transport/completion_queue.hpp"
 #include "transport/device.hpp"
 #include "transport/memory/mr_table.hpp"
+#include "transport/use_counts.hpp"
 #include "transport/multicast_groups.hpp"
 #include "transport/numbered_table.hpp"
 #include "transport/qp/queue_pair.hpp"
@@ -78,16 +79,14 @@ class DeviceImpl {
   uint16_t pkey_ = wire::default_pkey;
 
   MrTable mrs_;
-  std::map<uint32_t, uint32_t> pds_;  // pd -> number of objects using it
-  uint32_t next_pd_ = 1;
+  UseCounts pds_;    // pd -> number of objects using it
   NumberedTable<CompletionQueue> cqs_;
   std::vector<uint32_t> active_cqs_;  // CQs with new completions, in order (Device::take_active_cqs)
   std::vector<uint32_t> low_receive_queues_;  // QPs whose receives ran low (Device::take_low_receive_queues)
   uint32_t next_cqn_ = 1;
   std::unordered_map<uint32_t, ReceiveQueue> srqs_;
   uint32_t next_srqn_ = 1;
-  std::map<uint32_t, uint32_t> xrcds_;  // XRC domain -> number of SRQs and target QPs in it
-  uint32_t next_xrcd_ = 1;
+  UseCounts xrcds_;  // XRC domain -> number of SRQs and target QPs in it
   struct AddressHandle {
     uint32_t pd;
     verbs::AddressVector av;
