@@ -2,9 +2,9 @@
 // ICRC, so most inputs are turned into well-formed frames (any opcode, PSN, header fields and payload the
 // fuzzer chooses, with a correct ICRC) aimed at a device with live RC, UC and UD QPs, an XRC initiator and
 // an XRC target (whose requests name one of its domain's two XRC SRQs, another domain's, or any number) and
-// registered memory, or at a multicast group both UD QPs are attached to (or one nobody is), some with one
-// bit flipped after
-// building; the rest go in raw. Under
+// registered memory with two memory windows on it (type 1, and a zero-based type 2 that SEND with
+// invalidate may close and that is bound again after), or at a multicast group both UD QPs are attached to
+// (or one nobody is), some with one bit flipped after building; the rest go in raw. Under
 // ASan/UBSan this checks that no packet sequence crashes, corrupts memory, leaks or loops, whatever state
 // the QPs are driven into.
 #include <cstdint>
@@ -42,8 +42,10 @@ class Target {
     device_.alloc_pd(pd_);
     device_.create_cq(256, cq_);
     const uint32_t all = access_local_write | access_remote_write | access_remote_read | access_remote_atomic;
-    device_.reg_mr(pd_, 0x1000, memory_.size(), all, std::make_shared<HostMemory>(memory_.data(), memory_.size()), 0,
-                   key_);
+    device_.reg_mr(pd_, 0x1000, memory_.size(), all | access_mw_bind,
+                   std::make_shared<HostMemory>(memory_.data(), memory_.size()), 0, key_);
+    device_.alloc_mw(pd_, MwType::type1, windows_[0]);
+    device_.alloc_mw(pd_, MwType::type2, windows_[1]);
     for (QpType t : {QpType::rc, QpType::uc, QpType::ud, QpType::ud}) {
       QpInitAttr init;
       init.pd = pd_;
@@ -80,6 +82,7 @@ class Target {
   void one(const uint8_t* data, size_t size) {
     now_ += 1'000'000;
     for (const auto& [qpn, type] : qps_) ready(qpn, type);
+    bind_windows();
     for (uint32_t srq : srqs_) {  // topped up (ENOMEM once full); the first re-arms its limit event
       RecvWr r;
       r.sg_list.push_back({0x1000 + uint64_t(srq % 8) * 1024, 1024, key_});
@@ -94,12 +97,32 @@ class Target {
     device_.run(now_);
     device_.run(now_ + 10'000'000'000ull);  // let every timer fire
     WorkCompletion wc[64];
-    while (device_.poll_cq(cq_, wc) > 0) {
+    for (int n; (n = device_.poll_cq(cq_, wc)) > 0;) {
+      for (int i = 0; i < n; ++i) {
+        // The type 2 window is unbound by a SEND with invalidate naming it; a failed bind (the region was
+        // invalidated) leaves either unbound.
+        if ((wc[i].wc_flags & wc_with_inv) && wc[i].imm_data == windows_[1]) bound_[1] = false;
+        if (wc[i].status == WcStatus::mw_bind_err) bound_[0] = bound_[1] = false;
+      }
     }
     device_.take_events();
   }
 
  private:
+  // Binds the windows through the RC QP when they are not: the type 1 window to 8 KiB of the region, the
+  // type 2 window zero-based to 4 KiB, each time under a new key byte.
+  void bind_windows() {
+    for (int i = 0; i < 2; ++i) {
+      if (bound_[i]) continue;
+      SendWr wr;
+      wr.opcode = WrOpcode::bind_mw;
+      windows_[i] = (windows_[i] & ~0xffu) | uint8_t(windows_[i] + 1);
+      wr.bind = {windows_[i] >> 8, windows_[i], key_, i == 0 ? 0x1100u : 0x5000u, i == 0 ? 0x2000u : 0x1000u,
+                 access_remote_write | access_remote_read | (i == 0 ? access_remote_atomic : access_zero_based)};
+      bound_[i] = device_.post_send(qps_[0].first, wr, now_) == 0;
+    }
+  }
+
   // Brings a QP (back) to RTS with receives posted, so that every input meets a live QP.
   void ready(uint32_t qpn, QpType type) {
     QpAttr q;
@@ -138,6 +161,7 @@ class Target {
                          : reliable               ? attr_timeout | attr_retry_cnt | attr_rnr_retry | attr_max_qp_rd_atomic
                                                   : 0u;
     device_.modify_qp(qpn, q, attr_state | attr_sq_psn | rts, now_);
+    if (type == QpType::xrc_send || type == QpType::xrc_recv) return;  // no receive queue: XRC SRQs take them
     for (int i = 0; i < 4; ++i) {
       RecvWr r;
       r.sg_list.push_back({0x1000 + uint64_t(i) * 1024, 1024, key_});
@@ -169,8 +193,12 @@ class Target {
     uint64_t words[4];
     std::memcpy(words, d + 8, sizeof words);
     // Addresses mostly inside the registered region, sometimes anywhere.
-    const uint64_t va = (d[11] & 0x80) ? words[0] : 0x1000 + (words[0] % 70000);
-    const uint32_t rkey = (d[11] & 0x40) ? uint32_t(words[1]) : key_;
+    // The key: the region's, a window's (the zero-based one takes offsets), or any number.
+    const unsigned key_choice = (d[15] >> 3) % 3;
+    const uint32_t known_key = key_choice == 0 ? key_ : windows_[key_choice - 1];
+    uint64_t va = (d[11] & 0x80) ? words[0] : 0x1000 + (words[0] % 70000);
+    if (key_choice == 2 && !(d[11] & 0x80)) va = words[0] % 0x1100;
+    const uint32_t rkey = (d[11] & 0x40) ? uint32_t(words[1]) : known_key;
     const uint32_t len = (d[11] & 0x20) ? uint32_t(words[2]) : uint32_t(words[2] % 5000);
     h.reth = {va, rkey, len};
     h.atomic_eth = {va & ~uint64_t(d[11] & 1 ? 0 : 7), rkey, words[2], words[3]};
@@ -179,7 +207,7 @@ class Target {
     h.deth.qkey = (d[13] & 1) ? uint32_t(words[3]) : 0x11111111;
     h.deth.src_qp = uint32_t(words[1]) & 0xffffff;
     h.immdt = uint32_t(words[1]);
-    h.ieth = (d[13] & 2) ? key_ : uint32_t(words[0]);
+    h.ieth = (d[13] & 2) ? known_key : uint32_t(words[0]);
     // An XRC request's SRQ: one of the target's domain's, another domain's, or any number at all.
     h.xrceth.srq = (d[13] & 8) ? uint32_t(words[2]) & 0xffffff : srqs_[(d[13] >> 4) % 3];
     const wire::OpcodeInfo& info = wire::opcode_info(b.opcode);
@@ -201,6 +229,8 @@ class Target {
   uint32_t pd_ = 0, cq_ = 0, key_ = 0;
   std::vector<std::pair<uint32_t, QpType>> qps_;
   uint32_t srqs_[3] = {};  // XRC SRQs: two in the target's domain, one in another
+  uint32_t windows_[2] = {};  // rkeys of the type 1 and the type 2 window
+  bool bound_[2] = {};
   Nanos now_ = 0;
 };
 
