@@ -130,12 +130,16 @@ static void fill_device_attr(Context& c, ibv_device_attr& a) {
   a.vendor_part_id = vendor_part_id;
   a.max_qp = int(l.max_qp);
   a.max_qp_wr = int(l.max_qp_wr);
-  a.device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_XRC;  // no SRQ_RESIZE: modify_srq cannot resize yet
+  // No SRQ_RESIZE: modify_srq cannot resize yet. Memory windows of both types, type 2 as rxe's (2B: bound
+  // to the QP that binds it).
+  a.device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_XRC |
+                       IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
   a.max_sge = int(l.max_sge);
   a.max_sge_rd = int(l.max_sge);
   a.max_cq = int(l.max_cq);
   a.max_cqe = int(l.max_cqe);
   a.max_mr = int(l.max_mr);
+  a.max_mw = int(l.max_mr);  // windows take their keys from the same table as regions (transport/memory)
   a.max_pd = int(l.max_pd);
   a.max_qp_rd_atom = l.max_qp_rd_atom;
   a.max_qp_init_rd_atom = l.max_qp_rd_atom;
@@ -245,6 +249,9 @@ SHIM_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
   ctx.ops.post_send = post_send;
   ctx.ops.post_recv = post_recv;
   ctx.ops.post_srq_recv = post_srq_recv;
+  ctx.ops.alloc_mw = alloc_mw;  // ibv_alloc_mw, ibv_bind_mw and ibv_dealloc_mw are verbs.h inlines calling these
+  ctx.ops.bind_mw = bind_mw;
+  ctx.ops.dealloc_mw = dealloc_mw;
   return &ctx;
 }
 

@@ -56,10 +56,17 @@ int post_one(Qp& q, const ibv_send_wr& wr) {
       e.imm_data = ntohl(wr.imm_data);  // ibv_send_wr holds it in network order; the ring, the wire value
       break;
     case IBV_WR_SEND_WITH_INV:
+    case IBV_WR_LOCAL_INV:  // verbs.h's invalidate_rkey names the key for both
       e.invalidate_rkey = wr.invalidate_rkey;
       break;
     default:
       break;
+  }
+  // A bind takes no data: its SGEs and inline flag, if any, are not the bind's business.
+  if (wr.opcode == IBV_WR_BIND_MW) {
+    if (int rc = bind_entry(e, wr.bind_mw.mw, wr.bind_mw.rkey, wr.bind_mw.bind_info)) return rc;
+    e.send_flags &= ~unsigned(IBV_SEND_INLINE);
+    return q.impl->send.post(e, {}, {});
   }
   switch (wr.opcode) {
     case IBV_WR_RDMA_WRITE:
@@ -103,7 +110,7 @@ int post_one(Qp& q, const ibv_send_wr& wr) {
 uint64_t send_opcodes_of(ibv_qp_type type) {
   const uint64_t ud = send_opcode_bit(IBV_WR_SEND) | send_opcode_bit(IBV_WR_SEND_WITH_IMM);
   const uint64_t uc = ud | send_opcode_bit(IBV_WR_RDMA_WRITE) | send_opcode_bit(IBV_WR_RDMA_WRITE_WITH_IMM) |
-                      send_opcode_bit(IBV_WR_LOCAL_INV);
+                      send_opcode_bit(IBV_WR_LOCAL_INV) | send_opcode_bit(IBV_WR_BIND_MW);
   const uint64_t rc = uc | send_opcode_bit(IBV_WR_RDMA_READ) | send_opcode_bit(IBV_WR_ATOMIC_CMP_AND_SWP) |
                       send_opcode_bit(IBV_WR_ATOMIC_FETCH_AND_ADD) | send_opcode_bit(IBV_WR_SEND_WITH_INV);
   switch (type) {

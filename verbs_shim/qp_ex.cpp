@@ -117,13 +117,19 @@ void wr_atomic_fetch_add(ibv_qp_ex* x, uint32_t rkey, uint64_t addr, uint64_t ad
   e.compare_add = add;
 }
 
+// As rxe's: the window keeps its rkey field; the application sets it from `rkey` (ibv_post_send's
+// BIND_MW does not change it either, only ibv_bind_mw does).
+void wr_bind_mw(ibv_qp_ex* x, ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info* info) {
+  SendEntry& e = begin(x, IBV_WR_BIND_MW);
+  if (!info || bind_entry(e, mw, rkey, *info) != 0) fail(builder(x), EINVAL);
+}
+
 // Operations uroce cannot do: the batch fails with EOPNOTSUPP at wr_complete.
 void unsupported_op(ibv_qp_ex* x) {
   Qp& q = qp_of(x);
   stage_open(q);
   fail(*q.wr, EOPNOTSUPP);
 }
-void wr_bind_mw(ibv_qp_ex* x, ibv_mw*, uint32_t, const ibv_mw_bind_info*) { unsupported_op(x); }
 void wr_send_tso(ibv_qp_ex* x, void*, uint16_t, uint16_t) { unsupported_op(x); }
 void wr_atomic_write(ibv_qp_ex* x, uint32_t, uint64_t, const void*) { unsupported_op(x); }
 

@@ -177,8 +177,9 @@ int query_device_ex(ibv_context* context, const ibv_query_device_ex_input* input
 int poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc);
 int req_notify_cq(ibv_cq* cq, int solicited_only);
 // The send opcodes the transport carries on a QP type, as a set of send_opcode_bit (which is also
-// IBV_QP_EX_WITH_<op>: verbs.h numbers both alike). No memory windows, TSO, XRC or atomic write anywhere;
-// UD only sends; UC neither READs, atomics nor SEND with invalidate (IBTA 9.7.4, transport/device.cpp).
+// IBV_QP_EX_WITH_<op>: verbs.h numbers both alike). No TSO or atomic write anywhere; UD only sends; UC
+// neither READs, atomics nor SEND with invalidate (IBTA 9.7.4, transport/device.cpp); BIND_MW on RC, UC
+// and XRC initiators, as rxe.
 constexpr uint64_t send_opcode_bit(unsigned op) { return op < 64 ? uint64_t(1) << op : 0; }
 uint64_t send_opcodes_of(ibv_qp_type type);
 int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr);
@@ -189,6 +190,12 @@ ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr);
 ibv_srq* create_srq_ex(ibv_context* context, ibv_srq_init_attr_ex* attr);
 // A basic SRQ (xrcd 0) or an XRC SRQ in domain `xrcd` completing to `cq`; `attr` gets what it got (qp.cpp).
 ibv_srq* new_srq(ibv_pd* pd, void* srq_context, ibv_srq_attr& attr, uint32_t xrcd, ibv_cq* cq);
+// Memory windows (memory_windows.cpp): the ibv_context_ops slots, and a BIND_MW request's fields written
+// into a ring entry (EINVAL without a window, or with a range but no region).
+ibv_mw* alloc_mw(ibv_pd* pd, ibv_mw_type type);
+int dealloc_mw(ibv_mw* mw);
+int bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* mw_bind);
+int bind_entry(emulator::protocol::SendEntry& e, const ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info& info);
 // XRC (xrc.cpp).
 ibv_xrcd* open_xrcd(ibv_context* context, ibv_xrcd_init_attr* attr);
 int close_xrcd(ibv_xrcd* xrcd);

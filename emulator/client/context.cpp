@@ -111,6 +111,13 @@ MemoryRegion Context::rereg_mr(uint32_t key, uint32_t pd, const void* addr, uint
 
 void Context::dereg_mr(uint32_t key) { control_->call({{"op", "dereg_mr"}, {"key", key}}); }
 
+MemoryWindow Context::alloc_mw(uint32_t pd, verbs::MwType type) {
+  const json reply = control_->call({{"op", "alloc_mw"}, {"pd", pd}, {"type", uint32_t(type)}});
+  return {reply.at("mw").get<uint32_t>(), reply.at("rkey").get<uint32_t>()};
+}
+
+void Context::dealloc_mw(uint32_t mw) { control_->call({{"op", "dealloc_mw"}, {"mw", mw}}); }
+
 std::unique_ptr<CompletionChannel> Context::create_comp_channel() {
   std::vector<int> fds;
   const json reply = control_->call({{"op", "create_comp_channel"}}, &fds);

@@ -26,6 +26,12 @@ struct MemoryRegion {
   uint32_t rkey = 0;
 };
 
+// A memory window: its number (what BIND_MW work requests and dealloc_mw name) and its first rkey.
+struct MemoryWindow {
+  uint32_t mw = 0;
+  uint32_t rkey = 0;
+};
+
 struct CompletionQueue {
   uint32_t cqn = 0;
   uint32_t cqe = 0;  // capacity, >= what was asked
@@ -80,7 +86,10 @@ class Context {
   void dealloc_pd(uint32_t pd);
   MemoryRegion reg_mr(uint32_t pd, const void* addr, uint64_t length, uint32_t access, std::optional<uint64_t> iova = {});
   MemoryRegion rereg_mr(uint32_t key, uint32_t pd, const void* addr, uint64_t length, uint32_t access);
-  void dereg_mr(uint32_t key);
+  void dereg_mr(uint32_t key);  // EINVAL while memory windows are bound to the region
+  // Memory windows (type 1 or 2, as verbs::MwType); they are bound by BIND_MW work requests.
+  MemoryWindow alloc_mw(uint32_t pd, verbs::MwType type);
+  void dealloc_mw(uint32_t mw);
   std::unique_ptr<CompletionChannel> create_comp_channel();
   void destroy_comp_channel(CompletionChannel& channel);
   std::unique_ptr<CompletionQueue> create_cq(uint32_t cqe, const CompletionChannel* channel = nullptr);

@@ -68,6 +68,8 @@ VerbsService::VerbsService(EngineAccess& engine, PortDescription port, transport
                {"reg_mr", &VerbsService::reg_mr},
                {"rereg_mr", &VerbsService::rereg_mr},
                {"dereg_mr", &VerbsService::dereg_mr},
+               {"alloc_mw", &VerbsService::alloc_mw},
+               {"dealloc_mw", &VerbsService::dealloc_mw},
                {"create_comp_channel", &VerbsService::create_comp_channel},
                {"destroy_comp_channel", &VerbsService::destroy_comp_channel},
                {"create_cq", &VerbsService::create_cq},
@@ -207,7 +209,7 @@ std::shared_ptr<transport::MemoryBackend> VerbsService::memory_for(Session& s, c
   }
 }
 
-json VerbsService::reg_mr(Session& s, uint64_t, const json& r, std::vector<int>&) {
+json VerbsService::reg_mr(Session& s, uint64_t id, const json& r, std::vector<int>&) {
   const uint32_t pd = need_u32(r, "pd");
   const uint64_t addr = need_u64(r, "addr"), length = need_u64(r, "length");
   const uint64_t iova = r.value("iova", addr);
@@ -215,12 +217,16 @@ json VerbsService::reg_mr(Session& s, uint64_t, const json& r, std::vector<int>&
   require_owned(s.pds, pd, "protection domain");
   auto memory = memory_for(s, r, addr, length);
   uint32_t key = 0;
-  engine_call("reg_mr", [&](EngineContext& c) { return c.device.reg_mr(pd, iova, length, access, memory, 0, key); });
+  engine_call("reg_mr", [&](EngineContext& c) {
+    if (int e = c.device.reg_mr(pd, iova, length, access, memory, 0, key)) return e;
+    c.queues.attach_mr(id, key);  // so that no other session's BIND_MW can name it
+    return 0;
+  });
   s.mrs.insert(key);
   return {{"lkey", key}, {"rkey", key}};
 }
 
-json VerbsService::rereg_mr(Session& s, uint64_t, const json& r, std::vector<int>&) {
+json VerbsService::rereg_mr(Session& s, uint64_t id, const json& r, std::vector<int>&) {
   const uint32_t key = need_u32(r, "key");
   require_owned(s.mrs, key, "memory region");
   const uint32_t pd = need_u32(r, "pd");
@@ -231,7 +237,10 @@ json VerbsService::rereg_mr(Session& s, uint64_t, const json& r, std::vector<int
   auto memory = memory_for(s, r, addr, length);
   uint32_t new_key = 0;
   engine_call("rereg_mr", [&](EngineContext& c) {
-    return c.device.rereg_mr(key, pd, iova, length, access, memory, 0, new_key);
+    if (int e = c.device.rereg_mr(key, pd, iova, length, access, memory, 0, new_key)) return e;
+    c.queues.detach_mr(key);
+    c.queues.attach_mr(id, new_key);
+    return 0;
   });
   s.mrs.erase(key);
   s.mrs.insert(new_key);
@@ -241,7 +250,12 @@ json VerbsService::rereg_mr(Session& s, uint64_t, const json& r, std::vector<int
 json VerbsService::dereg_mr(Session& s, uint64_t, const json& r, std::vector<int>&) {
   const uint32_t key = need_u32(r, "key");
   require_owned(s.mrs, key, "memory region");
-  engine_call("dereg_mr", [&](EngineContext& c) { return c.device.dereg_mr(key); });
+  // EINVAL while memory windows are bound to the region (the transport's rule, as rxe's).
+  engine_call("dereg_mr", [&](EngineContext& c) {
+    if (int e = c.device.dereg_mr(key)) return e;
+    c.queues.detach_mr(key);
+    return 0;
+  });
   s.mrs.erase(key);
   return json::object();
 }
@@ -592,10 +606,13 @@ void VerbsService::announce_shutdown() {
   }
 }
 
-// Order matters: QPs first (they reference CQs, SRQs, PDs and, through their work requests, MRs), then
-// SRQs, CQs, AHs, MRs, PDs — the order in which the verbs let an application destroy them.
+// Order matters: QPs first (they reference CQs, SRQs, PDs and, through their work requests, MRs and
+// windows; a type 2 window is unbound with the QP that bound it), then SRQs, CQs, AHs, memory windows
+// (deallocating one unbinds it: a region with a window bound cannot be deregistered), MRs, PDs — the order
+// in which the verbs let an application destroy them.
 void VerbsService::destroy_everything(Session& s) {
-  const std::set<uint32_t> qps = s.qps, srqs = s.srqs, cqs = s.cqs, ahs = s.ahs, mrs = s.mrs, pds = s.pds;
+  const std::set<uint32_t> qps = s.qps, srqs = s.srqs, cqs = s.cqs, ahs = s.ahs, mws = s.mws, mrs = s.mrs,
+                           pds = s.pds;
   engine_.run_on_engine([&](EngineContext& c) {
     for (uint32_t q : qps) {
       c.device.destroy_qp(q);
@@ -613,7 +630,16 @@ void VerbsService::destroy_everything(Session& s) {
       c.device.destroy_ah(a);
       c.queues.detach_ah(a);
     }
-    for (uint32_t m : mrs) c.device.dereg_mr(m);
+    for (uint32_t w : mws) {
+      c.device.dealloc_mw(w);
+      c.queues.detach_mw(w);
+    }
+    for (uint32_t m : mrs) {
+      if (int e = c.device.dereg_mr(m)) {
+        spdlog::warn("client {}: memory region {:#x} not deregistered (errno {})", s.pid, m, e);
+      }
+      c.queues.detach_mr(m);
+    }
     for (uint32_t p : pds) c.device.dealloc_pd(p);
   });
   // XRC domains last: their SRQs and target QPs are gone (another session's may keep one alive).
@@ -631,6 +657,7 @@ void VerbsService::destroy_everything(Session& s) {
   s.srqs.clear();
   s.cqs.clear();
   s.ahs.clear();
+  s.mws.clear();
   s.mrs.clear();
   s.pds.clear();
 }
@@ -640,7 +667,8 @@ void VerbsService::close_session(uint64_t id) {
   if (it == sessions_.end()) return;
   Session& s = it->second;
   s.liveness->alive.store(false, std::memory_order_release);
-  const size_t objects = s.qps.size() + s.cqs.size() + s.srqs.size() + s.mrs.size() + s.pds.size() + s.ahs.size();
+  const size_t objects =
+      s.qps.size() + s.cqs.size() + s.srqs.size() + s.mws.size() + s.mrs.size() + s.pds.size() + s.ahs.size();
   destroy_everything(s);
   engine_.run_on_engine([&](EngineContext& c) {
     c.queues.set_event_pipe(id, -1);

@@ -1,7 +1,7 @@
 // The verbs, served to clients over the control socket: every request a verbs call makes that is not on
-// the data path (open the device, create/modify/query/destroy PDs, MRs, CQs, SRQs, AHs, QPs, completion
-// channels). It owns what each client created: a client names only its own objects, and when it goes away
-// everything it held is freed (docs/daemon.md, docs/control-protocol.md).
+// the data path (open the device, create/modify/query/destroy PDs, MRs, memory windows, CQs, SRQs, AHs,
+// QPs, completion channels). It owns what each client created: a client names only its own objects, and
+// when it goes away everything it held is freed (docs/daemon.md, docs/control-protocol.md).
 //
 // Runs on the control thread; every touch of the transport goes through EngineAccess.
 #pragma once
@@ -81,7 +81,7 @@ class VerbsService {
     uid_t uid = 0;
     std::shared_ptr<ClientLiveness> liveness = std::make_shared<ClientLiveness>();
     int async_write_fd = -1;
-    std::set<uint32_t> pds, mrs, cqs, srqs, ahs, qps;
+    std::set<uint32_t> pds, mrs, mws, cqs, srqs, ahs, qps;  // mws: memory windows, by number
     std::map<uint32_t, Channel> channels;
     std::map<uint32_t, uint32_t> cq_channel;  // CQ -> the completion channel it signals
     std::map<uint32_t, uint32_t> xrcds;       // XRC domain -> how many times this session opened it
@@ -104,6 +104,8 @@ class VerbsService {
   nlohmann::json reg_mr(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
   nlohmann::json rereg_mr(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
   nlohmann::json dereg_mr(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json alloc_mw(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json dealloc_mw(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
   nlohmann::json create_comp_channel(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
   nlohmann::json destroy_comp_channel(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
   nlohmann::json create_cq(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);

@@ -249,6 +249,11 @@ bool QueueService::decode_send(const QpBinding& b, const uint8_t* slot, SendWr& 
   wr.remote_qpn = e.remote_qpn;
   wr.remote_qkey = e.remote_qkey;
   wr.remote_srqn = e.remote_srqn;
+  if (wr.opcode == WrOpcode::bind_mw) {
+    wr.bind = {e.bind_mw, e.rkey, e.bind_mr_lkey, e.bind_addr, e.bind_length, e.bind_access};
+  } else {
+    wr.bind = {};
+  }
   wr.sg_list.clear();
   wr.inline_data.clear();
   const uint8_t* tail = slot + sizeof(SendEntry);
@@ -271,6 +276,17 @@ bool QueueService::decode_send(const QpBinding& b, const uint8_t* slot, SendWr& 
 bool QueueService::foreign_ah(const QpBinding& b, uint32_t ahn) const {
   const auto it = ahs_.find(ahn);
   return it != ahs_.end() && it->second != b.session;
+}
+
+// A BIND_MW may name only the posting session's window and, unless it unbinds (length 0), its region.
+// Unlike an address handle, a window or region the service does not know is refused too: every one is
+// attached when the verbs service creates it.
+bool QueueService::bind_allowed(const QpBinding& b, const MwBind& bind) const {
+  const auto mw = mws_.find(bind.mw);
+  if (mw == mws_.end() || mw->second != b.session) return false;
+  if (bind.length == 0) return true;
+  const auto mr = mrs_.find(bind.mr_lkey);
+  return mr != mrs_.end() && mr->second == b.session;
 }
 
 void QueueService::reject_send(uint32_t qpn, const SendWr& wr, WcStatus status) {
@@ -298,6 +314,16 @@ unsigned QueueService::drain_send(uint32_t qpn, QpBinding& b, transport::Nanos n
       spdlog::debug("qp {:#x}: malformed send work request {} rejected", qpn, wr.wr_id);
       reject_send(qpn, wr, WcStatus::loc_qp_op_err);
     } else {
+      if (wr.opcode == WrOpcode::bind_mw && !bind_allowed(b, wr.bind)) {
+        // Another session's window or region: the bind fails as one with a foreign lkey's does, in the
+        // transport, which completes it in send-queue order with an error (MW_BIND_ERR here) and moves
+        // the QP to the error state, as it does any bind it refuses. A post cannot be refused with
+        // EINVAL: the client wrote its ring, and ibv_post_send has already returned. Window number 0
+        // is never a window (key slot 0 is unused), so the transport refuses the bind without looking
+        // further; the client never learns whether the number it named exists.
+        spdlog::debug("qp {:#x}: bind {} names another session's window or region", qpn, wr.wr_id);
+        wr.bind.mw = 0;
+      }
       const int rc = device_.post_send(qpn, wr, now);
       if (rc == ENOMEM) break;  // the transport's send queue is full: the request waits in the ring
       if (rc != 0) {

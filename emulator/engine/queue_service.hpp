@@ -76,6 +76,12 @@ class QueueService {
   // names another session's address handle, as it would any other object of another session.
   void attach_ah(SessionId session, uint32_t ahn) { ahs_.insert_or_assign(ahn, session); }
   void detach_ah(uint32_t ahn) { ahs_.erase(ahn); }
+  // Memory regions (by lkey) and windows (by number) are device-wide too, and a BIND_MW request names one
+  // of each: the engine binds only a window and a region of the posting session (bind_allowed).
+  void attach_mr(SessionId session, uint32_t lkey) { mrs_.insert_or_assign(lkey, session); }
+  void detach_mr(uint32_t lkey) { mrs_.erase(lkey); }
+  void attach_mw(SessionId session, uint32_t mw) { mws_.insert_or_assign(mw, session); }
+  void detach_mw(uint32_t mw) { mws_.erase(mw); }
   // The session's doorbell page (protocol::SessionDoorbell, formatted): from now on its rings are drained
   // only when its client rings. detach_session forgets the page when the session closes (its rings are
   // detached first).
@@ -139,6 +145,7 @@ class QueueService {
   void signal(CqBinding& b, uint32_t cqn, bool solicited_or_error);
   bool decode_send(const QpBinding& b, const uint8_t* slot, verbs::SendWr& wr) const;
   bool foreign_ah(const QpBinding& b, uint32_t ahn) const;
+  bool bind_allowed(const QpBinding& b, const verbs::MwBind& bind) const;
   void reject_send(uint32_t qpn, const verbs::SendWr& wr, verbs::WcStatus status);
   void send_event(SessionId session, const protocol::AsyncEventRecord& r);
 
@@ -150,6 +157,8 @@ class QueueService {
   std::unordered_map<SessionId, SessionRings> sessions_;
   std::unordered_map<uint32_t, SrqBinding> srqs_;
   std::unordered_map<uint32_t, SessionId> ahs_;  // owner of each address handle
+  std::unordered_map<uint32_t, SessionId> mrs_;  // owner of each memory region, by lkey
+  std::unordered_map<uint32_t, SessionId> mws_;  // owner of each memory window, by number
   std::unordered_map<SessionId, int> event_pipes_;
   std::vector<verbs::WorkCompletion> scratch_;
   // Completions the engine made itself (malformed work requests), by CQ, ahead of the transport's.

@@ -22,19 +22,41 @@ static_assert(sizeof(WireSge) == 16);
 
 // A send work request; followed in its slot by num_sge WireSge or, with IBV_SEND_INLINE, inline_length
 // bytes of data (copied at post time: the application may reuse its buffer as soon as the post returns).
+//
+// A BIND_MW request (ibv_bind_mw, IBV_WR_BIND_MW, ibv_wr_bind_mw) carries its window, region and range in
+// fields no bind uses, under names of their own (the unions), so that the slot keeps its 80 bytes and no
+// other request's layout moves: the window's number (its rkey >> 8) where an invalidation names its rkey,
+// the range where an RDMA request has its remote address and an atomic its operand, the region's lkey and
+// the window's rights where a UD send names its destination QP and Q_Key; `rkey` is the window's new rkey
+// (ibv_inc_rkey of the current one). Not `ah`: the engine judges that field on every QP type.
 struct SendEntry {
   uint64_t wr_id;
   uint32_t opcode;           // verbs::WrOpcode
   uint32_t send_flags;       // verbs::SendFlags
   uint32_t imm_data;         // the immediate as the 32-bit value on the wire
-  uint32_t invalidate_rkey;
-  uint64_t remote_addr;
-  uint64_t compare_add;
+  union {
+    uint32_t invalidate_rkey;
+    uint32_t bind_mw;        // BIND_MW: the window's number
+  };
+  union {
+    uint64_t remote_addr;
+    uint64_t bind_addr;      // BIND_MW: where the window starts, as the region's addresses count
+  };
+  union {
+    uint64_t compare_add;
+    uint64_t bind_length;    // BIND_MW: 0 unbinds (type 1)
+  };
   uint64_t swap;
-  uint32_t rkey;
+  uint32_t rkey;             // RDMA and atomics; BIND_MW: the window's new rkey
   uint32_t ah;               // UD: the daemon's address handle number
-  uint32_t remote_qpn;       // UD
-  uint32_t remote_qkey;      // UD
+  union {
+    uint32_t remote_qpn;     // UD
+    uint32_t bind_mr_lkey;   // BIND_MW: the region
+  };
+  union {
+    uint32_t remote_qkey;    // UD
+    uint32_t bind_access;    // BIND_MW: verbs::AccessFlags (remote rights, zero_based)
+  };
   uint16_t num_sge;
   uint16_t reserved;
   uint32_t inline_length;
@@ -42,6 +64,9 @@ struct SendEntry {
   uint32_t reserved2;
 };
 static_assert(sizeof(SendEntry) == 80);
+static_assert(offsetof(SendEntry, bind_mw) == 20 && offsetof(SendEntry, bind_addr) == 24 &&
+              offsetof(SendEntry, bind_length) == 32 && offsetof(SendEntry, rkey) == 48 &&
+              offsetof(SendEntry, bind_mr_lkey) == 56 && offsetof(SendEntry, bind_access) == 60);
 
 // A receive work request (QP receive queue or SRQ); followed by num_sge WireSge.
 struct RecvEntry {

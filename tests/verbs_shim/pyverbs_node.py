@@ -12,10 +12,11 @@ import signal
 import time
 
 import pyverbs.enums as e
+from pyverbs.pyverbs_error import PyverbsRDMAError
 from pyverbs.addr import GID, AHAttr, GlobalRoute
 from pyverbs.cq import CQ
 from pyverbs.device import Context
-from pyverbs.mr import MR
+from pyverbs.mr import MR, MW, MWBind, MWBindInfo
 from pyverbs.pd import PD
 from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
 from pyverbs.wr import SGE, RecvWR, SendWR
@@ -36,6 +37,7 @@ class Node:
         self.ctx = Context(name=device)
         self.pds = {"main": PD(self.ctx)}
         self.mrs = {}
+        self.mws = {}
         self.qps = {}    # id -> (QP, send CQ, recv CQ): a CQ pair per QP, so one check's leftovers stay there
         self.gid = str(self.ctx.query_gid(PORT, GID_INDEX))
 
@@ -52,6 +54,45 @@ class Node:
 
     def dereg_mr(self, name):
         self.mrs.pop(name).close()
+
+    def dereg_mr_errno(self, name):
+        """ibv_dereg_mr's errno (0: the region is gone; otherwise it stays registered under `name`)."""
+        try:
+            self.mrs[name].close()
+        except PyverbsRDMAError as ex:
+            return ex.error_code
+        del self.mrs[name]
+        return 0
+
+    # --- memory windows -------------------------------------------------------------------------------
+    def device_caps(self):
+        attr = self.ctx.query_device()
+        return {"device_cap_flags": attr.device_cap_flags, "max_mw": attr.max_mw}
+
+    def alloc_mw(self, name, mw_type, pd="main"):
+        self.mws[name] = MW(self.pds[pd], mw_type)
+        return self.mws[name].rkey
+
+    def dealloc_mw(self, name):
+        self.mws.pop(name).close()
+
+    def bind_mw(self, qid, name, mr, offset, length, access, wr_id):
+        """ibv_bind_mw (a type 1 window) to [offset, offset+length) of region `mr`: the window's new rkey."""
+        mw, region = self.mws[name], self.mrs[mr]
+        info = MWBindInfo(region, region.buf + offset, length, access)
+        self.qps[qid][0].bind_mw(mw, MWBind(info, e.IBV_SEND_SIGNALED, wr_id))
+        return mw.rkey
+
+    def post_bind_mw(self, qid, name, mr, offset, length, access, wr_id):
+        """An IBV_WR_BIND_MW work request (a type 2 window): the rkey it gives the window (pyverbs takes
+        ibv_inc_rkey of the window's current one, as rdma-core's tests do)."""
+        mw, region = self.mws[name], self.mrs[mr]
+        wr = SendWR(wr_id=wr_id, opcode=e.IBV_WR_BIND_MW, num_sge=1, sg=self.sge_list([[mr, 0, 0]]),
+                    send_flags=e.IBV_SEND_SIGNALED)
+        wr.num_sge = 0
+        wr.set_bind_wr(mw, MWBindInfo(region, region.buf + offset, length, access))
+        self.qps[qid][0].post_send(wr)
+        return wr.rkey
 
     def write(self, mr, offset, data_hex):
         data = bytes.fromhex(data_hex)

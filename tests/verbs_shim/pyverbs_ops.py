@@ -2,7 +2,7 @@
 """A pyverbs program (Debian's python3-pyverbs, unmodified libibverbs API) that exercises through uroce
 what ibverbs-utils and perftest do not: SEND and RDMA WRITE with immediate, SEND with invalidate,
 zero-length messages, scatter/gather lists, inline data, fences, unsignalled completions, RDMA READ and
-atomics (pyverbs_ops_data.py); the error completions a real NIC reports for bad keys, access rights,
+atomics (pyverbs_ops_data.py); memory windows of both types (pyverbs_ops_windows.py); the error completions a real NIC reports for bad keys, access rights,
 bounds and lengths (pyverbs_ops_errors.py), and for RNR with rnr_retry 0 and retry exceeded against a
 destroyed QP and against a killed process (pyverbs_ops_peer.py).
 
@@ -30,7 +30,8 @@ from pyverbs_node import Node, Remote, serve
 _STATUS = {getattr(e, n): n for n in dir(e)
            if n.startswith("IBV_WC_") and (n.endswith("_ERR") or n == "IBV_WC_SUCCESS")}
 _OPCODE = {getattr(e, n): n for n in ("IBV_WC_SEND", "IBV_WC_RDMA_WRITE", "IBV_WC_RDMA_READ", "IBV_WC_COMP_SWAP",
-                                      "IBV_WC_FETCH_ADD", "IBV_WC_RECV", "IBV_WC_RECV_RDMA_WITH_IMM")}
+                                      "IBV_WC_FETCH_ADD", "IBV_WC_RECV", "IBV_WC_RECV_RDMA_WITH_IMM",
+                                      "IBV_WC_BIND_MW", "IBV_WC_LOCAL_INV")}
 CHECKS = []
 
 
@@ -105,7 +106,7 @@ class Checks:
 
 
 def run_requester(sock):
-    for module in ("pyverbs_ops_data", "pyverbs_ops_errors", "pyverbs_ops_peer"):
+    for module in ("pyverbs_ops_data", "pyverbs_ops_errors", "pyverbs_ops_windows", "pyverbs_ops_peer"):
         importlib.import_module(module)  # registers its checks, in this order
     t = Checks(Node(), Remote(sock))
     failures = 0

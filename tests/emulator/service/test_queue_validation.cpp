@@ -35,9 +35,14 @@ TEST_CASE("malformed send entries complete with an error instead of reaching the
   too_much_inline.inline_length = 65;
   scribble(s.ca.raw_send, 2, &too_much_inline, sizeof too_much_inline);
 
-  // An opcode the ring format knows but the transport refuses on an RC QP (memory windows).
-  const SendEntry bind_mw = send_entry(4, verbs::WrOpcode::bind_mw);
-  scribble(s.ca.raw_send, 3, &bind_mw, sizeof bind_mw);
+  // A request the ring format can hold but the transport refuses when it is posted (an atomic on an
+  // address that is not 8-byte aligned).
+  SendEntry unaligned = send_entry(4, verbs::WrOpcode::atomic_fetch_and_add);
+  unaligned.remote_addr = Pair::b_base + 4;
+  unaligned.rkey = p.b_key;
+  unaligned.num_sge = 1;
+  scribble(s.ca.raw_send, 3, &unaligned, sizeof unaligned,
+           bytes_of(std::vector<protocol::WireSge>(1, sge(Pair::a_base, 8, p.a_key))));
 
   // Malformed entries are not sent, so they must not have consumed anything but their own slot.
   REQUIRE(s.qa.drain_work(p.net.now()) == 4);

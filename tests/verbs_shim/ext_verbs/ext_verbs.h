@@ -50,7 +50,8 @@ struct wc_ex {
 #define RC_SEND_OPS                                                                                \
   (IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND |          \
    IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |  \
-   IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_SEND_WITH_INV)
+   IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_SEND_WITH_INV | \
+   IBV_QP_EX_WITH_BIND_MW)
 
 #define STANDARD_WC_FLAGS                                                                            \
   (IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM | IBV_WC_EX_WITH_SRC_QP |   \
@@ -90,5 +91,6 @@ void test_resize(struct env *e);
 void test_ud_and_ah_from_wc(struct env *e);
 void test_ud_multicast(struct env *e);
 void test_xrc(struct env *e);
+void test_mw(struct env *e);
 
 #endif

@@ -20,7 +20,7 @@ static void refused(struct env *e, struct ibv_qp_ex *x, int n, void (*bad)(struc
   CHECK(rc == want, "%s: wr_complete returned %d, expected %d", what, rc, want);
 }
 
-static void bind_mw(struct env *e, struct ibv_qp_ex *x) {
+static void bind_without_window(struct env *e, struct ibv_qp_ex *x) {
   (void)e;
   struct ibv_mw_bind_info info = {0};
   x->wr_id = 1;
@@ -99,7 +99,7 @@ void test_wr_errors(struct env *e, struct ibv_qp *a, struct ibv_cq_ex *cqa, stru
     int want;
     const char *what;
   } cases[] = {
-      {bind_mw, EOPNOTSUPP, "BIND_MW"},
+      {bind_without_window, EINVAL, "BIND_MW without a window"},
       {tso, EOPNOTSUPP, "SEND with TSO"},
       {atomic_write, EOPNOTSUPP, "ATOMIC_WRITE"},
       {xrc, EOPNOTSUPP, "an XRC SRQ number on an RC QP"},

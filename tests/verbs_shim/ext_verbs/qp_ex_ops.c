@@ -19,19 +19,19 @@ void test_qp_ex_creation(struct env *e) {
       .qp_type = IBV_QPT_RC,
       .comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
       .pd = e->pd,
-      .send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_BIND_MW,
+      .send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_TSO,
   };
-  /* Memory windows, TSO and atomic write are operations uroce cannot do: creation says so. */
-  errno = 0;
-  CHECK(ibv_create_qp_ex(e->ctx, &a) == NULL && errno == EOPNOTSUPP, "BIND_MW accepted (errno %d)", errno);
-  a.send_ops_flags = IBV_QP_EX_WITH_TSO;
+  /* TSO and atomic write are operations uroce cannot do: creation says so. */
   errno = 0;
   CHECK(ibv_create_qp_ex(e->ctx, &a) == NULL && errno == EOPNOTSUPP, "TSO accepted (errno %d)", errno);
-  /* A UD QP only sends. */
+  /* A UD QP only sends (memory windows are bound on RC, UC and XRC initiators, mw.c). */
   a.qp_type = IBV_QPT_UD;
   a.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE;
   errno = 0;
   CHECK(ibv_create_qp_ex(e->ctx, &a) == NULL && errno == EOPNOTSUPP, "RDMA WRITE on UD accepted (errno %d)", errno);
+  a.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_BIND_MW;
+  errno = 0;
+  CHECK(ibv_create_qp_ex(e->ctx, &a) == NULL && errno == EOPNOTSUPP, "BIND_MW on UD accepted (errno %d)", errno);
   /* An XRC target names its XRC domain (IBV_QP_INIT_ATTR_XRCD), not a PD. */
   a.qp_type = IBV_QPT_XRC_RECV;
   a.send_ops_flags = IBV_QP_EX_WITH_SEND;
