@@ -33,7 +33,10 @@ inline uint32_t opt_u32(const nlohmann::json& r, const char* key, uint32_t fallb
   return r.contains(key) ? need_u32(r, key) : fallback;
 }
 
-inline void require_owned(const std::set<uint32_t>& owned, uint32_t object, const char* kind) {
+// `owned`: the session's objects of one kind, as a set or as a map keyed by object (XRC domains, with how
+// often the session opened each).
+template <class Owned>
+void require_owned(const Owned& owned, uint32_t object, const char* kind) {
   // Another client's object is reported exactly like a nonexistent one: a client learns nothing about
   // the others.
   if (!owned.contains(object)) throw ServiceError(EINVAL, std::string("no such ") + kind);

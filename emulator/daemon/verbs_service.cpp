@@ -354,7 +354,7 @@ json VerbsService::create_srq(Session& s, uint64_t id, const json& r, std::vecto
   // An XRC SRQ (IBV_SRQT_XRC) is in a domain the session opened and completes to a CQ of its own.
   const uint32_t xrcd = opt_u32(r, "xrcd", 0), xrc_cq = opt_u32(r, "cq", 0);
   if (xrcd != 0) {
-    if (!s.xrcds.contains(xrcd)) throw ServiceError(EINVAL, "no such XRC domain");
+    require_owned(s.xrcds, xrcd, "XRC domain");
     require_owned(s.cqs, xrc_cq, "completion queue");
   }
   const uint32_t capacity = protocol::round_up_pow2(max_wr);
@@ -435,7 +435,7 @@ json VerbsService::create_qp(Session& s, uint64_t id, const json& r, std::vector
   const bool target = init.type == QpType::xrc_recv, initiator = init.type == QpType::xrc_send;
   if (target) {
     init.xrcd = need_u32(r, "xrcd");
-    if (!s.xrcds.contains(init.xrcd)) throw ServiceError(EINVAL, "no such XRC domain");
+    require_owned(s.xrcds, init.xrcd, "XRC domain");
     init.cap = {};
   } else {
     init.pd = need_u32(r, "pd");

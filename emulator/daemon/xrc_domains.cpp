@@ -42,7 +42,7 @@ json VerbsService::open_xrcd(Session& s, uint64_t, const json& r, std::vector<in
 
 json VerbsService::close_xrcd(Session& s, uint64_t, const json& r, std::vector<int>&) {
   const uint32_t xrcd = need_u32(r, "xrcd");
-  if (!s.xrcds.contains(xrcd)) throw ServiceError(EINVAL, "no such XRC domain");
+  require_owned(s.xrcds, xrcd, "XRC domain");
   release_xrcd(s, xrcd);
   return json::object();
 }
