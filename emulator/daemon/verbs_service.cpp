@@ -76,6 +76,7 @@ VerbsService::VerbsService(EngineAccess& engine, PortDescription port, transport
                {"resize_cq", &VerbsService::resize_cq},
                {"destroy_cq", &VerbsService::destroy_cq},
                {"open_xrcd", &VerbsService::open_xrcd},
+               {"open_qp", &VerbsService::open_qp},
                {"close_xrcd", &VerbsService::close_xrcd},
                {"create_srq", &VerbsService::create_srq},
                {"modify_srq", &VerbsService::modify_srq},
@@ -375,6 +376,10 @@ json VerbsService::create_srq(Session& s, uint64_t id, const json& r, std::vecto
     throw;
   }
   s.srqs.insert(srqn);
+  if (xrcd != 0) {
+    xrc_srq_domains_[srqn] = xrcd;
+    ++xrcds_.at(xrcd).srqs;
+  }
   fds.push_back(client_fd);
   return {{"srq", srqn}, {"max_wr", capacity}, {"max_sge", max_sge}, {"ring_bytes", protocol::ring_bytes(capacity, entry)},
           {"entry_size", entry}};
@@ -397,6 +402,7 @@ json VerbsService::destroy_srq(Session& s, uint64_t, const json& r, std::vector<
     return 0;
   });
   s.srqs.erase(srqn);
+  forget_xrc_srq(srqn);
   return json::object();
 }
 
@@ -496,6 +502,7 @@ json VerbsService::create_qp(Session& s, uint64_t id, const json& r, std::vector
     throw;
   }
   s.qps.insert(qpn);
+  if (target) add_target(s, qpn, init.xrcd);
   fds.insert(fds.end(), client_fds.begin(), client_fds.end());
   json reply = {{"qp_num", qpn}, {"cap", cap}};
   if (!target) {
@@ -529,6 +536,10 @@ json VerbsService::query_qp(Session& s, uint64_t, const json& r, std::vector<int
 json VerbsService::destroy_qp(Session& s, uint64_t, const json& r, std::vector<int>&) {
   const uint32_t qpn = need_u32(r, "qp_num");
   require_owned(s.qps, qpn, "queue pair");
+  if (s.xrc_qp_handles.contains(qpn)) {  // an XRC target: one handle closes
+    release_target(s, qpn, 1);
+    return json::object();
+  }
   engine_call("destroy_qp", [&](EngineContext& c) {
     if (int e = c.device.destroy_qp(qpn)) return e;
     c.queues.detach_qp(qpn);
@@ -611,6 +622,17 @@ void VerbsService::announce_shutdown() {
 // (deallocating one unbinds it: a region with a window bound cannot be deregistered), MRs, PDs — the order
 // in which the verbs let an application destroy them.
 void VerbsService::destroy_everything(Session& s) {
+  // XRC target QPs first, by handle: one that another session holds lives on, and moves to it.
+  while (!s.xrc_qp_handles.empty()) {
+    const auto [qpn, handles] = *s.xrc_qp_handles.begin();
+    try {
+      release_target(s, qpn, handles);
+    } catch (const ServiceError& e) {
+      spdlog::warn("client {}: XRC target QP {:#x} not destroyed: {}", s.pid, qpn, e.what());
+      s.xrc_qp_handles.erase(qpn);
+      s.qps.erase(qpn);
+    }
+  }
   const std::set<uint32_t> qps = s.qps, srqs = s.srqs, cqs = s.cqs, ahs = s.ahs, mws = s.mws, mrs = s.mrs,
                            pds = s.pds;
   engine_.run_on_engine([&](EngineContext& c) {
@@ -642,7 +664,8 @@ void VerbsService::destroy_everything(Session& s) {
     }
     for (uint32_t p : pds) c.device.dealloc_pd(p);
   });
-  // XRC domains last: their SRQs and target QPs are gone (another session's may keep one alive).
+  for (uint32_t q : srqs) forget_xrc_srq(q);
+  // XRC domains last: their SRQs are gone, and target QPs another session holds keep theirs.
   while (!s.xrcds.empty()) {
     try {
       release_xrcd(s, s.xrcds.begin()->first);

@@ -85,13 +85,25 @@ class VerbsService {
     std::map<uint32_t, Channel> channels;
     std::map<uint32_t, uint32_t> cq_channel;  // CQ -> the completion channel it signals
     std::map<uint32_t, uint32_t> xrcds;       // XRC domain -> how many times this session opened it
+    std::map<uint32_t, uint32_t> xrc_qp_handles;  // XRC target QP -> handles held (create_qp, open_qp)
   };
   // An XRC domain, shared by every session that opened it. One opened through a file (ibv_open_xrcd with
   // a descriptor) is found again by the file's identity, as the kernel finds it by inode, so that
   // processes that open the same file share the domain.
+  // It lives while a session has it open or a target QP is in it (a target QP may outlive every session
+  // that opened the domain: ibv_open_qp). Its SRQs belong to sessions that have it open: the last open
+  // cannot close while one is in it (EBUSY).
   struct XrcDomain {
-    uint32_t users = 0;  // opens, over all sessions
+    uint32_t opens = 0;    // over all sessions
+    uint32_t targets = 0;  // target QPs in it
+    uint32_t srqs = 0;     // XRC SRQs in it
     std::optional<std::pair<dev_t, ino_t>> file;
+  };
+  // An XRC target QP, which any session that opened its domain may open too (ibv_open_qp): it lives until
+  // the last handle of any session goes, as the kernel keeps a shared QP.
+  struct XrcTarget {
+    uint32_t xrcd = 0;
+    uint32_t handles = 0;  // over all sessions
   };
   using Handler = nlohmann::json (VerbsService::*)(Session&, uint64_t, const nlohmann::json&, std::vector<int>&);
 
@@ -114,6 +126,13 @@ class VerbsService {
   nlohmann::json open_xrcd(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
   nlohmann::json close_xrcd(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
   void release_xrcd(Session& s, uint32_t xrcd);  // one close: the domain goes with its last user (EBUSY)
+  void free_xrcd_if_unused(uint32_t xrcd);
+  void forget_xrc_srq(uint32_t srqn);
+  nlohmann::json open_qp(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
+  void add_target(Session& s, uint32_t qpn, uint32_t xrcd);
+  // Closes `handles` of the session's handles on target QP `qpn`; the QP goes with the last of all.
+  void release_target(Session& s, uint32_t qpn, uint32_t handles);
+  std::vector<uint64_t> target_holders(uint32_t qpn) const;
   nlohmann::json create_srq(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
   nlohmann::json modify_srq(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
   nlohmann::json destroy_srq(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
@@ -147,6 +166,8 @@ class VerbsService {
   const std::vector<int>* received_ = nullptr;  // the current request's descriptors
   std::map<uint32_t, XrcDomain> xrcds_;
   std::map<std::pair<dev_t, ino_t>, uint32_t> xrcd_files_;
+  std::map<uint32_t, XrcTarget> xrc_targets_;
+  std::map<uint32_t, uint32_t> xrc_srq_domains_;  // XRC SRQ -> its domain
 };
 
 }  // namespace uroce::emulator

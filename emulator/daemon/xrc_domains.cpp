@@ -35,7 +35,7 @@ json VerbsService::open_xrcd(Session& s, uint64_t, const json& r, std::vector<in
   } else {
     engine_call("open_xrcd", [&](EngineContext& c) { return c.device.alloc_xrcd(xrcd); });
   }
-  ++xrcds_[xrcd].users;
+  ++xrcds_[xrcd].opens;
   ++s.xrcds[xrcd];
   return {{"xrcd", xrcd}};
 }
@@ -49,15 +49,84 @@ json VerbsService::close_xrcd(Session& s, uint64_t, const json& r, std::vector<i
 
 void VerbsService::release_xrcd(Session& s, uint32_t xrcd) {
   XrcDomain& d = xrcds_.at(xrcd);
-  if (d.users == 1) {
-    // The last user: the domain goes, unless SRQs or target QPs are still in it (EBUSY, nothing changes).
-    engine_call("close_xrcd", [&](EngineContext& c) { return c.device.dealloc_xrcd(xrcd); });
-    if (d.file) xrcd_files_.erase(*d.file);
-    xrcds_.erase(xrcd);
-  } else {
-    --d.users;
-  }
+  if (d.opens == 1 && d.srqs != 0) throw ServiceError(EBUSY, "XRC SRQs are still in the domain");
+  --d.opens;
   if (--s.xrcds[xrcd] == 0) s.xrcds.erase(xrcd);
+  free_xrcd_if_unused(xrcd);
+}
+
+void VerbsService::free_xrcd_if_unused(uint32_t xrcd) {
+  const XrcDomain& d = xrcds_.at(xrcd);
+  if (d.opens != 0 || d.targets != 0) return;
+  engine_call("close_xrcd", [&](EngineContext& c) { return c.device.dealloc_xrcd(xrcd); });
+  if (d.file) xrcd_files_.erase(*d.file);
+  xrcds_.erase(xrcd);
+}
+
+void VerbsService::forget_xrc_srq(uint32_t srqn) {
+  const auto it = xrc_srq_domains_.find(srqn);
+  if (it == xrc_srq_domains_.end()) return;
+  --xrcds_.at(it->second).srqs;
+  xrc_srq_domains_.erase(it);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// XRC target QPs shared between sessions (ibv_open_qp). Each create_qp or open_qp is a handle; destroy_qp
+// closes one. A target QP also keeps its domain, as the kernel's keeps a use of its XRCD, so that the
+// domain's last close by a session never strands a QP another session still holds.
+
+void VerbsService::add_target(Session& s, uint32_t qpn, uint32_t xrcd) {
+  xrc_targets_[qpn] = {xrcd, 1};
+  s.xrc_qp_handles[qpn] = 1;
+  ++xrcds_.at(xrcd).targets;
+}
+
+json VerbsService::open_qp(Session& s, uint64_t, const json& r, std::vector<int>&) {
+  const uint32_t xrcd = need_u32(r, "xrcd"), qpn = need_u32(r, "qp_num");
+  require_owned(s.xrcds, xrcd, "XRC domain");
+  // As the kernel's ib_open_qp: only an XRC target QP of that very domain (EINVAL otherwise, the same for
+  // a QP that does not exist and one of another kind).
+  const auto t = xrc_targets_.find(qpn);
+  if (t == xrc_targets_.end() || t->second.xrcd != xrcd) throw ServiceError(EINVAL, "no such XRC target QP");
+  ++t->second.handles;
+  ++s.xrc_qp_handles[qpn];
+  s.qps.insert(qpn);
+  const std::vector<uint64_t> holders = target_holders(qpn);
+  engine_.run_on_engine([&](EngineContext& c) { c.queues.set_qp_holders(qpn, holders); });
+  return {{"qp_num", qpn}};
+}
+
+void VerbsService::release_target(Session& s, uint32_t qpn, uint32_t handles) {
+  uint32_t& mine = s.xrc_qp_handles.at(qpn);
+  mine -= handles;
+  if (mine == 0) {
+    s.xrc_qp_handles.erase(qpn);
+    s.qps.erase(qpn);
+  }
+  XrcTarget& t = xrc_targets_.at(qpn);
+  t.handles -= handles;
+  if (t.handles > 0) {
+    const std::vector<uint64_t> holders = target_holders(qpn);
+    engine_.run_on_engine([&](EngineContext& c) { c.queues.set_qp_holders(qpn, holders); });
+    return;
+  }
+  const uint32_t xrcd = t.xrcd;
+  xrc_targets_.erase(qpn);
+  engine_call("destroy_qp", [&](EngineContext& c) {
+    if (int e = c.device.destroy_qp(qpn)) return e;
+    c.queues.detach_qp(qpn);
+    return 0;
+  });
+  --xrcds_.at(xrcd).targets;
+  free_xrcd_if_unused(xrcd);
+}
+
+std::vector<uint64_t> VerbsService::target_holders(uint32_t qpn) const {
+  std::vector<uint64_t> holders;
+  for (const auto& [id, session] : sessions_) {
+    if (session.xrc_qp_handles.contains(qpn)) holders.push_back(id);
+  }
+  return holders;
 }
 
 }  // namespace uroce::emulator

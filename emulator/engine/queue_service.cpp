@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -141,6 +142,26 @@ void QueueService::detach_qp(uint32_t qpn) {
     std::erase_if(s->second.qps, [&](const auto& q) { return q.first == qpn; });
   }
   qps_.erase(it);
+  qp_holders_.erase(qpn);
+}
+
+void QueueService::set_qp_holders(uint32_t qpn, std::vector<SessionId> holders) {
+  const auto it = qps_.find(qpn);
+  if (it == qps_.end() || holders.empty()) return;
+  QpBinding& b = it->second;
+  if (std::find(holders.begin(), holders.end(), b.session) == holders.end()) {
+    // Its session let go: the binding moves, so that the session's rings can go with the session.
+    if (auto s = sessions_.find(b.session); s != sessions_.end()) {
+      std::erase_if(s->second.qps, [&](const auto& q) { return q.first == qpn; });
+    }
+    b.session = holders.front();
+    sessions_[b.session].qps.emplace_back(qpn, &b);
+  }
+  if (holders.size() == 1) {
+    qp_holders_.erase(qpn);
+  } else {
+    qp_holders_[qpn] = std::move(holders);
+  }
 }
 
 // A CQ number left in backlog_cqs_ is harmless: it is looked up, and skipped, at the next turn.
@@ -533,6 +554,10 @@ void QueueService::deliver_events() {
         if (auto it = srqs_.find(ev.object); it != srqs_.end()) owner = it->second.session, found = true;
         break;
       default:
+        if (auto h = qp_holders_.find(ev.object); h != qp_holders_.end()) {
+          for (SessionId holder : h->second) send_event(holder, {uint32_t(ev.type), ev.object});
+          continue;  // every handle of a shared QP hears of it, as the kernel's open QPs do
+        }
         if (auto it = qps_.find(ev.object); it != qps_.end()) owner = it->second.session, found = true;
         break;
     }

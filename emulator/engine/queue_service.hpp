@@ -70,6 +70,9 @@ class QueueService {
   // the transport's CQ resized alike. EINVAL, with nothing changed, when they would not fit.
   int resize_cq(uint32_t cqn, protocol::SharedRegion region);
   void detach_qp(uint32_t qpn);
+  // The sessions that hold a QP shared between them (an XRC target QP, ibv_open_qp): its async events go
+  // to each of them, and its binding moves to the first when the session it was attached for lets go.
+  void set_qp_holders(uint32_t qpn, std::vector<SessionId> holders);
   void detach_cq(uint32_t cqn);
   void detach_srq(uint32_t srqn);
   // Address handles are numbered device-wide, and a UD send names one: the engine refuses a send that
@@ -151,6 +154,7 @@ class QueueService {
 
   transport::Device& device_;
   std::unordered_map<uint32_t, QpBinding> qps_;
+  std::unordered_map<uint32_t, std::vector<SessionId>> qp_holders_;  // shared QPs only (set_qp_holders)
   std::unordered_map<uint32_t, CqBinding> cqs_;
   std::vector<uint32_t> active_cqs_;  // deliver_completions' scratch: CQs in completion order
   std::vector<uint32_t> backlog_cqs_, backlog_turn_;  // CQs with CqBinding::backlog set

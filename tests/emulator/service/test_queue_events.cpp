@@ -130,6 +130,31 @@ TEST_CASE("a QP error event goes to the session that owns the QP, and only there
   CHECK(sent[0].status == uint32_t(verbs::WcStatus::rem_op_err));
 }
 
+// A QP several sessions hold (an XRC target QP opened with ibv_open_qp): each of them hears of its events.
+TEST_CASE("a shared QP's event goes to every session that holds it", "[queues][events]") {
+  ServedPair s;
+  Pair& p = s.pair;
+  Pipe events_b, events_holder, events_other;
+  s.qb.set_event_pipe(ServedPair::session_b, events_b.write_fd);
+  s.qb.set_event_pipe(99, events_holder.write_fd);
+  s.qb.set_event_pipe(100, events_other.write_fd);
+  s.qb.set_qp_holders(p.qb, {ServedPair::session_b, 99});
+
+  const protocol::WireSge bad = sge(Pair::b_base, 64, p.b_key + 0x100);  // as above: b's QP fails
+  REQUIRE(s.cb.recv.post(7, std::span(&bad, 1)) == 0);
+  const std::vector<uint8_t> data(16, 2);
+  REQUIRE(s.ca.send.post(send_entry(1, verbs::WrOpcode::send, verbs::send_signaled | verbs::send_inline), {}, data) == 0);
+  s.pump();
+
+  for (int fd : {events_b.read_fd, events_holder.read_fd}) {
+    const auto got = drain_records<AsyncEventRecord>(fd);
+    REQUIRE(got.size() == 1);
+    CHECK(got[0].type == uint32_t(verbs::EventType::qp_fatal));
+    CHECK(got[0].object == p.qb);
+  }
+  CHECK(drain_records<AsyncEventRecord>(events_other.read_fd).empty());
+}
+
 TEST_CASE("an SRQ limit event goes to the session that owns the SRQ", "[queues][events]") {
   ServedPair s;
   Pair& p = s.pair;
