@@ -224,7 +224,7 @@ SHIM_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
   c->info = c->impl->device();
   c->objects_lock = new std::mutex;
   c->cqs = new std::map<uint32_t, Cq*>;
-  c->qps = new std::map<uint32_t, Qp*>;
+  c->qps = new std::multimap<uint32_t, Qp*>;
   c->srqs = new std::map<uint32_t, Srq*>;
 
   verbs_context& v = c->vctx;
@@ -236,6 +236,7 @@ SHIM_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
   v.create_srq_ex = create_srq_ex;
   v.open_xrcd = open_xrcd;
   v.close_xrcd = close_xrcd;
+  v.open_qp = open_qp;
   v.get_srq_num = get_srq_num;
   ibv_context& ctx = v.context;
   ctx.device = device;

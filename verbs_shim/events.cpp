@@ -32,8 +32,9 @@ SHIM_EXPORT int ibv_get_async_event(ibv_context* context, ibv_async_event* event
     case IBV_EVENT_PATH_MIG:
     case IBV_EVENT_PATH_MIG_ERR:
     case IBV_EVENT_QP_LAST_WQE_REACHED: {
-      auto it = c->qps->find(r.object);
-      event->element.qp = it == c->qps->end() ? nullptr : &it->second->qp;
+      // With several handles on the QP (ibv_open_qp), the oldest: insertion keeps them in order.
+      auto [it, last] = c->qps->equal_range(r.object);
+      event->element.qp = it == last ? nullptr : &it->second->qp;
       break;
     }
     case IBV_EVENT_SRQ_ERR:

@@ -102,7 +102,7 @@ ibv_qp* create_qp(ibv_context* context, ibv_pd* pd, const ibv_qp_init_attr& attr
   pthread_cond_init(&qp.cond, nullptr);
   cap_to(q->impl->cap, cap_out);  // as providers do: the application learns what it got
   std::lock_guard g(*c->objects_lock);
-  (*c->qps)[qp.qp_num] = q;
+  c->qps->emplace(qp.qp_num, q);
   return &qp;
 }
 
@@ -162,7 +162,13 @@ SHIM_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
   if (int rc = guarded("destroy_qp", [&] { c->impl->destroy_qp(*q->impl); })) return rc;
   {
     std::lock_guard g(*c->objects_lock);
-    c->qps->erase(qp->qp_num);
+    auto [first, last] = c->qps->equal_range(qp->qp_num);
+    for (auto it = first; it != last; ++it) {
+      if (it->second == q) {  // this handle only: others on the same QP number stay
+        c->qps->erase(it);
+        break;
+      }
+    }
   }
   pthread_mutex_destroy(&qp->mutex);
   pthread_cond_destroy(&qp->cond);

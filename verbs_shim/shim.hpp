@@ -48,7 +48,9 @@ struct Context {
   nlohmann::json info;   // uroced's open_device reply: limits, gids, active_mtu, mac, ...
   std::mutex* objects_lock;  // guards the number -> object maps used to resolve events
   std::map<uint32_t, Cq*>* cqs;
-  std::map<uint32_t, Qp*>* qps;
+  // A multimap: one context can hold several handles on one XRC target (its own and ibv_open_qp's, or
+  // two opens). Events name the QP by number, and go to its oldest handle here.
+  std::multimap<uint32_t, Qp*>* qps;
   std::map<uint32_t, Srq*>* srqs;
 };
 
@@ -198,6 +200,7 @@ int bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* mw_bind);
 int bind_entry(emulator::protocol::SendEntry& e, const ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info& info);
 // XRC (xrc.cpp).
 ibv_xrcd* open_xrcd(ibv_context* context, ibv_xrcd_init_attr* attr);
+ibv_qp* open_qp(ibv_context* context, ibv_qp_open_attr* attr);
 int close_xrcd(ibv_xrcd* xrcd);
 int get_srq_num(ibv_srq* srq, uint32_t* srq_num);
 

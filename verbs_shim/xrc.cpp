@@ -1,6 +1,7 @@
 // XRC through the verbs: domains (ibv_open_xrcd / ibv_close_xrcd), XRC SRQs (ibv_create_srq_ex with
-// IBV_SRQT_XRC) and their numbers (ibv_get_srq_num). The QPs are in qp.cpp, the XRCETH's SRQ number
-// (wr.qp_type.xrc.remote_srqn) in post.cpp; uroced and the transport do the rest (transport/device.hpp).
+// IBV_SRQT_XRC) and their numbers (ibv_get_srq_num), and further handles on a target QP (ibv_open_qp).
+// The QPs are created in qp.cpp, the XRCETH's SRQ number (wr.qp_type.xrc.remote_srqn) in post.cpp;
+// uroced and the transport do the rest (transport/device.hpp).
 #include <fcntl.h>
 
 #include "shim.hpp"
@@ -39,6 +40,50 @@ int close_xrcd(ibv_xrcd* xrcd) {
   if (int rc = guarded("close_xrcd", [&] { to_shim(xrcd->context)->impl->close_xrcd(x->number); })) return rc;
   delete x;
   return 0;
+}
+
+// ibv_open_qp: a handle on an XRC target some context (this one, another, another process's) created in
+// a domain this context opened. uroced counts the handles: ibv_destroy_qp on one closes only it, and the
+// QP goes with the last; its async events reach every context holding one.
+ibv_qp* open_qp(ibv_context* context, ibv_qp_open_attr* attr) {
+  // As rdma-core's ibv_cmd_open_qp: unknown comp_mask bits are EOPNOTSUPP, and the number, domain and
+  // type must all be given (EINVAL); the kernel's ib_open_qp opens XRC targets only (EINVAL). A domain
+  // of another context is no handle of this one: EINVAL too, as the kernel's handle lookup fails.
+  constexpr uint32_t needed = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
+  if (attr && attr->comp_mask >= IBV_QP_OPEN_ATTR_RESERVED) {
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
+  if (!attr || (attr->comp_mask & needed) != needed || !attr->xrcd || attr->xrcd->context != context ||
+      attr->qp_type != IBV_QPT_XRC_RECV) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  Context* c = to_shim(context);
+  auto* q = new (std::nothrow) Qp{};
+  if (!q) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  if (guarded("open_qp", [&] { q->impl = c->impl->open_qp(xrcd_number(attr->xrcd), attr->qp_num); })) {
+    delete q;
+    return nullptr;
+  }
+  // What ibv_cmd_open_qp fills: no PD, CQs or SRQ (a target has none), the caller's qp_context (copied
+  // whether or not IBV_QP_OPEN_ATTR_CONTEXT is set, as rdma-core does), and an unknown state until
+  // ibv_query_qp or ibv_modify_qp through this handle learns it.
+  ibv_qp& qp = q->qp;
+  qp.context = context;
+  qp.qp_context = attr->qp_context;
+  qp.handle = q->impl->qpn;
+  qp.qp_num = q->impl->qpn;
+  qp.state = IBV_QPS_UNKNOWN;
+  qp.qp_type = IBV_QPT_XRC_RECV;
+  pthread_mutex_init(&qp.mutex, nullptr);
+  pthread_cond_init(&qp.cond, nullptr);
+  std::lock_guard g(*c->objects_lock);
+  c->qps->emplace(qp.qp_num, q);
+  return &qp;
 }
 
 ibv_srq* create_srq_ex(ibv_context* context, ibv_srq_init_attr_ex* attr) {

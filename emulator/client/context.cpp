@@ -228,6 +228,14 @@ std::unique_ptr<QueuePair> Context::create_qp(const QpCreate& a) {
   return qp;
 }
 
+std::unique_ptr<QueuePair> Context::open_qp(uint32_t xrcd, uint32_t qpn) {
+  const json reply = control_->call({{"op", "open_qp"}, {"xrcd", xrcd}, {"qp_num", qpn}});
+  auto qp = std::make_unique<QueuePair>();
+  qp->qpn = reply.at("qp_num").get<uint32_t>();
+  qp->type = verbs::QpType::xrc_recv;
+  return qp;
+}
+
 void Context::modify_qp(QueuePair& qp, const verbs::QpAttr& attr, uint32_t mask) {
   control_->call({{"op", "modify_qp"}, {"qp_num", qp.qpn}, {"attr", attr}, {"attr_mask", mask}});
 }

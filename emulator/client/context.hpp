@@ -109,6 +109,10 @@ class Context {
   uint32_t create_ah(uint32_t pd, const verbs::AddressVector& av);
   void destroy_ah(uint32_t ah);
   std::unique_ptr<QueuePair> create_qp(const QpCreate& attr);
+  // ibv_open_qp: another handle on XRC target `qpn` of domain `xrcd` (one this session opened), whoever
+  // created it. It has no rings (a target has none); destroy_qp closes this handle only, and the QP goes
+  // with the last handle of any session. EINVAL: no such target in that domain, or not our domain.
+  std::unique_ptr<QueuePair> open_qp(uint32_t xrcd, uint32_t qpn);
   void modify_qp(QueuePair& qp, const verbs::QpAttr& attr, uint32_t mask);
   verbs::QpAttr query_qp(const QueuePair& qp);
   void destroy_qp(QueuePair& qp);

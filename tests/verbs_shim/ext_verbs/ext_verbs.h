@@ -91,6 +91,7 @@ void test_resize(struct env *e);
 void test_ud_and_ah_from_wc(struct env *e);
 void test_ud_multicast(struct env *e);
 void test_xrc(struct env *e);
+void test_open_qp(struct env *e);
 void test_mw(struct env *e);
 
 #endif

@@ -1,6 +1,6 @@
 /* ext_verbs_test: the extended verbs through uroce — the ibv_qp_ex work-request API, ibv_cq_ex polling,
- * ibv_resize_cq, ibv_create_ah_from_wc, UD multicast, XRC and memory windows — on one uroced's loopback
- * port (started with two addresses).
+ * ibv_resize_cq, ibv_create_ah_from_wc, UD multicast, XRC (ibv_open_qp too) and memory windows — on one
+ * uroced's loopback port (started with two addresses).
  * Run: uroce-run --socket SOCK ext_verbs_test. Prints a PASS line per section and "ALL PASSED"; the
  * first failed check ends it with status 1. */
 #include "ext_verbs.h"
@@ -29,6 +29,7 @@ int main(void) {
   test_ud_and_ah_from_wc(&e);
   test_ud_multicast(&e);
   test_xrc(&e);
+  test_open_qp(&e);
   test_mw(&e);
   env_close(&e);
   printf("ALL PASSED\n");
