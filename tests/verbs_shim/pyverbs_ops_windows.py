@@ -117,3 +117,21 @@ def type2_bind_of_a_bound_window_fails(t):
            "the second bind")
     assert t.b.qp_state(p.qid) == e.IBV_QPS_ERR, "the QP that failed a bind is not in the error state"
     t.b.dealloc_mw("w2")
+
+
+@check
+def type2_zero_based_window_takes_offsets(t):
+    # IBV_ACCESS_ZERO_BASED: the peer addresses the window from 0, whatever the region's virtual addresses.
+    t.b.reg_mr("win", 65536, REGION_ACCESS)
+    p = t.pair()
+    t.b.alloc_mw("w2", e.IBV_MW_TYPE_2)
+    rkey = t.b.post_bind_mw(p.qid, "w2", "win", 12288, 1024, REMOTE_RW | e.IBV_ACCESS_ZERO_BASED, 10)
+    expect(t.b.poll(p.qid, "send", 1), [bound(p, 10)], "the zero-based bind")
+    msg = pattern(100, 51)
+    t.a.write("a", 0, msg.hex())
+    expect(write(t, p, 1, rkey, 24, 100), [p.sent(1, e.IBV_WC_RDMA_WRITE)], "WRITE at offset 24 of the window")
+    expect_bytes(t.b.read("win", 12288 + 24, 100), msg, "the bytes at the window's offset 24")
+    expect(write(t, p, 2, rkey, 1000, 100), [p.send_failed(2, e.IBV_WC_REM_ACCESS_ERR)],
+           "WRITE past the window's 1024 bytes")
+    expect_bytes(t.b.read("win", 12288 + 1000, 24), bytes(24), "the window's end after the refused WRITE")
+    t.b.dealloc_mw("w2")
