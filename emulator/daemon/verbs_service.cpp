@@ -540,13 +540,17 @@ json VerbsService::destroy_qp(Session& s, uint64_t, const json& r, std::vector<i
     release_target(s, qpn, 1);
     return json::object();
   }
+  destroy_qp_now(qpn);
+  s.qps.erase(qpn);
+  return json::object();
+}
+
+void VerbsService::destroy_qp_now(uint32_t qpn) {
   engine_call("destroy_qp", [&](EngineContext& c) {
     if (int e = c.device.destroy_qp(qpn)) return e;
     c.queues.detach_qp(qpn);
     return 0;
   });
-  s.qps.erase(qpn);
-  return json::object();
 }
 
 // ibv_attach_mcast / ibv_detach_mcast. The LID is not sent: on an Ethernet port the kernel does not check

@@ -99,12 +99,6 @@ class VerbsService {
     uint32_t srqs = 0;     // XRC SRQs in it
     std::optional<std::pair<dev_t, ino_t>> file;
   };
-  // An XRC target QP, which any session that opened its domain may open too (ibv_open_qp): it lives until
-  // the last handle of any session goes, as the kernel keeps a shared QP.
-  struct XrcTarget {
-    uint32_t xrcd = 0;
-    uint32_t handles = 0;  // over all sessions
-  };
   using Handler = nlohmann::json (VerbsService::*)(Session&, uint64_t, const nlohmann::json&, std::vector<int>&);
 
   Session& session(uint64_t id);
@@ -133,6 +127,8 @@ class VerbsService {
   // Closes `handles` of the session's handles on target QP `qpn`; the QP goes with the last of all.
   void release_target(Session& s, uint32_t qpn, uint32_t handles);
   std::vector<uint64_t> target_holders(uint32_t qpn) const;
+  // Tells the engine which sessions hold target QP `qpn` (its events go to all of them).
+  void share_target(uint32_t qpn);
   nlohmann::json create_srq(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
   nlohmann::json modify_srq(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
   nlohmann::json destroy_srq(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
@@ -151,6 +147,8 @@ class VerbsService {
   // Runs fn on the engine; a non-zero errno from it becomes a ServiceError with `what`.
   void engine_call(const std::string& what, const std::function<int(EngineContext&)>& fn);
   void destroy_everything(Session& s);
+  // Destroys QP `qpn` on the engine and detaches its rings (a ServiceError if the device refuses).
+  void destroy_qp_now(uint32_t qpn);
   // Attaches or detaches (`change`) the session's QP `qp_num` to/from group `gid`.
   void membership(Session& s, const nlohmann::json& r, const std::string& what,
                   int (transport::Device::*change)(uint32_t, const wire::IpAddress&));
@@ -166,7 +164,10 @@ class VerbsService {
   const std::vector<int>* received_ = nullptr;  // the current request's descriptors
   std::map<uint32_t, XrcDomain> xrcds_;
   std::map<std::pair<dev_t, ino_t>, uint32_t> xrcd_files_;
-  std::map<uint32_t, XrcTarget> xrc_targets_;
+  // XRC target QP -> its domain. Any session that opened the domain may open the QP too (ibv_open_qp); it
+  // lives until the last handle of any session goes (the sessions' xrc_qp_handles), as the kernel keeps a
+  // shared QP.
+  std::map<uint32_t, uint32_t> xrc_targets_;
   std::map<uint32_t, uint32_t> xrc_srq_domains_;  // XRC SRQ -> its domain
 };
 

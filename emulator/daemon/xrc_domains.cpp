@@ -76,7 +76,7 @@ void VerbsService::forget_xrc_srq(uint32_t srqn) {
 // domain's last close by a session never strands a QP another session still holds.
 
 void VerbsService::add_target(Session& s, uint32_t qpn, uint32_t xrcd) {
-  xrc_targets_[qpn] = {xrcd, 1};
+  xrc_targets_[qpn] = xrcd;
   s.xrc_qp_handles[qpn] = 1;
   ++xrcds_.at(xrcd).targets;
 }
@@ -87,12 +87,10 @@ json VerbsService::open_qp(Session& s, uint64_t, const json& r, std::vector<int>
   // As the kernel's ib_open_qp: only an XRC target QP of that very domain (EINVAL otherwise, the same for
   // a QP that does not exist and one of another kind).
   const auto t = xrc_targets_.find(qpn);
-  if (t == xrc_targets_.end() || t->second.xrcd != xrcd) throw ServiceError(EINVAL, "no such XRC target QP");
-  ++t->second.handles;
+  if (t == xrc_targets_.end() || t->second != xrcd) throw ServiceError(EINVAL, "no such XRC target QP");
   ++s.xrc_qp_handles[qpn];
   s.qps.insert(qpn);
-  const std::vector<uint64_t> holders = target_holders(qpn);
-  engine_.run_on_engine([&](EngineContext& c) { c.queues.set_qp_holders(qpn, holders); });
+  share_target(qpn);
   return {{"qp_num", qpn}};
 }
 
@@ -103,20 +101,13 @@ void VerbsService::release_target(Session& s, uint32_t qpn, uint32_t handles) {
     s.xrc_qp_handles.erase(qpn);
     s.qps.erase(qpn);
   }
-  XrcTarget& t = xrc_targets_.at(qpn);
-  t.handles -= handles;
-  if (t.handles > 0) {
-    const std::vector<uint64_t> holders = target_holders(qpn);
-    engine_.run_on_engine([&](EngineContext& c) { c.queues.set_qp_holders(qpn, holders); });
+  if (!target_holders(qpn).empty()) {
+    share_target(qpn);
     return;
   }
-  const uint32_t xrcd = t.xrcd;
+  const uint32_t xrcd = xrc_targets_.at(qpn);
   xrc_targets_.erase(qpn);
-  engine_call("destroy_qp", [&](EngineContext& c) {
-    if (int e = c.device.destroy_qp(qpn)) return e;
-    c.queues.detach_qp(qpn);
-    return 0;
-  });
+  destroy_qp_now(qpn);
   --xrcds_.at(xrcd).targets;
   free_xrcd_if_unused(xrcd);
 }
@@ -127,6 +118,11 @@ std::vector<uint64_t> VerbsService::target_holders(uint32_t qpn) const {
     if (session.xrc_qp_handles.contains(qpn)) holders.push_back(id);
   }
   return holders;
+}
+
+void VerbsService::share_target(uint32_t qpn) {
+  const std::vector<uint64_t> holders = target_holders(qpn);
+  engine_.run_on_engine([&](EngineContext& c) { c.queues.set_qp_holders(qpn, holders); });
 }
 
 }  // namespace uroce::emulator

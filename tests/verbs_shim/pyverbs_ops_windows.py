@@ -23,6 +23,16 @@ def write(t, p, wr_id, rkey, addr, length, a_offset=0):
     return t.a.poll(p.qid, "send", 1)
 
 
+def bound_type2(t, offset, length, access, wr_id, what):
+    """Region "win" on b, a pair, and type 2 window "w2" bound by b's IBV_WR_BIND_MW: (region, pair, rkey)."""
+    win = t.b.reg_mr("win", 65536, REGION_ACCESS)
+    p = t.pair()
+    t.b.alloc_mw("w2", e.IBV_MW_TYPE_2)
+    rkey = t.b.post_bind_mw(p.qid, "w2", "win", offset, length, access, wr_id)
+    expect(t.b.poll(p.qid, "send", 1), [bound(p, wr_id)], what)
+    return win, p, rkey
+
+
 @check
 def device_reports_memory_windows(t):
     caps = t.b.device_caps()
@@ -78,12 +88,8 @@ def type1_rebind_retires_the_old_rkey(t):
 
 @check
 def type2_window_serves_its_qp_and_is_invalidated_by_send(t):
-    win = t.b.reg_mr("win", 65536, REGION_ACCESS)
-    p = t.pair()
+    win, p, rkey = bound_type2(t, 8192, 512, REMOTE_RW, 7, "the IBV_WR_BIND_MW completion")
     other = t.pair()  # same PDs, another connection
-    t.b.alloc_mw("w2", e.IBV_MW_TYPE_2)
-    rkey = t.b.post_bind_mw(p.qid, "w2", "win", 8192, 512, REMOTE_RW, 7)
-    expect(t.b.poll(p.qid, "send", 1), [bound(p, 7)], "the IBV_WR_BIND_MW completion")
     msg = pattern(512, 41)
     t.a.write("a", 0, msg.hex())
     expect(write(t, p, 1, rkey, win["addr"] + 8192, 512), [p.sent(1, e.IBV_WC_RDMA_WRITE)],
@@ -107,11 +113,7 @@ def type2_window_serves_its_qp_and_is_invalidated_by_send(t):
 
 @check
 def type2_bind_of_a_bound_window_fails(t):
-    t.b.reg_mr("win", 65536, REGION_ACCESS)
-    p = t.pair()
-    t.b.alloc_mw("w2", e.IBV_MW_TYPE_2)
-    t.b.post_bind_mw(p.qid, "w2", "win", 0, 64, REMOTE_RW, 8)
-    expect(t.b.poll(p.qid, "send", 1), [bound(p, 8)], "the first bind")
+    _, p, _ = bound_type2(t, 0, 64, REMOTE_RW, 8, "the first bind")
     t.b.post_bind_mw(p.qid, "w2", "win", 0, 64, REMOTE_RW, 9)  # IBA o10-37.2.30: invalidate it first
     expect(t.b.poll(p.qid, "send", 1), [dict(wr_id=9, status=e.IBV_WC_MW_BIND_ERR, qp_num=p.b_qpn)],
            "the second bind")
@@ -122,11 +124,7 @@ def type2_bind_of_a_bound_window_fails(t):
 @check
 def type2_zero_based_window_takes_offsets(t):
     # IBV_ACCESS_ZERO_BASED: the peer addresses the window from 0, whatever the region's virtual addresses.
-    t.b.reg_mr("win", 65536, REGION_ACCESS)
-    p = t.pair()
-    t.b.alloc_mw("w2", e.IBV_MW_TYPE_2)
-    rkey = t.b.post_bind_mw(p.qid, "w2", "win", 12288, 1024, REMOTE_RW | e.IBV_ACCESS_ZERO_BASED, 10)
-    expect(t.b.poll(p.qid, "send", 1), [bound(p, 10)], "the zero-based bind")
+    _, p, rkey = bound_type2(t, 12288, 1024, REMOTE_RW | e.IBV_ACCESS_ZERO_BASED, 10, "the zero-based bind")
     msg = pattern(100, 51)
     t.a.write("a", 0, msg.hex())
     expect(write(t, p, 1, rkey, 24, 100), [p.sent(1, e.IBV_WC_RDMA_WRITE)], "WRITE at offset 24 of the window")
