@@ -210,6 +210,7 @@ wire::MacAddress DpdkPort::mac() const {
 uint16_t DpdkPort::mtu() const {
   if (!kernel_interface_.empty())
     if (auto value = kernel_mtu(kernel_interface_)) return *value;
+  if (software_mtu_) return *software_mtu_;
   uint16_t value = 0;
   rte_eth_dev_get_mtu(port_id_, &value);
   return value;
@@ -223,7 +224,12 @@ void DpdkPort::set_mtu(uint16_t mtu) {
     set_kernel_mtu(kernel_interface_, mtu);
     return;
   }
-  check(rte_eth_dev_set_mtu(port_id_, mtu), "set MTU " + std::to_string(mtu), name_);
+  const int rc = rte_eth_dev_set_mtu(port_id_, mtu);
+  if (rc == -ENOTSUP && memif_) {
+    software_mtu_ = mtu;
+    return;
+  }
+  check(rc, "set MTU " + std::to_string(mtu), name_);
 }
 
 LinkStatus DpdkPort::link() const {

@@ -58,7 +58,8 @@ struct PortStats {
 //   this port has polled once (the engine polls all the time). A peer that goes away is noticed on EAL's
 //   interrupt thread, which unmaps the shared memory with no synchronisation with a burst running on
 //   the engine thread: a burst caught in that window crashed inside the PMD (SIGSEGV). memif bursts are
-//   therefore guarded against munmap (unmap_guard.hpp).
+//   therefore guarded against munmap (unmap_guard.hpp). The driver has no MTU setting (ENOTSUP) and
+//   enforces none: it chains its buffers for a frame of any size, so set_mtu keeps the MTU as the port's own.
 // - tap: like af_packet, the MTU is the kernel interface's (kernel_interface.hpp).
 class DpdkPort {
  public:
@@ -125,6 +126,8 @@ class DpdkPort {
   // (unmap_guard.hpp), and it is stopped and closed on EAL's interrupt thread, where its control channel
   // is handled (interrupt_thread.hpp).
   bool memif_ = false;
+  std::optional<uint16_t> software_mtu_;  // a memif port's MTU, which its driver cannot hold
+
 };
 
 }  // namespace uroce::emulator::port
