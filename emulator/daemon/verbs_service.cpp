@@ -414,6 +414,10 @@ json VerbsService::create_ah(Session& s, uint64_t id, const json& r, std::vector
   engine_call("create_ah", [&](EngineContext& c) {
     if (int e = c.device.create_ah(pd, av, ahn)) return e;
     c.queues.attach_ah(id, ahn);  // so that no other session's UD send can name it
+    // The destination's MAC is resolved now, as Linux resolves it when an address handle is made or a QP
+    // is given its address vector (ib_resolve_eth_dmac): so that the first packets find it known rather
+    // than wait parked, at most 16 per peer with the rest dropped, while ARP or ND runs. Not waited for.
+    c.neighbour_known(av.dgid);
     return 0;
   });
   s.ahs.insert(ahn);
@@ -521,7 +525,11 @@ json VerbsService::modify_qp(Session& s, uint64_t, const json& r, std::vector<in
   require_owned(s.qps, qpn, "queue pair");
   const QpAttr attr = r.at("attr").get<QpAttr>();
   const uint32_t mask = need_u32(r, "attr_mask");
-  engine_call("modify_qp", [&](EngineContext& c) { return c.device.modify_qp(qpn, attr, mask, c.now); });
+  engine_call("modify_qp", [&](EngineContext& c) {
+    if (int e = c.device.modify_qp(qpn, attr, mask, c.now)) return e;
+    if (mask & verbs::attr_av) c.neighbour_known(attr.ah_attr.dgid);  // see create_ah
+    return 0;
+  });
   return json::object();
 }
 

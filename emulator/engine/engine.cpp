@@ -374,6 +374,7 @@ void Engine::handle_frame(std::span<const uint8_t> frame, transport::Nanos now, 
 
 bool Engine::neighbour_known(const wire::IpAddress& ip, transport::Nanos now) {
   if (ip.is_multicast()) return true;  // its MAC follows from the address
+  if (ip.is_v4() ? addresses_.owns_v4(ip.v4()) : addresses_.owns_v6(ip.bytes.data())) return true;  // ours
   const auto hop = next_hop(ip, now);
   if (!hop) return false;  // no route: never known (the CM refuses such a destination before asking)
   return hop->is_v4() ? arp_.resolve(hop->v4(), now) : nd_.resolve(*hop, now);

@@ -258,4 +258,32 @@ TEST_CASE("resize_cq moves unpolled completions onto a new ring, growing and shr
   close_all(channel_fds);
 }
 
+// Linux resolves a RoCE destination's MAC when an address handle is made and when a QP is given its address
+// vector (ib_resolve_eth_dmac); uroced starts ARP or ND then too, so that the first packets do not wait for
+// it, parked at most 16 per peer with the rest dropped.
+TEST_CASE("the peer's MAC is asked for when an address handle is made and when a QP gets its address vector",
+          "[verbs][address]") {
+  ServiceHarness h;
+  std::vector<wire::IpAddress> asked;
+  h.engine->set_neighbour_known([&](const wire::IpAddress& a) {
+    asked.push_back(a);
+    return false;  // not known yet: neither request waits for it
+  });
+  h.service->open_session(1, getpid(), getuid());
+  std::vector<uint8_t> buffer(4096);
+  const SessionObjects o = create_one_of_each(h, 1, buffer.data(), buffer.size());
+  CHECK(asked == std::vector<wire::IpAddress>{h.address});  // its create_ah
+  asked.clear();
+  connect_qp(h, 1, o.qp, o.qp);  // INIT and RTS name no address vector; RTR does
+  CHECK(asked == std::vector<wire::IpAddress>{h.address});
+  asked.clear();
+  // A refused transition asks nothing.
+  verbs::QpAttr a;
+  a.qp_state = verbs::QpState::rtr;
+  a.ah_attr.dgid = ip("10.0.0.9");
+  CHECK(h.error_of(1, {{"op", "modify_qp"}, {"qp_num", o.qp}, {"attr", a},
+                       {"attr_mask", verbs::attr_state | verbs::attr_av}}) == EINVAL);
+  CHECK(asked.empty());
+}
+
 }  // namespace uroce::test::service
