@@ -23,6 +23,8 @@
 namespace uroce::emulator::port {
 namespace {
 
+constexpr uint32_t kMemifDefaultBuffer = 2048;  // the memif driver's bsize when none is given
+
 std::set<int> open_fds() {
   std::set<int> fds;
   if (DIR* d = opendir("/proc/self/fd")) {
@@ -75,6 +77,13 @@ std::unique_ptr<DpdkPort> DpdkPort::open(const std::string& devargs, const PortO
   if (device.starts_with("net_af_packet") && !has_key(args, "framecnt")) args += ",framecnt=2048";
   // memif likewise: a sender finding the ring full drops; 4096 slots (2^12) instead of 1024 (2^10).
   if (device.starts_with("net_memif") && !has_key(args, "rsize")) args += ",rsize=12";
+  // memif's buffers are 2 KiB, and a larger frame goes as a chain of them; DPDK 22.11's server (master) end
+  // sends such chains wrong (seen at MTU 4200: its READ responses arrived at the client as millions of
+  // frames, most of them garbage). So with a larger MTU every frame gets one buffer.
+  if (device.starts_with("net_memif") && options.mtu && !has_key(args, "bsize")) {
+    const uint32_t frame = uint32_t{*options.mtu} + RTE_ETHER_HDR_LEN + RTE_VLAN_HLEN;
+    if (frame > kMemifDefaultBuffer) args += ",bsize=" + std::to_string((frame + 127) / 128 * 128);
+  }
   if (is_pci_address(device) && device.size() == 7) device = "0000:" + device;  // as DPDK names it
   // The pool first: if EAL memory is short, nothing has been probed yet that would need undoing.
   auto pool = make_frame_pool(options.mbufs, options.max_frame, SOCKET_ID_ANY);

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """uroced's throughput as the client library's own test program sees it, in the three setups of the
 daemon tests: (a) one daemon's loopback port, (b) two daemons in two network namespaces over a veth pair,
-(c) two daemons over memif; beside memcpy of the same message size measured in the same run.
+(c) two daemons over memif (at MTU 1500 and 4200); beside memcpy of the same message size measured in the same run.
 
 Usage: bench_daemon.py BUILD_DIR [--count N]
 Prints a Markdown table. Needs root for (b); without it that row says so.
@@ -45,11 +45,13 @@ def main():
                          f"{result['gbytes_per_s'] / ref:.3f}", "verified"))
 
     with tempdir() as d:
-        for label, setup in (("(a) loopback", "loopback"), ("(b) veth, af_packet", "veth"), ("(c) memif", "memif")):
+        # (c) twice: at memif's ethdev MTU 1500 (path MTU 1024), and at --mtu 4200 (path MTU 4096).
+        for label, setup, extra in (("(a) loopback", "loopback", ()), ("(b) veth, af_packet", "veth", ()),
+                                    ("(c) memif", "memif", ()), ("(c) memif, --mtu 4200", "memif", ("--mtu", "4200"))):
             if setup == "veth" and not is_root():
                 rows.append((label, "", "", "", "skipped: needs root", "", "", "", ""))
                 continue
-            with SETUPS[setup](uroced, d) as (_, server_socket, client_socket):
+            with SETUPS[setup](uroced, d, extra) as (_, server_socket, client_socket):
                 measure(label, server_socket, client_socket, d)
 
     header = ("setup", "operation", "bytes", "messages", "GB/s", "M msg/s", "memcpy GB/s (same size)", "ratio", "check")
