@@ -127,8 +127,8 @@ class VerbsService {
   // Closes `handles` of the session's handles on target QP `qpn`; the QP goes with the last of all.
   void release_target(Session& s, uint32_t qpn, uint32_t handles);
   std::vector<uint64_t> target_holders(uint32_t qpn) const;
-  // Tells the engine which sessions hold target QP `qpn` (its events go to all of them).
-  void share_target(uint32_t qpn);
+  // Tells the engine which sessions hold target QP `qpn` (its events go to all of them); false if none does.
+  bool share_target(uint32_t qpn);
   nlohmann::json create_srq(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
   nlohmann::json modify_srq(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
   nlohmann::json destroy_srq(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);

@@ -101,10 +101,7 @@ void VerbsService::release_target(Session& s, uint32_t qpn, uint32_t handles) {
     s.xrc_qp_handles.erase(qpn);
     s.qps.erase(qpn);
   }
-  if (!target_holders(qpn).empty()) {
-    share_target(qpn);
-    return;
-  }
+  if (share_target(qpn)) return;
   const uint32_t xrcd = xrc_targets_.at(qpn);
   xrc_targets_.erase(qpn);
   destroy_qp_now(qpn);
@@ -120,9 +117,11 @@ std::vector<uint64_t> VerbsService::target_holders(uint32_t qpn) const {
   return holders;
 }
 
-void VerbsService::share_target(uint32_t qpn) {
+bool VerbsService::share_target(uint32_t qpn) {
   const std::vector<uint64_t> holders = target_holders(qpn);
+  if (holders.empty()) return false;
   engine_.run_on_engine([&](EngineContext& c) { c.queues.set_qp_holders(qpn, holders); });
+  return true;
 }
 
 }  // namespace uroce::emulator

@@ -76,11 +76,12 @@ std::unique_ptr<DpdkPort> DpdkPort::open(const std::string& devargs, const PortO
   // burst is lost. 2048 slots (unless the user chose framecnt) ride that out.
   if (device.starts_with("net_af_packet") && !has_key(args, "framecnt")) args += ",framecnt=2048";
   // memif likewise: a sender finding the ring full drops; 4096 slots (2^12) instead of 1024 (2^10).
-  if (device.starts_with("net_memif") && !has_key(args, "rsize")) args += ",rsize=12";
+  const bool memif = device.starts_with("net_memif");
+  if (memif && !has_key(args, "rsize")) args += ",rsize=12";
   // memif's buffers are 2 KiB, and a larger frame goes as a chain of them; DPDK 22.11's server (master) end
   // sends such chains wrong (seen at MTU 4200: its READ responses arrived at the client as millions of
   // frames, most of them garbage). So with a larger MTU every frame gets one buffer.
-  if (device.starts_with("net_memif") && options.mtu && !has_key(args, "bsize")) {
+  if (memif && options.mtu && !has_key(args, "bsize")) {
     const uint32_t frame = uint32_t{*options.mtu} + RTE_ETHER_HDR_LEN + RTE_VLAN_HLEN;
     if (frame > kMemifDefaultBuffer) args += ",bsize=" + std::to_string((frame + 127) / 128 * 128);
   }
@@ -107,7 +108,7 @@ std::unique_ptr<DpdkPort> DpdkPort::open(const std::string& devargs, const PortO
   if (device.starts_with("net_af_packet") || device.starts_with("net_tap"))
     port->kernel_interface_ = value_of(args, "iface").value_or("");
   port->rx_wait_fds_ = std::move(rx_wait_fds);
-  port->memif_ = device.starts_with("net_memif");
+  port->memif_ = memif;
   port->start(options);  // on failure the destructor closes and detaches the device
   return port;
 }
