@@ -59,7 +59,8 @@ struct PortStats {
 //   interrupt thread, which unmaps the shared memory with no synchronisation with a burst running on
 //   the engine thread: a burst caught in that window crashed inside the PMD (SIGSEGV). memif bursts are
 //   therefore guarded against munmap (unmap_guard.hpp). The driver has no MTU setting (ENOTSUP) and
-//   enforces none: it chains its buffers for a frame of any size, so set_mtu keeps the MTU as the port's own.
+//   enforces none, so set_mtu keeps the MTU as the port's own; open() sizes its buffers (bsize) for a
+//   whole frame, since chains of buffers sent from its server end arrive corrupted.
 // - tap: like af_packet, the MTU is the kernel interface's (kernel_interface.hpp).
 class DpdkPort {
  public:
@@ -127,7 +128,6 @@ class DpdkPort {
   // is handled (interrupt_thread.hpp).
   bool memif_ = false;
   std::optional<uint16_t> software_mtu_;  // a memif port's MTU, which its driver cannot hold
-
 };
 
 }  // namespace uroce::emulator::port
