@@ -374,7 +374,7 @@ void Engine::handle_frame(std::span<const uint8_t> frame, transport::Nanos now, 
 
 bool Engine::neighbour_known(const wire::IpAddress& ip, transport::Nanos now) {
   if (ip.is_multicast()) return true;  // its MAC follows from the address
-  if (ip.is_v4() ? addresses_.owns_v4(ip.v4()) : addresses_.owns_v6(ip.bytes.data())) return true;  // ours
+  if (addresses_.owns(ip)) return true;  // ours
   const auto hop = next_hop(ip, now);
   if (!hop) return false;  // no route: never known (the CM refuses such a destination before asking)
   return hop->is_v4() ? arp_.resolve(hop->v4(), now) : nd_.resolve(*hop, now);
@@ -474,7 +474,7 @@ void Engine::transmit(const transport::OutPacket& p) {
   // Traffic between two QPs of this port (the loopback) needs no ARP or ND: the MAC is ours. A group's
   // MAC follows from its address (RFC 1112, RFC 2464).
   const bool multicast = av.dgid.is_multicast();
-  const bool local = v4 ? addresses_.owns_v4(av.dgid.v4()) : addresses_.owns_v6(av.dgid.bytes.data());
+  const bool local = addresses_.owns(av.dgid);
   // Anyone else: the next hop's MAC, the destination's own on the link, the gateway's beyond it.
   std::optional<wire::MacAddress> mac;
   wire::IpAddress hop = av.dgid;

@@ -20,6 +20,13 @@ bool PortAddresses::owns_v6(const uint8_t* p) const {
   return false;
 }
 
+bool PortAddresses::owns(const wire::IpAddress& ip) const {
+  for (const wire::IpAddress& a : ips) {
+    if (a == ip) return true;
+  }
+  return false;
+}
+
 std::vector<uint32_t> PortAddresses::ipv4_addresses() const {
   std::vector<uint32_t> out;
   for (const wire::IpAddress& a : ips) {

@@ -25,6 +25,7 @@ struct PortAddresses {
 
   bool owns_v4(uint32_t ip) const;              // host order
   bool owns_v6(const uint8_t* sixteen_bytes) const;  // a real IPv6 address (never matches v4-mapped)
+  bool owns(const wire::IpAddress& ip) const;        // either family, as held in `ips`
   std::vector<uint32_t> ipv4_addresses() const;
   bool has_group(const wire::IpAddress& g) const;
   bool has_ipv4_group() const;  // any v4-mapped entry in `groups`: IGMP's all-hosts group concerns us

@@ -64,6 +64,20 @@ std::vector<std::pair<const char*, Bytes>> valid_frames() {
 
 }  // namespace
 
+TEST_CASE("a port owns its addresses of either family, and a v4-mapped IPv6 address only as IPv4",
+          "[classify][addresses]") {
+  const PortAddresses port = test_port();
+  CHECK(port.owns(wire::IpAddress::from_v4(our_ip)));
+  CHECK(port.owns(wire::IpAddress::from_v4(our_ip2)));
+  CHECK(port.owns(wire::IpAddress::from_v6_bytes(our_ip6)));
+  CHECK_FALSE(port.owns(wire::IpAddress::from_v4(peer_ip)));
+  CHECK_FALSE(port.owns(wire::IpAddress::from_v6_bytes(peer_ip6)));
+  // ::ffff:10.0.0.1 is how IpAddress holds 10.0.0.1: the same address, so owned, and agreeing with owns_v4.
+  uint8_t mapped[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1};
+  CHECK(port.owns(wire::IpAddress::from_v6_bytes(mapped)) == port.owns_v4(our_ip));
+  CHECK_FALSE(port.owns_v6(mapped));
+}
+
 TEST_CASE("RoCEv2 frames to our addresses are for the transport, with their offsets", "[classify]") {
   SECTION("IPv4, untagged") {
     const Bytes f = roce_v4_frame();
