@@ -67,6 +67,7 @@ class ArpCache {
 
   size_t entries() const { return table_.entries(); }
   size_t parked() const { return table_.parked(); }
+  size_t parked_bytes() const { return table_.parked_bytes(); }
   bool resolving(uint32_t ip) const { return table_.resolving(ip); }
 
  private:

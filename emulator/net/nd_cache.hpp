@@ -71,6 +71,7 @@ class NdCache {
 
   size_t entries() const { return table_.entries(); }
   size_t parked() const { return table_.parked(); }
+  size_t parked_bytes() const { return table_.parked_bytes(); }
   bool resolving(const wire::IpAddress& ip) const { return table_.resolving(ip); }
 
   // Our address a solicitation for `target` is sent from (:: when the port has no IPv6 address).

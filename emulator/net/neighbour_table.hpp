@@ -9,6 +9,12 @@
 // the peer is known is the destination MAC, which the table writes into bytes 0..5 on release. A miss is
 // rare (once per peer per cache lifetime), so the copy costs nothing that matters.
 //
+// Parking is bounded in bytes, as Linux bounds its queue of unresolved packets (unres_qlen_bytes, 212992 by
+// default, counting each buffer's true size) and not in frames: 16 frames were 16 KiB of a 64-KiB WRITE at
+// path MTU 1024 but only 1 KiB of 64-byte datagrams. A frame counts with what holding it costs (its
+// allocation and its vector); the cap on all destinations together keeps a burst to many unresolved peers
+// from growing the daemon without bound.
+//
 // Entry life: unknown -> resolving (broadcast/multicast requests, max_requests of them retry_interval apart;
 // no answer retry_interval after the last one: resolution fails, parked packets are dropped) -> reachable
 // for reachable_time. An entry that was used while reachable is re-checked before it expires with unicast
@@ -34,16 +40,16 @@ struct NeighbourCacheConfig {
   Nanos reachable_time = seconds(60);
   Nanos retry_interval = seconds(1);
   unsigned max_requests = 3;  // per resolution, and per refresh of an entry in use
-  size_t max_parked_per_destination = 16;
-  size_t max_parked_total = 1024;
+  size_t max_parked_bytes_per_destination = 212992;  // Linux's unres_qlen_bytes default
+  size_t max_parked_bytes_total = size_t(8) << 20;
   size_t max_entries = 4096;
 };
 
 enum class ParkResult : uint8_t {
   queued,                    // waits for the resolution
   ready,                     // the MAC was known after all: the frame leaves at the next poll()
-  dropped_destination_full,  // max_parked_per_destination frames already wait for this peer
-  dropped_total_full,        // max_parked_total frames already wait
+  dropped_destination_full,  // the frame would take this peer's parked bytes above their limit
+  dropped_total_full,        // the frame would take all parked bytes above their limit
   dropped_cache_full,        // no room for a new entry (every entry is being resolved)
   dropped_too_short,         // shorter than a destination MAC
 };
@@ -108,7 +114,10 @@ class NeighbourTable {
   Nanos next_deadline() const { return next_deadline_; }
 
   size_t entries() const { return entries_.size(); }
-  size_t parked() const { return parked_total_; }
+  size_t parked() const { return parked_total_; }  // frames
+  size_t parked_bytes() const { return parked_bytes_total_; }
+  // What a parked frame counts against the limits.
+  static size_t held_bytes(const std::vector<uint8_t>& frame) { return frame.capacity() + sizeof(frame); }
   bool resolving(const Address& ip) const {
     const auto it = entries_.find(ip);
     return it != entries_.end() && !it->second.resolved;
@@ -123,6 +132,7 @@ class NeighbourTable {
     Nanos expires_at = 0;        // resolved entries
     Nanos next_request_at = 0;   // resolving: next request or the failure; resolved: earliest next probe
     Frames parked;
+    size_t parked_bytes = 0;
   };
 
   Entry* make_room_and_insert(const Address& ip);
@@ -137,7 +147,8 @@ class NeighbourTable {
   Nanos probe_window_;  // probes of an entry in use start this long before it expires
   std::unordered_map<Address, Entry, Hash> entries_;
   Frames ready_;  // parked while the MAC was already known; sent at the next poll
-  size_t parked_total_ = 0;
+  size_t parked_total_ = 0;        // frames, in entries and in ready_
+  size_t parked_bytes_total_ = 0;  // their held_bytes()
   Nanos next_deadline_ = never;
 };
 
@@ -146,9 +157,10 @@ ParkResult NeighbourTable<Address, Hash>::park(const Address& ip, std::vector<ui
   ParkResult result = ParkResult::queued;
   Entry* e = nullptr;
   bool inserted = false;
+  const size_t bytes = held_bytes(frame);
   if (frame.size() < 6) {
     result = ParkResult::dropped_too_short;
-  } else if (parked_total_ >= config_.max_parked_total) {
+  } else if (parked_bytes_total_ + bytes > config_.max_parked_bytes_total) {
     result = ParkResult::dropped_total_full;
   } else if (const auto it = entries_.find(ip); it != entries_.end()) {
     e = &it->second;
@@ -166,10 +178,11 @@ ParkResult NeighbourTable<Address, Hash>::park(const Address& ip, std::vector<ui
     std::memcpy(frame.data(), e->mac.bytes.data(), 6);
     ready_.push_back(std::move(frame));
     ++parked_total_;
+    parked_bytes_total_ += bytes;
     next_deadline_ = std::min(next_deadline_, now);
     return ParkResult::ready;
   }
-  if (e->parked.size() >= config_.max_parked_per_destination) {
+  if (e->parked_bytes + bytes > config_.max_parked_bytes_per_destination) {
     // The newest frame is the one dropped: the transport retransmits it, and the older ones keep their
     // order on the wire.
     ++counters_.parked_dropped;
@@ -177,7 +190,9 @@ ParkResult NeighbourTable<Address, Hash>::park(const Address& ip, std::vector<ui
   }
   if (inserted || e->resolved) start_resolving(*e, now);  // a resolution already running keeps its schedule
   e->parked.push_back(std::move(frame));
+  e->parked_bytes += bytes;
   ++parked_total_;
+  parked_bytes_total_ += bytes;
   ++counters_.parked;
   return ParkResult::queued;
 }
@@ -234,7 +249,10 @@ void NeighbourTable<Address, Hash>::poll(Nanos now, Frames& frames, std::vector<
   if (!ready_.empty()) {
     parked_total_ -= ready_.size();
     counters_.parked_released += ready_.size();
-    for (auto& frame : ready_) frames.push_back(std::move(frame));
+    for (auto& frame : ready_) {
+      parked_bytes_total_ -= held_bytes(frame);
+      frames.push_back(std::move(frame));
+    }
     ready_.clear();
   }
   if (now < next_deadline_) return;
@@ -249,6 +267,7 @@ void NeighbourTable<Address, Hash>::poll(Nanos now, Frames& frames, std::vector<
           ++counters_.resolution_failures;
           counters_.parked_dropped += e.parked.size();
           parked_total_ -= e.parked.size();
+          parked_bytes_total_ -= e.parked_bytes;
           failed.push_back(ip);
           it = entries_.erase(it);
           continue;
@@ -300,7 +319,9 @@ void NeighbourTable<Address, Hash>::release(Entry& e, Frames& into) {
   }
   counters_.parked_released += e.parked.size();
   parked_total_ -= e.parked.size();
+  parked_bytes_total_ -= e.parked_bytes;
   e.parked.clear();
+  e.parked_bytes = 0;
 }
 
 template <class Address, class Hash>

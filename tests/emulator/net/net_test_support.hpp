@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "emulator/net/counters.hpp"
+#include "emulator/net/neighbour_table.hpp"
 #include "emulator/net/time.hpp"
 #include "emulator/net/port_addresses.hpp"
 #include "transport/wire/address.hpp"
@@ -551,5 +552,8 @@ inline Bytes parkable_frame(uint8_t tag, size_t size = 64) {
   std::fill(b.begin(), b.begin() + 6, 0);
   return b;
 }
+
+// What a parked frame counts against the cache's byte limits.
+inline size_t held(const Bytes& frame) { return NeighbourTable<uint32_t>::held_bytes(frame); }
 
 }  // namespace uroce::emulator::net::test

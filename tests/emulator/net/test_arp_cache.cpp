@@ -136,8 +136,9 @@ TEST_CASE("parked frames are released in order with the peer's MAC once it answe
   CHECK(is_request_for(o.frames[0], other_ip, MacAddress::broadcast()));
 }
 
-TEST_CASE("parking is bounded per destination and in total; drops are counted", "[arp_cache]") {
-  Cache c({.max_parked_per_destination = 3, .max_parked_total = 5});
+TEST_CASE("parking is bounded in bytes per destination and in total; drops are counted", "[arp_cache]") {
+  const size_t frame = held(parkable_frame(1));
+  Cache c({.max_parked_bytes_per_destination = 3 * frame, .max_parked_bytes_total = 5 * frame});
   for (int i = 0; i < 3; ++i) CHECK(c.cache.park(peer_ip, parkable_frame(1), 0) == ParkResult::queued);
   CHECK(c.cache.park(peer_ip, parkable_frame(1), 0) == ParkResult::dropped_destination_full);
   CHECK(c.cache.park(other_ip, parkable_frame(2), 0) == ParkResult::queued);
@@ -146,13 +147,43 @@ TEST_CASE("parking is bounded per destination and in total; drops are counted", 
   CHECK(c.cache.park(0x0a000077, parkable_frame(3), 0) == ParkResult::dropped_total_full);
   CHECK(c.cache.park(0x0a000077, Bytes(5, 0), 0) == ParkResult::dropped_too_short);
   CHECK(c.cache.parked() == 5);
+  CHECK(c.cache.parked_bytes() == 5 * frame);
   CHECK(c.counters.arp_parked == 5);
   CHECK(c.counters.arp_parked_dropped == 4);
 
   // Releasing frees room.
   c.cache.learn(peer_ip, peer_mac, 1, c.out);
   CHECK(c.cache.parked() == 2);
+  CHECK(c.cache.parked_bytes() == 2 * frame);
   CHECK(c.cache.park(other_ip, parkable_frame(2), 2) == ParkResult::queued);
+}
+
+TEST_CASE("the limit is in bytes, as Linux's unres_qlen_bytes: many small frames, fewer large ones",
+          "[arp_cache]") {
+  Cache c;  // the defaults: 212992 bytes per destination
+  // A burst of 1078-byte frames (RDMA WRITE packets at path MTU 1024): as many as fit in 212992 bytes, the
+  // newest dropped once they are full. 16 of them used to be the limit.
+  const size_t large = held(parkable_frame(1, 1078));
+  size_t queued = 0;
+  while (c.cache.park(peer_ip, parkable_frame(1, 1078), 0) == ParkResult::queued) ++queued;
+  CHECK(queued == 212992 / large);
+  CHECK(queued > 180);
+  // A small frame still fits in what is left, a large one did not.
+  REQUIRE(212992 - queued * large >= held(parkable_frame(2)));
+  CHECK(c.cache.park(peer_ip, parkable_frame(2), 0) == ParkResult::queued);
+
+  // 64-byte datagrams to another peer: many more of them.
+  queued = 0;
+  while (c.cache.park(other_ip, parkable_frame(3), 0) == ParkResult::queued) ++queued;
+  CHECK(queued == 212992 / held(parkable_frame(3)));
+
+  // All of them leave, in order, once the peer answers, and the bytes are free again.
+  c.cache.learn(peer_ip, peer_mac, 1, c.out);
+  REQUIRE(c.out.frames.size() == 212992 / large + 1);
+  CHECK(c.out.frames.front().size() == 1078);
+  CHECK(c.out.frames.back().size() == 64);
+  CHECK(get_mac(&c.out.frames.back()[0]) == peer_mac);
+  CHECK(c.cache.parked_bytes() == queued * held(parkable_frame(3)));
 }
 
 TEST_CASE("a full cache evicts the resolved entry closest to expiry, never a resolution", "[arp_cache]") {

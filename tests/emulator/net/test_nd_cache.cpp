@@ -163,7 +163,8 @@ TEST_CASE("nd cache: update_if_known creates nothing", "[nd_cache]") {
 }
 
 TEST_CASE("nd cache: limits drop the newest frame and count it", "[nd_cache]") {
-  Cache c({.max_parked_per_destination = 2, .max_parked_total = 3});
+  const size_t frame = held(parkable_frame(1));
+  Cache c({.max_parked_bytes_per_destination = 2 * frame, .max_parked_bytes_total = 3 * frame});
   CHECK(c.cache.park(peer, parkable_frame(1), 0) == ParkResult::queued);
   CHECK(c.cache.park(peer, parkable_frame(2), 0) == ParkResult::queued);
   CHECK(c.cache.park(peer, parkable_frame(3), 0) == ParkResult::dropped_destination_full);

@@ -260,7 +260,7 @@ TEST_CASE("resize_cq moves unpolled completions onto a new ring, growing and shr
 
 // Linux resolves a RoCE destination's MAC when an address handle is made and when a QP is given its address
 // vector (ib_resolve_eth_dmac); uroced starts ARP or ND then too, so that the first packets do not wait for
-// it, parked at most 16 per peer with the rest dropped.
+// it, parked (212992 bytes per peer) with the rest dropped.
 TEST_CASE("the peer's MAC is asked for when an address handle is made and when a QP gets its address vector",
           "[verbs][address]") {
   ServiceHarness h;
