@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <stdexcept>
+#include <thread>
 
 #include "emulator/client/shared_pages.hpp"
 #include "emulator/protocol/doorbell.hpp"
@@ -191,7 +193,29 @@ void Context::modify_srq(SharedReceiveQueue& srq, uint32_t limit) {
 
 void Context::destroy_srq(SharedReceiveQueue& srq) { control_->call({{"op", "destroy_srq"}, {"srq", srq.srqn}}); }
 
+// Linux resolves a RoCE destination's MAC before it makes an address handle or gives a connected QP an
+// address vector, and waits for it (ib_resolve_eth_dmac -> rdma_addr_find_l2_eth_by_grh: 1000 ms, then
+// ETIMEDOUT, the "Failed to modify QP to RTR: Connection timed out" of a peer nobody answers for). Waiting
+// here as well means a first burst never waits parked behind ARP with the rest of it dropped (a UD burst
+// just after ibv_create_ah lost datagrams that way), and an unreachable peer fails at set-up, not with
+// retry-exceeded completions seconds later. The daemon cannot hold a reply back, so the client asks again:
+// at once, then after 50 us, doubling to 10 ms (ARP between two uroceds takes well under a millisecond; an
+// asleep engine answers within 0.5 ms).
+void Context::wait_for_neighbour(const verbs::AddressVector& av) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + neighbour_wait_limit;
+  auto pause = std::chrono::microseconds(50);
+  while (!control_->call({{"op", "resolve_neighbour"}, {"ah_attr", av}}).at("known").get<bool>()) {
+    if (Clock::now() >= deadline) {
+      throw ControlError(ETIMEDOUT, "no answer from " + wire::to_string(av.dgid) + " to address resolution");
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(10'000));
+  }
+}
+
 uint32_t Context::create_ah(uint32_t pd, const verbs::AddressVector& av) {
+  wait_for_neighbour(av);
   return control_->call({{"op", "create_ah"}, {"pd", pd}, {"ah_attr", av}}).at("ah").get<uint32_t>();
 }
 
@@ -237,6 +261,8 @@ std::unique_ptr<QueuePair> Context::open_qp(uint32_t xrcd, uint32_t qpn) {
 }
 
 void Context::modify_qp(QueuePair& qp, const verbs::QpAttr& attr, uint32_t mask) {
+  // Only connected QPs resolve their destination here, as in Linux's _ib_modify_qp; a UD QP takes none.
+  if ((mask & verbs::attr_av) && qp.type != verbs::QpType::ud) wait_for_neighbour(attr.ah_attr);
   control_->call({{"op", "modify_qp"}, {"qp_num", qp.qpn}, {"attr", attr}, {"attr_mask", mask}});
 }
 

@@ -7,6 +7,7 @@
 // objects' rings and return errno values, touching only shared memory.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -44,6 +45,9 @@ struct SharedReceiveQueue {
   uint32_t max_sge = 0;
   RecvRing ring;
 };
+
+// How long create_ah and modify_qp wait for a destination's MAC: Linux's rdma_addr_find_l2_eth_by_grh.
+inline constexpr std::chrono::milliseconds neighbour_wait_limit{1000};
 
 struct QueuePair {
   uint32_t qpn = 0;
@@ -106,6 +110,8 @@ class Context {
                                                  uint32_t xrcd = 0, uint32_t cq = 0);
   void modify_srq(SharedReceiveQueue& srq, uint32_t limit);
   void destroy_srq(SharedReceiveQueue& srq);
+  // Both wait first for the destination's MAC, as Linux does (wait_for_neighbour): modify_qp when it gives
+  // a connected QP (RC, UC, XRC) an address vector.
   uint32_t create_ah(uint32_t pd, const verbs::AddressVector& av);
   void destroy_ah(uint32_t ah);
   std::unique_ptr<QueuePair> create_qp(const QpCreate& attr);
@@ -119,6 +125,11 @@ class Context {
   void attach_mcast(const QueuePair& qp, const wire::IpAddress& gid);
   void detach_mcast(const QueuePair& qp, const wire::IpAddress& gid);
   nlohmann::json stats();
+  // Returns once the port knows the link-layer address `av` leads to (ARP, neighbour discovery), starting
+  // the resolution if none runs. Throws ControlError ETIMEDOUT if no answer came in
+  // neighbour_wait_limit, EINVAL for a source GID that cannot reach the destination, ENETUNREACH when no
+  // route leads there: what Linux's ib_resolve_eth_dmac makes ibv_create_ah and ibv_modify_qp fail with.
+  void wait_for_neighbour(const verbs::AddressVector& av);
 
  private:
   Context() = default;

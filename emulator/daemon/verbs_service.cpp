@@ -81,6 +81,7 @@ VerbsService::VerbsService(EngineAccess& engine, PortDescription port, transport
                {"create_srq", &VerbsService::create_srq},
                {"modify_srq", &VerbsService::modify_srq},
                {"destroy_srq", &VerbsService::destroy_srq},
+               {"resolve_neighbour", &VerbsService::resolve_neighbour},
                {"create_ah", &VerbsService::create_ah},
                {"destroy_ah", &VerbsService::destroy_ah},
                {"create_qp", &VerbsService::create_qp},
@@ -406,6 +407,27 @@ json VerbsService::destroy_srq(Session& s, uint64_t, const json& r, std::vector<
   return json::object();
 }
 
+// Linux resolves a RoCE destination's MAC before it makes an address handle or gives a connected QP its
+// address vector (ib_resolve_eth_dmac), and waits for it. The client waits the same way, asking this until
+// the answer is yes (client::Context::wait_for_neighbour); each ask starts ARP or ND if none runs. What
+// rdma_resolve_ip refuses at once is refused here too: a source GID the port lacks or of the other family
+// (EINVAL), a destination with no route (ENETUNREACH).
+json VerbsService::resolve_neighbour(Session&, uint64_t, const json& r, std::vector<int>&) {
+  const AddressVector av = r.at("ah_attr").get<AddressVector>();
+  if (av.sgid_index >= port_.gids.size() || port_.gids[av.sgid_index].is_v4() != av.dgid.is_v4()) {
+    throw ServiceError(EINVAL, "source GID index " + std::to_string(av.sgid_index) + " cannot reach " +
+                                   wire::to_string(av.dgid));
+  }
+  bool routed = true;
+  bool known = false;
+  engine_.run_on_engine([&](EngineContext& c) {
+    routed = c.has_route(av.dgid);
+    if (routed) known = c.neighbour_known(av.dgid);
+  });
+  if (!routed) throw ServiceError(ENETUNREACH, "no route to " + wire::to_string(av.dgid));
+  return {{"known", known}};
+}
+
 json VerbsService::create_ah(Session& s, uint64_t id, const json& r, std::vector<int>&) {
   const uint32_t pd = need_u32(r, "pd");
   require_owned(s.pds, pd, "protection domain");
@@ -414,10 +436,6 @@ json VerbsService::create_ah(Session& s, uint64_t id, const json& r, std::vector
   engine_call("create_ah", [&](EngineContext& c) {
     if (int e = c.device.create_ah(pd, av, ahn)) return e;
     c.queues.attach_ah(id, ahn);  // so that no other session's UD send can name it
-    // The destination's MAC is resolved now, as Linux resolves it when an address handle is made or a QP
-    // is given its address vector (ib_resolve_eth_dmac): so that the first packets find it known rather
-    // than wait parked (212992 bytes per peer, the rest dropped) while ARP or ND runs. Not waited for.
-    c.neighbour_known(av.dgid);
     return 0;
   });
   s.ahs.insert(ahn);
@@ -525,11 +543,7 @@ json VerbsService::modify_qp(Session& s, uint64_t, const json& r, std::vector<in
   require_owned(s.qps, qpn, "queue pair");
   const QpAttr attr = r.at("attr").get<QpAttr>();
   const uint32_t mask = need_u32(r, "attr_mask");
-  engine_call("modify_qp", [&](EngineContext& c) {
-    if (int e = c.device.modify_qp(qpn, attr, mask, c.now)) return e;
-    if (mask & verbs::attr_av) c.neighbour_known(attr.ah_attr.dgid);  // see create_ah
-    return 0;
-  });
+  engine_call("modify_qp", [&](EngineContext& c) { return c.device.modify_qp(qpn, attr, mask, c.now); });
   return json::object();
 }
 

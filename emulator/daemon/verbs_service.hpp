@@ -132,6 +132,7 @@ class VerbsService {
   nlohmann::json create_srq(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
   nlohmann::json modify_srq(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
   nlohmann::json destroy_srq(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json resolve_neighbour(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
   nlohmann::json create_ah(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
   nlohmann::json destroy_ah(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
   nlohmann::json create_qp(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);

@@ -13,7 +13,7 @@ import time
 
 import pyverbs.enums as e
 from pyverbs.pyverbs_error import PyverbsRDMAError
-from pyverbs.addr import GID, AHAttr, GlobalRoute
+from pyverbs.addr import AH, GID, AHAttr, GlobalRoute
 from pyverbs.cq import CQ
 from pyverbs.device import Context
 from pyverbs.mr import MR, MW, MWBind, MWBindInfo
@@ -25,6 +25,10 @@ ALL_ACCESS = (e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCES
               e.IBV_ACCESS_REMOTE_ATOMIC)
 PORT = 1
 GID_INDEX = 0  # uroce's GID 0 is the port's IPv4 address (RoCE v2)
+
+
+def address(gid, sgid_index=GID_INDEX):
+    return AHAttr(is_global=1, port_num=PORT, gr=GlobalRoute(dgid=GID(gid), sgid_index=sgid_index))
 
 
 def wc_dict(wc):
@@ -118,23 +122,47 @@ class Node:
     def connect(self, qid, qpn, gid, psn=0, remote_psn=0, timeout=14, retry_cnt=7, rnr_retry=7,
                 min_rnr_timer=1, mtu=e.IBV_MTU_1024):
         """RESET -> INIT -> RTR -> RTS toward (qpn, gid); the requester-side limits are parameters."""
+        self.to_init(qid)
+        self.to_rtr(qid, qpn, gid, remote_psn, min_rnr_timer, mtu)
         qp = self.qps[qid][0]
+        a = QPAttr(qp_state=e.IBV_QPS_RTS)
+        a.timeout, a.retry_cnt, a.rnr_retry, a.sq_psn, a.max_rd_atomic = timeout, retry_cnt, rnr_retry, psn, 4
+        rc = qp.qp_type == e.IBV_QPT_RC
+        rc_rts = e.IBV_QP_TIMEOUT | e.IBV_QP_RETRY_CNT | e.IBV_QP_RNR_RETRY | e.IBV_QP_MAX_QP_RD_ATOMIC if rc else 0
+        qp.modify(a, e.IBV_QP_STATE | e.IBV_QP_SQ_PSN | rc_rts)
+
+    def to_init(self, qid):
         a = QPAttr(qp_state=e.IBV_QPS_INIT)
         a.pkey_index, a.port_num, a.qp_access_flags = 0, PORT, ALL_ACCESS
-        qp.modify(a, e.IBV_QP_STATE | e.IBV_QP_PKEY_INDEX | e.IBV_QP_PORT | e.IBV_QP_ACCESS_FLAGS)
+        self.qps[qid][0].modify(a, e.IBV_QP_STATE | e.IBV_QP_PKEY_INDEX | e.IBV_QP_PORT | e.IBV_QP_ACCESS_FLAGS)
+
+    def to_rtr(self, qid, qpn, gid, remote_psn=0, min_rnr_timer=1, mtu=e.IBV_MTU_1024):
+        qp = self.qps[qid][0]
         a = QPAttr(qp_state=e.IBV_QPS_RTR)
         a.path_mtu, a.dest_qp_num, a.rq_psn = mtu, qpn, remote_psn
         a.max_dest_rd_atomic, a.min_rnr_timer = 4, min_rnr_timer
-        a.ah_attr = AHAttr(is_global=1, port_num=PORT, gr=GlobalRoute(dgid=GID(gid), sgid_index=GID_INDEX))
+        a.ah_attr = address(gid)
         # UC has no acknowledgements: none of the RC-only attributes (IBTA 11.2.4.2's table of modify_qp).
         rc = qp.qp_type == e.IBV_QPT_RC
         rc_rtr = e.IBV_QP_MAX_DEST_RD_ATOMIC | e.IBV_QP_MIN_RNR_TIMER if rc else 0
         qp.modify(a, e.IBV_QP_STATE | e.IBV_QP_AV | e.IBV_QP_PATH_MTU | e.IBV_QP_DEST_QPN | e.IBV_QP_RQ_PSN |
                   rc_rtr)
-        a = QPAttr(qp_state=e.IBV_QPS_RTS)
-        a.timeout, a.retry_cnt, a.rnr_retry, a.sq_psn, a.max_rd_atomic = timeout, retry_cnt, rnr_retry, psn, 4
-        rc_rts = e.IBV_QP_TIMEOUT | e.IBV_QP_RETRY_CNT | e.IBV_QP_RNR_RETRY | e.IBV_QP_MAX_QP_RD_ATOMIC if rc else 0
-        qp.modify(a, e.IBV_QP_STATE | e.IBV_QP_SQ_PSN | rc_rts)
+
+    def timed_set_up(self, what, gid, qid=None, sgid_index=GID_INDEX):
+        """ibv_create_ah ("ah") or INIT -> RTR of QP qid ("rtr") toward gid: {"errno": 0 or the call's errno,
+        "seconds": how long the call took}."""
+        if what == "rtr":
+            self.to_init(qid)
+        t0 = time.monotonic()
+        try:
+            if what == "ah":
+                AH(self.pds["main"], attr=address(gid, sgid_index)).close()
+            else:
+                self.to_rtr(qid, 1, gid)
+            err = 0
+        except PyverbsRDMAError as ex:
+            err = ex.error_code
+        return {"errno": err, "seconds": time.monotonic() - t0}
 
     def vanish(self):
         """Dies at once, as a crashing process does: no verbs call tears anything down."""

@@ -1,6 +1,8 @@
 """pyverbs_ops.py's checks of what a peer does to a requester: receiver not ready (RNR) and a peer that
 is gone (retry exceeded), with the statuses a real NIC reports. The last check kills the responder
 process, so this module's checks run last and that one last of all."""
+import errno
+import ipaddress
 import time
 
 import pyverbs.enums as e
@@ -32,6 +34,37 @@ def rnr_retry_then_receive(t):
     expect(t.a.poll(p.qid, "send", 1), [p.sent(1, e.IBV_WC_SEND)], "requester")
     expect(t.b.poll(p.qid, "recv", 1), [p.received(101, 32)], "responder")
     expect_bytes(t.b.read("b", 0, 32), msg, "received bytes")
+
+
+def gid_text(sixteen):
+    """The GID text pyverbs takes: eight groups of four hex digits."""
+    return ":".join(sixteen[i:i + 2].hex() for i in range(0, 16, 2))
+
+
+@check
+def unreachable_destination_fails_at_set_up(t):
+    # Linux resolves a RoCE destination's MAC before ibv_create_ah, and before ibv_modify_qp gives a
+    # connected QP its address vector, and waits for it: 1000 ms, then ETIMEDOUT ("Failed to modify QP to
+    # RTR: Connection timed out"). No route: ENETUNREACH at once. A source GID of the other family: EINVAL.
+    absent = gid_text(ipaddress.IPv6Address(t.a.gid).packed[:15] + bytes([77]))  # 192.0.2.77: on the port's
+    # subnet, and no host has it
+    for what in ("ah", "rtr"):
+        if what == "rtr":
+            t.a.create_qp("unreachable")
+        r = t.a.timed_set_up(what, absent, qid="unreachable")
+        assert r["errno"] == errno.ETIMEDOUT, f"{what} toward {absent}: errno {r['errno']}, not ETIMEDOUT"
+        assert 0.95 < r["seconds"] < 1.5, f"{what} toward {absent} gave up after {r['seconds']:.3f} s, not 1 s"
+        if what == "rtr":
+            assert t.a.qp_state("unreachable") == e.IBV_QPS_INIT, "the refused RTR moved the QP"
+            t.a.destroy_qp("unreachable")
+    r = t.a.timed_set_up("ah", gid_text(bytes(10) + b"\xff\xff" + bytes([198, 51, 100, 7])))  # off every
+    # subnet, and the port has no gateway
+    assert r["errno"] == errno.ENETUNREACH and r["seconds"] < 0.5, f"no route: {r}"
+    r = t.a.timed_set_up("ah", gid_text(b"\xfd" + bytes(14) + b"\x77"))  # GID 0 is IPv4
+    assert r["errno"] == errno.EINVAL and r["seconds"] < 0.5, f"IPv4 source, IPv6 destination: {r}"
+    # The port's own address (the responder's too: both share the loopback port) needs no resolution.
+    r = t.a.timed_set_up("ah", t.a.gid)
+    assert r["errno"] == 0 and r["seconds"] < 0.5, f"toward our own address: {r}"
 
 
 def expect_retry_exceeded(t, p, what):

@@ -42,7 +42,9 @@ def main():
               "(apt-get install python3-pyverbs, or scripts/deps.sh)")
         return 1
     workdir = tempfile.mkdtemp(prefix="uroce-pyverbs-")
-    daemon = Daemon(args.uroced, workdir, "u")
+    # A subnet, so that an address off it has no route (the port has no gateway): the loopback port takes
+    # any destination as on its link otherwise.
+    daemon = Daemon(args.uroced, workdir, "u", ["--ip", "192.0.2.1/24"])
     procs = []
     rc = 1
     try:

@@ -258,31 +258,47 @@ TEST_CASE("resize_cq moves unpolled completions onto a new ring, growing and shr
   close_all(channel_fds);
 }
 
-// Linux resolves a RoCE destination's MAC when an address handle is made and when a QP is given its address
-// vector (ib_resolve_eth_dmac); uroced starts ARP or ND then too, so that the first packets do not wait for
-// it, parked (212992 bytes per peer) with the rest dropped.
-TEST_CASE("the peer's MAC is asked for when an address handle is made and when a QP gets its address vector",
+// Linux resolves a RoCE destination's MAC before it makes an address handle or gives a connected QP its
+// address vector, and waits for it (ib_resolve_eth_dmac); the client waits the same way, asking
+// resolve_neighbour until the answer is yes (client::Context::wait_for_neighbour). The request starts ARP or
+// ND on each ask and refuses at once what Linux's rdma_resolve_ip refuses at once.
+TEST_CASE("resolve_neighbour asks the port for the peer's MAC and refuses what no answer could fix",
           "[verbs][address]") {
   ServiceHarness h;
   std::vector<wire::IpAddress> asked;
+  bool answered = false;
   h.engine->set_neighbour_known([&](const wire::IpAddress& a) {
     asked.push_back(a);
-    return false;  // not known yet: neither request waits for it
+    return answered;
   });
+  h.engine->set_has_route([](const wire::IpAddress& a) { return a != ip("192.168.7.7"); });
   h.service->open_session(1, getpid(), getuid());
+  verbs::AddressVector av;
+  av.dgid = ip("10.0.0.9");
+  const json request = {{"op", "resolve_neighbour"}, {"ah_attr", av}};
+  CHECK(h.call(1, request).at("known") == false);
+  CHECK(h.call(1, request).at("known") == false);  // asked again: the port's resolution keeps its own schedule
+  answered = true;
+  CHECK(h.call(1, request).at("known") == true);
+  CHECK(asked == std::vector<wire::IpAddress>(3, ip("10.0.0.9")));
+  asked.clear();
+
+  // No route: ENETUNREACH at once, nothing asked (Linux's route lookup fails the same way).
+  av.dgid = ip("192.168.7.7");
+  CHECK(h.error_of(1, {{"op", "resolve_neighbour"}, {"ah_attr", av}}) == ENETUNREACH);
+  // A source GID the port lacks, or of the other family: EINVAL, as rdma_resolve_ip's family check.
+  av.dgid = ip("10.0.0.9");
+  av.sgid_index = 1;
+  CHECK(h.error_of(1, {{"op", "resolve_neighbour"}, {"ah_attr", av}}) == EINVAL);
+  av.sgid_index = 0;
+  av.dgid = ip("fd00::9");
+  CHECK(h.error_of(1, {{"op", "resolve_neighbour"}, {"ah_attr", av}}) == EINVAL);
+  CHECK(asked.empty());
+
+  // create_ah and modify_qp leave it to the client: they ask nothing themselves.
   std::vector<uint8_t> buffer(4096);
   const SessionObjects o = create_one_of_each(h, 1, buffer.data(), buffer.size());
-  CHECK(asked == std::vector<wire::IpAddress>{h.address});  // its create_ah
-  asked.clear();
-  connect_qp(h, 1, o.qp, o.qp);  // INIT and RTS name no address vector; RTR does
-  CHECK(asked == std::vector<wire::IpAddress>{h.address});
-  asked.clear();
-  // A refused transition asks nothing.
-  verbs::QpAttr a;
-  a.qp_state = verbs::QpState::rtr;
-  a.ah_attr.dgid = ip("10.0.0.9");
-  CHECK(h.error_of(1, {{"op", "modify_qp"}, {"qp_num", o.qp}, {"attr", a},
-                       {"attr_mask", verbs::attr_state | verbs::attr_av}}) == EINVAL);
+  connect_qp(h, 1, o.qp, o.qp);
   CHECK(asked.empty());
 }
 
