@@ -4,7 +4,7 @@ protocol's rules: opcode sequences, payload sizes, WRITE and READ lengths) and `
 bad ICRC or fails to parse, if either side broke a rule, if the file is damaged, or if it holds no RoCE
 traffic at all. It also counts
 the RoCE frames carried over IPv6, for the cells that must use it, and reads the evidence for either side
-of the pingpongs' exit race. The VLAN cells' captures are checked for their tags too (check_vlan)."""
+of the pingpongs' exit race and of a lost DREQ. The VLAN cells' captures are checked for their tags too (check_vlan)."""
 import json
 import os
 import re
@@ -24,6 +24,15 @@ ROCE_LINE = re.compile(r"^\s*\d+\s+[\d.]+\s+(\S+) → \S+\s.*\bICRC\b")
 # A request packet's line: its source, opcode and PSN (responses and ACKs do not match).
 REQUEST_LINE = re.compile(r"^\s*\d+\s+[\d.]+\s+(\S+) → \S+\s+(?:RC|UC)\s+"
                           r"(SEND_\S+|RDMA_WRITE_\S+|RDMA_READ_REQUEST|COMPARE_SWAP|FETCH_ADD)\s.*\bpsn (\d+)")
+
+
+# A CM MAD's line in `uroce dissect`: its source and message ("... MAD CM DREQ  ICRC ok").
+CM_LINE = re.compile(r"^\s*\d+\s+[\d.]+\s+(\S+) → \S+\s.*\bMAD CM (\w+)\b")
+
+
+def cm_messages(dissect_text):
+    """The capture's CM messages in order, as (source address, message) pairs: ("10.99.0.2", "DREQ")."""
+    return [(m.group(1), m.group(2)) for line in dissect_text.splitlines() if (m := CM_LINE.match(line))]
 
 
 def last_request_answered(dissect_text):
@@ -90,7 +99,7 @@ def rule_violations(uroce, pcap):
 
 def check(uroce, pcap):
     r = {"ok": False, "frames": 0, "roce": 0, "roce_ipv6": 0, "bad_icrc": 0, "malformed": 0, "error": None,
-         "violations": [], "last_request_answered": False, **read_explain("")}
+         "violations": [], "last_request_answered": False, "cm": [], **read_explain("")}
     d = subprocess.run([uroce, "dissect", pcap], capture_output=True, text=True, timeout=300)
     m = SUMMARY.search(d.stderr)
     if not m:
@@ -99,6 +108,7 @@ def check(uroce, pcap):
     r["frames"], r["roce"], r["bad_icrc"], r["malformed"] = map(int, m.groups())
     r["roce_ipv6"] = sum(1 for line in d.stdout.splitlines() if (f := ROCE_LINE.match(line)) and ":" in f.group(1))
     r["last_request_answered"] = last_request_answered(d.stdout)
+    r["cm"] = cm_messages(d.stdout)
     e = subprocess.run([uroce, "explain", pcap], capture_output=True, text=True, timeout=300)
     r.update(read_explain(e.stdout))
     r["violations"] = rule_violations(uroce, pcap)

@@ -122,7 +122,7 @@ class Runner:
         server_ip = server.ip  # uroce's address is the kernel's too (TCP), see netns.sh
         start = time.time()
         daemon = tcpdump = delayed = None
-        exit_race = client_exit_race = False
+        exit_race = client_exit_race = dreq_race = False
         try:
             host = next((s for s in (client, server) if isinstance(s, HostSide)), None)
             if host:
@@ -178,7 +178,9 @@ class Runner:
                 cell.notes.append(f"client rc {c_rc}{' (timeout)' if c_rc in (124, 137) else ''}: {tail(c_out)}")
             # The client passed and left; its ACK of the server's last message was lost.
             exit_race = race_possible and c_rc == 0 and s_rc != 0 and gave_up(s_rc, s_out)
-            if s_rc != 0 and not exit_race and not (program.server_persists and s_rc in STOPPED):
+            # The client passed and left; its DREQ was lost, and it no longer resends it (Program.dreq_race).
+            dreq_race = bool(cell.loss and program.dreq_race and cell.result and c_rc == 0 and s_rc in STOPPED)
+            if s_rc != 0 and not exit_race and not dreq_race and not (program.server_persists and s_rc in STOPPED):
                 cell.notes.append(f"server rc {s_rc}{' (timeout)' if s_rc in (124, 137) else ''}: {tail(s_out)}")
             if c_rc == 0 and not cell.result:  # (a persistent server is stopped: its rc says nothing)
                 cell.notes.append("no result (or a zero one) in the output: " + tail(c_out, 4))
@@ -205,6 +207,20 @@ class Runner:
             else:
                 cell.info.append("server stopped after its client had left: the client's last ACK was lost (the "
                                  "exit race of the pingpongs and perftest's latency tests)")
+        if dreq_race:
+            # uroce's capture has what reached it, after the loss: as the server, it must not have had a DREQ
+            # from its client (had it, not ending the connection would be uroce's bug); as the client, it
+            # must have sent its own.
+            client_addresses = {getattr(client, k, None) for k in ("ip", "roce_ip", "ip6")} - {None}
+            client_dreq = any(message == "DREQ" and src in client_addresses for src, message in cap["cm"])
+            if server is self.host and client_dreq:
+                cell.notes.append(f"server rc {s_rc}: it had its client's DREQ and did not end the connection: "
+                                  f"{tail(s_out)}")
+            elif client is self.host and not client_dreq:
+                cell.notes.append(f"server rc {s_rc}, and the capture has no DREQ from the uroce client: {tail(s_out)}")
+            else:
+                cell.info.append("server stopped after its client had left: the client's DREQ was lost, and "
+                                 "destroying its rdma_cm ID had ended the DREQ's retransmission")
         if client_exit_race:
             # The capture ends with the client resending a request that the server had answered with a new
             # message of its own, which in a ping-pong it sends only once it has ours: it had the request.

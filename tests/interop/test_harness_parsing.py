@@ -168,9 +168,20 @@ def main():
         "last_retransmission_acked"]
     assert capture_check.read_explain("  #7  B  CM REJ: 10.99.0.2 rejects the connection (reason 8: invalid service "
                                       "ID)\n")["rej_reasons"] == [8]
-    # rxe's rping capture: a connection without a REJ.
+    # rxe's rping capture: a connection without a REJ, and its CM messages in order.
     r = capture_check.check(uroce, os.path.join(captures, "10-rdma-cm-rping.pcap"))
     assert r["ok"] and r["rej_reasons"] == [] and r["roce_ipv6"] == 0, r
+    assert [m for _, m in r["cm"]] == ["REQ", "REP", "RTU", "DREQ", "DREP"], r["cm"]
+    # A lost DREQ (rping, rxe client, uroce server, 5% loss; the CM frames and the capture's last 14): rping's
+    # client destroyed its ID after rdma_disconnect, which ends the DREQ's retransmission, so no DREQ of the
+    # client's reached uroce (its GSI PSNs go from 112, the RTU, to 114, the DREP: 113 was the DREQ). The
+    # only DREQ is uroce's own, sent when the harness stopped the waiting server.
+    r = capture_check.check(uroce, os.path.join(here, "..", "data", "interop", "rping-lost-dreq.pcap"))
+    assert r["ok"] and r["cm"] == [("10.99.0.2", "REQ"), ("10.99.0.1", "REP"), ("10.99.0.2", "RTU"),
+                                   ("10.99.0.1", "DREQ"), ("10.99.0.2", "DREP")], r["cm"]
+    assert programs.PROGRAMS["rping -C 20 -S 4096 -V"].dreq_race
+    assert programs.PROGRAMS["rping -C 20 -S 4096 -V (IPv6)"].dreq_race
+    assert not any(p.dreq_race for n, p in programs.PROGRAMS.items() if not n.startswith("rping"))
     # The IPv6 rows need every RoCE frame over IPv6: rxe's rping over IPv6 is counted whole, IPv4 not at all.
     r = capture_check.check(uroce, os.path.join(here, "..", "data", "interop", "rxe-rping-ipv6.pcap"))
     assert r["ok"] and r["roce"] == r["roce_ipv6"] == 365, r
