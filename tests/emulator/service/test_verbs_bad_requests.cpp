@@ -55,6 +55,9 @@ TEST_CASE("malformed requests are refused with EINVAL or EOPNOTSUPP", "[verbs][b
       {{"op", "create_ah"}, {"pd", pd}},
       {{"op", "create_ah"}, {"pd", pd}, {"ah_attr", {{"dgid", "not an address"}}}},
       {{"op", "create_ah"}, {"pd", pd}, {"ah_attr", {{"dgid", 17}}}},
+      {{"op", "resolve_neighbour"}},
+      {{"op", "resolve_neighbour"}, {"ah_attr", {{"dgid", "not an address"}}}},
+      {{"op", "resolve_neighbour"}, {"ah_attr", {{"dgid", "10.0.0.2"}, {"sgid_index", 7}}}},    // no such GID
       cap_too_big,
       cap_mistyped,
       no_cap,
