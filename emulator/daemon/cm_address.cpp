@@ -26,15 +26,9 @@ constexpr std::chrono::milliseconds address_poll_interval{10};
 
 void CmService::resolve_neighbour(uint32_t n, cm::Nanos timeout) {
   CmId& id = ids_.at(n);
-  bool known = is_local(id.dst) || id.dst.is_multicast();
-  bool routed = true;
-  if (!known) {
-    engine_.run_on_engine([&](EngineContext& c) {
-      routed = c.has_route(id.dst);
-      if (routed) known = c.neighbour_known(id.dst);
-    });
-  }
-  if (!routed) {
+  const NeighbourState state = is_local(id.dst) || id.dst.is_multicast() ? NeighbourState::known
+                                                                         : ask_neighbour(engine_, id.dst);
+  if (state == NeighbourState::no_route) {
     // Off the link with no gateway: Linux's route lookup fails at once with ENETUNREACH (rping: "cma event
     // RDMA_CM_EVENT_ADDR_ERROR, error -101").
     spdlog::info("rdma_cm: no route to {}", wire::to_string(id.dst));
@@ -42,7 +36,7 @@ void CmService::resolve_neighbour(uint32_t n, cm::Nanos timeout) {
     queue_event(n, RdmaCmEvent::addr_error, -ENETUNREACH);
     return;
   }
-  if (known) {
+  if (state == NeighbourState::known) {
     id.state = CmIdState::addr_resolved;
     queue_event(n, RdmaCmEvent::addr_resolved, 0);
     return;

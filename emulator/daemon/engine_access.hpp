@@ -2,6 +2,7 @@
 // touches the Device) and waiting for it. Tests implement it by calling the function directly.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 
 #include <nlohmann/json.hpp>
@@ -19,8 +20,8 @@ struct EngineContext {
   // Adds what the engine, the port and the network layer counted (for `uroce stats`).
   std::function<void(nlohmann::json&)> report_counters = [](nlohmann::json&) {};
   // Whether the port knows the link-layer address of `ip` (ARP or neighbour discovery); if not, starts
-  // finding it. Our own addresses and groups are known at once. rdma_resolve_addr waits for it, as Linux's
-  // does. (Tests' engines know every address.)
+  // finding it. Our own addresses and groups are known at once. rdma_resolve_addr, ibv_create_ah and
+  // ibv_modify_qp wait for it, as Linux's do. (Tests' engines know every address.)
   std::function<bool(const wire::IpAddress&)> neighbour_known = [](const wire::IpAddress&) { return true; };
   // Whether the port has a route to `ip`: on the link, or through a configured gateway or a router learned
   // from IPv6 router discovery. (Tests' engines route everything.)
@@ -33,5 +34,18 @@ class EngineAccess {
   // Runs `fn` on the engine thread and returns when it has run.
   virtual void run_on_engine(const std::function<void(EngineContext&)>& fn) = 0;
 };
+
+enum class NeighbourState : uint8_t { no_route, resolving, known };
+
+// Where the port stands on reaching `ip`, asked on the engine thread: no route to it, its MAC being found
+// (ARP or ND started if none runs), or known. What the CM's rdma_resolve_addr and the verbs'
+// resolve_neighbour both ask first.
+inline NeighbourState ask_neighbour(EngineAccess& engine, const wire::IpAddress& ip) {
+  NeighbourState state = NeighbourState::no_route;
+  engine.run_on_engine([&](EngineContext& c) {
+    if (c.has_route(ip)) state = c.neighbour_known(ip) ? NeighbourState::known : NeighbourState::resolving;
+  });
+  return state;
+}
 
 }  // namespace uroce::emulator

@@ -418,14 +418,9 @@ json VerbsService::resolve_neighbour(Session&, uint64_t, const json& r, std::vec
     throw ServiceError(EINVAL, "source GID index " + std::to_string(av.sgid_index) + " cannot reach " +
                                    wire::to_string(av.dgid));
   }
-  bool routed = true;
-  bool known = false;
-  engine_.run_on_engine([&](EngineContext& c) {
-    routed = c.has_route(av.dgid);
-    if (routed) known = c.neighbour_known(av.dgid);
-  });
-  if (!routed) throw ServiceError(ENETUNREACH, "no route to " + wire::to_string(av.dgid));
-  return {{"known", known}};
+  const NeighbourState state = ask_neighbour(engine_, av.dgid);
+  if (state == NeighbourState::no_route) throw ServiceError(ENETUNREACH, "no route to " + wire::to_string(av.dgid));
+  return {{"known", state == NeighbourState::known}};
 }
 
 json VerbsService::create_ah(Session& s, uint64_t id, const json& r, std::vector<int>&) {
