@@ -163,7 +163,18 @@ int query_device_ex(ibv_context* context, const ibv_query_device_ex_input* input
   if (attr_size < sizeof(ibv_device_attr)) return EINVAL;
   ibv_device_attr_ex a{};
   if (int rc = guarded("query_device", [&] { fill_device_attr(*to_shim(context), a.orig_attr); })) return rc;
-  // Extended capabilities (ODP, timestamps, TSO, RSS, ...) are none: zero is the honest answer.
+  // On-demand paging: uroced reaches an ODP region through the process's page tables at each access
+  // (pd_mr.cpp), so every transport and operation has it, and so does the implicit region (the whole
+  // address space), which rxe lacks and mlx5 has.
+  constexpr uint32_t all_operations = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE |
+                                      IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_ATOMIC | IBV_ODP_SUPPORT_SRQ_RECV;
+  a.odp_caps.general_caps = IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT;
+  a.odp_caps.per_transport_caps.rc_odp_caps = all_operations;
+  a.odp_caps.per_transport_caps.uc_odp_caps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE |
+                                              IBV_ODP_SUPPORT_SRQ_RECV;
+  a.odp_caps.per_transport_caps.ud_odp_caps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_SRQ_RECV;
+  a.xrc_odp_caps = all_operations;
+  // The other extended capabilities (timestamps, TSO, RSS, ...) are none: zero is the honest answer.
   std::memset(attr, 0, attr_size);
   std::memcpy(attr, &a, std::min(attr_size, sizeof a));
   return 0;
@@ -238,6 +249,7 @@ SHIM_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
   v.close_xrcd = close_xrcd;
   v.open_qp = open_qp;
   v.get_srq_num = get_srq_num;
+  v.advise_mr = advise_mr;
   ibv_context& ctx = v.context;
   ctx.device = device;
   ctx.cmd_fd = c->impl->control().fd();

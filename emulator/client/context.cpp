@@ -84,11 +84,13 @@ SharedPages& shared_pages() {
 }
 
 // reg_mr and rereg_mr alike: the region's pages go onto a memfd shared with the daemon when they can
-// (sent with the request), else the daemon reaches them with process_vm_*.
-MemoryRegion Context::register_memory(nlohmann::json request, const void* addr, uint64_t length) {
+// (sent with the request), else the daemon reaches them with process_vm_*. An on-demand region is never
+// moved: moving is pinning, and the point of ODP is that the mapping under the region may change.
+MemoryRegion Context::register_memory(nlohmann::json request, const void* addr, uint64_t length, bool on_demand) {
   request["addr"] = reinterpret_cast<uint64_t>(addr);
   request["length"] = length;
-  const std::optional<SharedSpan> shared = shared_pages().share(addr, length);
+  if (on_demand) request["on_demand"] = true;
+  const std::optional<SharedSpan> shared = on_demand ? std::nullopt : shared_pages().share(addr, length);
   json reply;
   if (shared) {
     request["shared_offset"] = shared->offset;
@@ -101,14 +103,26 @@ MemoryRegion Context::register_memory(nlohmann::json request, const void* addr, 
 }
 
 MemoryRegion Context::reg_mr(uint32_t pd, const void* addr, uint64_t length, uint32_t access,
-                             std::optional<uint64_t> iova) {
+                             std::optional<uint64_t> iova, bool on_demand) {
   json r = {{"op", "reg_mr"}, {"pd", pd}, {"access", access}};
   if (iova) r["iova"] = *iova;
-  return register_memory(std::move(r), addr, length);
+  return register_memory(std::move(r), addr, length, on_demand);
 }
 
-MemoryRegion Context::rereg_mr(uint32_t key, uint32_t pd, const void* addr, uint64_t length, uint32_t access) {
-  return register_memory({{"op", "rereg_mr"}, {"key", key}, {"pd", pd}, {"access", access}}, addr, length);
+MemoryRegion Context::rereg_mr(uint32_t key, uint32_t pd, const void* addr, uint64_t length, uint32_t access,
+                               bool on_demand) {
+  return register_memory({{"op", "rereg_mr"}, {"key", key}, {"pd", pd}, {"access", access}}, addr, length,
+                         on_demand);
+}
+
+std::vector<std::pair<uint64_t, uint64_t>> Context::odp_ranges(uint32_t pd, bool for_write,
+                                                               const std::vector<std::array<uint64_t, 3>>& sges) {
+  json list = json::array();
+  for (const auto& s : sges) list.push_back({s[0], s[1], s[2]});
+  const json reply = control_->call({{"op", "odp_ranges"}, {"pd", pd}, {"write", for_write}, {"sges", list}});
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  for (const auto& r : reply.at("ranges")) ranges.emplace_back(r.at(0).get<uint64_t>(), r.at(1).get<uint64_t>());
+  return ranges;
 }
 
 void Context::dereg_mr(uint32_t key) { control_->call({{"op", "dereg_mr"}, {"key", key}}); }

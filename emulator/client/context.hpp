@@ -7,11 +7,14 @@
 // objects' rings and return errno values, touching only shared memory.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -88,8 +91,18 @@ class Context {
 
   uint32_t alloc_pd();
   void dealloc_pd(uint32_t pd);
-  MemoryRegion reg_mr(uint32_t pd, const void* addr, uint64_t length, uint32_t access, std::optional<uint64_t> iova = {});
-  MemoryRegion rereg_mr(uint32_t key, uint32_t pd, const void* addr, uint64_t length, uint32_t access);
+  // on_demand (IBV_ACCESS_ON_DEMAND): the pages stay where they are, unpinned and unmoved, and the daemon
+  // reaches them through the process's page tables at each access (process_vm_*), so it sees whatever
+  // is mapped there then, as a NIC with on-demand paging does. addr 0 with length UINT64_MAX is the
+  // whole address space (implicit ODP). Otherwise the pages move onto memory shared with the daemon.
+  MemoryRegion reg_mr(uint32_t pd, const void* addr, uint64_t length, uint32_t access,
+                      std::optional<uint64_t> iova = {}, bool on_demand = false);
+  MemoryRegion rereg_mr(uint32_t key, uint32_t pd, const void* addr, uint64_t length, uint32_t access,
+                        bool on_demand = false);
+  // ibv_advise_mr's check: each [lkey, addr, length] lies in an on-demand region of `pd` owned by this
+  // session, with local write for a write prefetch. The ranges in this process's address space, in order.
+  std::vector<std::pair<uint64_t, uint64_t>> odp_ranges(uint32_t pd, bool for_write,
+                                                        const std::vector<std::array<uint64_t, 3>>& sges);
   void dereg_mr(uint32_t key);  // EINVAL while memory windows are bound to the region
   // Memory windows (type 1 or 2, as verbs::MwType); they are bound by BIND_MW work requests.
   MemoryWindow alloc_mw(uint32_t pd, verbs::MwType type);
@@ -133,7 +146,7 @@ class Context {
 
  private:
   Context() = default;
-  MemoryRegion register_memory(nlohmann::json request, const void* addr, uint64_t length);
+  MemoryRegion register_memory(nlohmann::json request, const void* addr, uint64_t length, bool on_demand);
   std::unique_ptr<ControlConnection> control_;
   nlohmann::json device_;
   Doorbell doorbell_;

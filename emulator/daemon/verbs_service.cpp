@@ -68,6 +68,7 @@ VerbsService::VerbsService(EngineAccess& engine, PortDescription port, transport
                {"reg_mr", &VerbsService::reg_mr},
                {"rereg_mr", &VerbsService::rereg_mr},
                {"dereg_mr", &VerbsService::dereg_mr},
+               {"odp_ranges", &VerbsService::odp_ranges},
                {"alloc_mw", &VerbsService::alloc_mw},
                {"dealloc_mw", &VerbsService::dealloc_mw},
                {"create_comp_channel", &VerbsService::create_comp_channel},
@@ -199,9 +200,13 @@ json VerbsService::dealloc_pd(Session& s, uint64_t, const json& r, std::vector<i
 
 // The region's memory: the memfd the client moved its pages onto (sent with the request, "shared_offset"
 // says where the region starts in it), or else the client's own address range [addr, addr+length),
-// reached with process_vm_readv/writev on its pid (the kernel checks the credentials).
+// reached with process_vm_readv/writev on its pid (the kernel checks the credentials). An on-demand
+// region is always the latter: each access goes through the client's page tables as they are then.
 std::shared_ptr<transport::MemoryBackend> VerbsService::memory_for(Session& s, const json& r, uint64_t addr,
                                                                    uint64_t length) {
+  if (wants_on_demand(r) && r.contains("shared_offset")) {
+    throw ServiceError(EINVAL, "an on-demand region cannot be shared pages");
+  }
   if (!r.contains("shared_offset")) return std::make_shared<ProcessMemory>(s.pid, addr, length, s.liveness);
   if (received_ == nullptr || received_->size() != 1) throw ServiceError(EINVAL, "shared region without its memfd");
   try {
@@ -215,8 +220,9 @@ json VerbsService::reg_mr(Session& s, uint64_t id, const json& r, std::vector<in
   const uint32_t pd = need_u32(r, "pd");
   const uint64_t addr = need_u64(r, "addr"), length = need_u64(r, "length");
   const uint64_t iova = r.value("iova", addr);
-  const uint32_t access = need_u32(r, "access");
+  const uint32_t access = need_u32(r, "access") | (wants_on_demand(r) ? uint32_t(verbs::access_on_demand) : 0u);
   require_owned(s.pds, pd, "protection domain");
+  check_region_range(r, addr, length, iova);
   auto memory = memory_for(s, r, addr, length);
   uint32_t key = 0;
   engine_call("reg_mr", [&](EngineContext& c) {
@@ -225,6 +231,7 @@ json VerbsService::reg_mr(Session& s, uint64_t id, const json& r, std::vector<in
     return 0;
   });
   s.mrs.insert(key);
+  note_on_demand(s, key, r, iova);
   return {{"lkey", key}, {"rkey", key}};
 }
 
@@ -235,7 +242,8 @@ json VerbsService::rereg_mr(Session& s, uint64_t id, const json& r, std::vector<
   require_owned(s.pds, pd, "protection domain");
   const uint64_t addr = need_u64(r, "addr"), length = need_u64(r, "length");
   const uint64_t iova = r.value("iova", addr);
-  const uint32_t access = need_u32(r, "access");
+  const uint32_t access = need_u32(r, "access") | (wants_on_demand(r) ? uint32_t(verbs::access_on_demand) : 0u);
+  check_region_range(r, addr, length, iova);
   auto memory = memory_for(s, r, addr, length);
   uint32_t new_key = 0;
   engine_call("rereg_mr", [&](EngineContext& c) {
@@ -245,7 +253,9 @@ json VerbsService::rereg_mr(Session& s, uint64_t id, const json& r, std::vector<
     return 0;
   });
   s.mrs.erase(key);
+  s.on_demand.erase(key);
   s.mrs.insert(new_key);
+  note_on_demand(s, new_key, r, iova);
   return {{"lkey", new_key}, {"rkey", new_key}};
 }
 
@@ -259,6 +269,7 @@ json VerbsService::dereg_mr(Session& s, uint64_t, const json& r, std::vector<int
     return 0;
   });
   s.mrs.erase(key);
+  s.on_demand.erase(key);
   return json::object();
 }
 

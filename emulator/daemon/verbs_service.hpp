@@ -76,6 +76,14 @@ class VerbsService {
   struct Channel {
     int write_fd = -1;
   };
+  // A region registered with IBV_ACCESS_ON_DEMAND, as odp_ranges (ibv_advise_mr) checks it.
+  struct OnDemandRegion {
+    uint32_t pd = 0;
+    uint64_t addr = 0;  // where iova lies in the client's address space
+    uint64_t iova = 0;
+    uint64_t length = 0;
+    uint32_t access = 0;
+  };
   struct Session {
     pid_t pid = 0;
     uid_t uid = 0;
@@ -86,6 +94,7 @@ class VerbsService {
     std::map<uint32_t, uint32_t> cq_channel;  // CQ -> the completion channel it signals
     std::map<uint32_t, uint32_t> xrcds;       // XRC domain -> how many times this session opened it
     std::map<uint32_t, uint32_t> xrc_qp_handles;  // XRC target QP -> handles held (create_qp, open_qp)
+    std::map<uint32_t, OnDemandRegion> on_demand;  // the ODP regions among mrs, by key
   };
   // An XRC domain, shared by every session that opened it. One opened through a file (ibv_open_xrcd with
   // a descriptor) is found again by the file's identity, as the kernel finds it by inode, so that
@@ -110,6 +119,7 @@ class VerbsService {
   nlohmann::json reg_mr(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
   nlohmann::json rereg_mr(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
   nlohmann::json dereg_mr(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json odp_ranges(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
   nlohmann::json alloc_mw(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
   nlohmann::json dealloc_mw(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
   nlohmann::json create_comp_channel(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
@@ -145,6 +155,11 @@ class VerbsService {
 
   std::shared_ptr<transport::MemoryBackend> memory_for(Session& s, const nlohmann::json& r, uint64_t addr,
                                                        uint64_t length);
+  // On-demand regions (on_demand_regions.cpp): whether request r asks for one; the range rule a region
+  // must meet; after reg_mr or rereg_mr gave `key`, the session's record of them.
+  static bool wants_on_demand(const nlohmann::json& r);
+  static void check_region_range(const nlohmann::json& r, uint64_t addr, uint64_t length, uint64_t iova);
+  void note_on_demand(Session& s, uint32_t key, const nlohmann::json& r, uint64_t iova);
   // Runs fn on the engine; a non-zero errno from it becomes a ServiceError with `what`.
   void engine_call(const std::string& what, const std::function<int(EngineContext&)>& fn);
   void destroy_everything(Session& s);

@@ -143,7 +143,10 @@ class Perftest:
             return [(p, n) for p in PERFTEST_OPTIONS] + [
                 ("ib_send_bw", ["-e", *n]), ("ib_send_lat", ["-e", *n]),  # completion channel
                 ("ib_send_bw", ["-b", *n]),                                # bidirectional
-                ("ib_write_bw", ["-q", "4", *n])]                          # several QPs
+                ("ib_write_bw", ["-q", "4", *n]),                          # several QPs
+                # on-demand paging (perftest has no ODP atomics or UC): regions left unpinned
+                ("ib_write_bw", ["--odp", *n]), ("ib_read_lat", ["--odp", *n]),
+                ("ib_send_bw", ["--odp", "-c", "UD", *n])]
         return [("ib_write_bw", ["-q", "4", *n]), ("ib_write_lat", n), ("ib_read_bw", ["-b", *n]),
                 ("ib_read_lat", ["-e", *n]), ("ib_send_bw", n), ("ib_send_lat", ["-e", *n]),
                 ("ib_atomic_bw", ["-e", *n]), ("ib_atomic_lat", n)]
@@ -154,6 +157,8 @@ class Perftest:
         for program, options in PERFTEST_OPTIONS.items():
             cases.append((program, ["-n", "1000"]))
             cases += [(program, [*o, "-n", "20" if o == ["-a"] else "500"]) for o in options]
+            if "atomic" not in program:  # perftest refuses --odp with atomics
+                cases.append((program, ["--odp", "-n", "500"]))
         return cases
 
     @staticmethod

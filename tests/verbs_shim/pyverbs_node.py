@@ -6,6 +6,7 @@ python3-pyverbs) and uroce-run, so every verb below goes through the verbs shim 
 Values crossing the process boundary are JSON: bytes as hex, scatter/gather lists as [mr name, offset,
 length] triples, completions as dicts of the ibv_wc fields a check looks at.
 """
+import ctypes
 import json
 import os
 import signal
@@ -20,6 +21,14 @@ from pyverbs.mr import MR, MW, MWBind, MWBindInfo
 from pyverbs.pd import PD
 from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
 from pyverbs.wr import SGE, RecvWR, SendWR
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+_libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+_PROT_RW, _MAP_PRIVATE_ANONYMOUS, _MAP_FIXED = 0x3, 0x22, 0x10
+PAGE = os.sysconf("SC_PAGE_SIZE")
 
 ALL_ACCESS = (e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ |
               e.IBV_ACCESS_REMOTE_ATOMIC)
@@ -42,19 +51,87 @@ class Node:
         self.pds = {"main": PD(self.ctx)}
         self.mrs = {}
         self.mws = {}
+        self.maps = {}   # name -> (address, length): plain mappings (map_buffer)
         self.qps = {}    # id -> (QP, send CQ, recv CQ): a CQ pair per QP, so one check's leftovers stay there
         self.gid = str(self.ctx.query_gid(PORT, GID_INDEX))
 
     # --- memory ---------------------------------------------------------------------------------------
-    def reg_mr(self, name, length, access=ALL_ACCESS, pd="main"):
+    def reg_mr(self, name, length, access=ALL_ACCESS, pd="main", at=None, odp=False, implicit=False):
+        """A region of `length` zeroed bytes: allocated by pyverbs, or over mapping `at` (map_buffer, left as
+        it is). odp adds IBV_ACCESS_ON_DEMAND; implicit registers the whole address space (addr 0, length
+        SIZE_MAX, on demand), whose "offsets" in an sge list are then absolute addresses."""
         if pd not in self.pds:
             self.pds[pd] = PD(self.ctx)
         if name in self.mrs:  # each check starts from fresh, zeroed regions
             self.mrs.pop(name).close()
-        mr = MR(self.pds[pd], length, access)
-        mr.write(b"\0" * length, length, 0)
+        if odp or implicit:
+            access |= e.IBV_ACCESS_ON_DEMAND
+        if implicit:
+            mr = MR(self.pds[pd], 0, access, implicit=True)
+        elif at is not None:
+            mr = MR(self.pds[pd], length, access, address=self.maps[at][0])
+        else:
+            mr = MR(self.pds[pd], length, access)
+            mr.write(b"\0" * length, length, 0)
         self.mrs[name] = mr
         return {"addr": mr.buf, "rkey": mr.rkey, "lkey": mr.lkey}
+
+    # --- plain mappings, for on-demand regions ------------------------------------------------------
+    def map_buffer(self, name, length, fill_hex=""):
+        """An anonymous private mapping of `length` bytes (whole pages), its first bytes set to fill_hex:
+        its address."""
+        addr = _libc.mmap(None, length, _PROT_RW, _MAP_PRIVATE_ANONYMOUS, -1, 0)
+        assert addr not in (None, ctypes.c_void_p(-1).value), f"mmap: errno {ctypes.get_errno()}"
+        self.maps[name] = (addr, length)
+        self.poke(addr, fill_hex)
+        return addr
+
+    def remap(self, name, fill_hex=""):
+        """New anonymous pages at the same address (munmap, then mmap MAP_FIXED), first bytes fill_hex."""
+        addr, length = self.maps[name]
+        assert _libc.munmap(addr, length) == 0
+        got = _libc.mmap(addr, length, _PROT_RW, _MAP_PRIVATE_ANONYMOUS | _MAP_FIXED, -1, 0)
+        assert got == addr, f"mmap MAP_FIXED: {got} errno {ctypes.get_errno()}"
+        self.poke(addr, fill_hex)
+
+    def revoke(self, name):
+        """Takes mapping `name`'s pages away: an inaccessible (PROT_NONE) mapping in their place, so that
+        nothing else can be mapped at those addresses while a check relies on them being unreachable."""
+        addr, length = self.maps[name]
+        got = _libc.mmap(addr, length, 0, _MAP_PRIVATE_ANONYMOUS | _MAP_FIXED, -1, 0)
+        assert got == addr, f"mmap PROT_NONE: {got} errno {ctypes.get_errno()}"
+
+    def unmap(self, name):
+        addr, length = self.maps.pop(name)
+        assert _libc.munmap(addr, length) == 0
+
+    def poke(self, addr, data_hex):
+        data = bytes.fromhex(data_hex)
+        ctypes.memmove(addr, data, len(data))
+
+    def peek(self, addr, length):
+        return ctypes.string_at(addr, length).hex()
+
+    def resident_pages(self, name):
+        """How many of mapping `name`'s pages are present in the page tables (mincore)."""
+        addr, length = self.maps[name]
+        pages = (length + PAGE - 1) // PAGE
+        vec = ctypes.create_string_buffer(pages)
+        assert _libc.mincore(addr, length, vec) == 0, f"mincore: errno {ctypes.get_errno()}"
+        return sum(b & 1 for b in vec.raw)
+
+    def odp_caps(self):
+        c = self.ctx.query_device_ex().odp_caps
+        return {"general": c.general_caps, "rc": c.rc_odp_caps, "uc": c.uc_odp_caps, "ud": c.ud_odp_caps,
+                "xrc": c.xrc_odp_caps}
+
+    def advise_mr(self, advice, flags, sges, pd="main"):
+        """ibv_advise_mr over sges ([mr, offset, length] or with an lkey as fourth): 0 or its errno."""
+        try:
+            self.pds[pd].advise_mr(advice, flags, self.sge_list(sges))
+        except PyverbsRDMAError as ex:
+            return ex.error_code
+        return 0
 
     def dereg_mr(self, name):
         self.mrs.pop(name).close()

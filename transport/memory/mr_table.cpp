@@ -136,6 +136,7 @@ int MrTable::bind_window(uint32_t mw, uint32_t qp_pd, uint32_t qpn, const Window
   w->iova = zero_based ? 0 : b.addr;
   w->length = b.length;
   w->access = b.access & (access_remote_read | access_remote_write | access_remote_atomic | access_zero_based);
+  w->access |= mr->access & access_on_demand;  // a window reaches its region's pages the same way
   w->memory = mr->memory;
   w->memory_offset = mr->memory_offset + (b.addr - mr->iova);
   w->parent = mr->key;

@@ -249,10 +249,7 @@ class RcResponder {
           r.write_length = h_.reth.dma_length;
           r.received = 0;
         }
-        if (!payload.empty() && !write_memory(r.write_rkey, r.write_va + r.received, payload)) {
-          fatal(wire::NakCode::remote_operational_error, WcStatus::rem_op_err, EventType::qp_fatal);
-          return;
-        }
+        if (!payload.empty() && !write_memory(r.write_rkey, r.write_va + r.received, payload)) return;
         r.received += uint32_t(payload.size());
         break;
       case Operation::rdma_read_request:
@@ -273,12 +270,27 @@ class RcResponder {
     if (bth_.ack_req) owe_ack(bth_.psn);
   }
 
+  // False, with the QP failed, if the region's memory could not be written (its key was checked before).
   bool write_memory(uint32_t rkey, uint64_t va, std::span<const uint8_t> bytes) {
     const MemoryRegion* mr = nullptr;
     if (d_.mrs_.check_remote(rkey, qp_.pd, qp_.qpn, va, bytes.size(), access_remote_write, &mr) != KeyCheck::ok) {
+      fatal(wire::NakCode::remote_operational_error, WcStatus::rem_op_err, EventType::qp_fatal);
       return false;
     }
-    return d_.write_payload(*mr, mr->memory_offset + (va - mr->iova), bytes.data(), bytes.size());
+    if (d_.write_payload(*mr, mr->memory_offset + (va - mr->iova), bytes.data(), bytes.size())) return true;
+    memory_failed(*mr);
+    return false;
+  }
+
+  // A region's memory failed an access. In an on-demand region that is a page the requester's address
+  // names but that cannot be faulted in: its access error, as rxe makes a failed ODP fault an R_Key
+  // violation. Elsewhere the memory was pinned and its owner is gone: the responder's own failure.
+  void memory_failed(const MemoryRegion& mr) {
+    if (mr.access & access_on_demand) {
+      fatal(wire::NakCode::remote_access_error, WcStatus::rem_access_err, EventType::qp_access_err);
+    } else {
+      fatal(wire::NakCode::remote_operational_error, WcStatus::rem_op_err, EventType::qp_fatal);
+    }
   }
 
   // Posts the receive completion of a finished SEND or RDMA WRITE with immediate. False if the QP failed.
@@ -354,10 +366,7 @@ class RcResponder {
     const bool ok = info_.operation == Operation::compare_swap
                         ? mr->memory->compare_swap(offset, h_.atomic_eth.compare, h_.atomic_eth.swap_add, original)
                         : mr->memory->fetch_add(offset, h_.atomic_eth.swap_add, original);
-    if (!ok) {
-      fatal(wire::NakCode::remote_operational_error, WcStatus::rem_op_err, EventType::qp_fatal);
-      return;
-    }
+    if (!ok) return memory_failed(*mr);
     ResponderResource& res = new_resource();
     res.is_atomic = true;
     res.first_psn = res.last_psn = bth_.psn;

@@ -91,6 +91,9 @@ enum AccessFlags : uint32_t {
   access_remote_atomic = 1u << 3,
   access_mw_bind = 1u << 4,
   access_zero_based = 1u << 5,
+  // IBV_ACCESS_ON_DEMAND: the region's pages are faulted in at each access, and one that cannot be is
+  // the requester's access error rather than the responder's failure (qp/responder.cpp).
+  access_on_demand = 1u << 6,
 };
 
 enum QpAttrMask : uint32_t {

@@ -389,6 +389,68 @@ struct Injection {
 
 }  // namespace
 
+// Memory that fails every access, as the daemon's process_vm_* backend does once the page under the
+// address is gone (unmapped by its process, or the process itself gone).
+class UnreachableMemory final : public MemoryBackend {
+ public:
+  bool read(uint64_t, void*, size_t) override { return false; }
+  bool write(uint64_t, const void*, size_t) override { return false; }
+  bool compare_swap(uint64_t, uint64_t, uint64_t, uint64_t&) override { return false; }
+  bool fetch_add(uint64_t, uint64_t, uint64_t&) override { return false; }
+};
+
+TEST_CASE("rc errors: memory that fails the responder's access: an on-demand region's is an access error",
+          "[transport][rc][errors][odp]") {
+  // On a pinned region the memory's owner is gone: the responder's own failure (remote operational
+  // error, a fatal QP error). On an on-demand region the page the requester named could not be faulted
+  // in: its access error, as rxe turns a failed ODP fault into an R_Key violation.
+  const bool on_demand = GENERATE(false, true);
+  Pair p;
+  uint32_t key = 0;
+  const uint32_t access = Pair::all_access | (on_demand ? uint32_t(access_on_demand) : 0u);
+  REQUIRE(p.b.device->reg_mr(p.b.pd, 0x60000000, 1 << 16, access, std::make_shared<UnreachableMemory>(), 0, key) == 0);
+  SECTION("RDMA WRITE") {
+    REQUIRE(p.post_a(rdma_wr(1, WrOpcode::rdma_write, a_base, 3000, p.a_key, 0x60000000 + 64, key)) == 0);
+  }
+  SECTION("FETCH_ADD") {
+    auto fa = send_wr(1, WrOpcode::atomic_fetch_and_add, a_base, 8, p.a_key);
+    fa.remote_addr = 0x60000000 + 64;
+    fa.rkey = key;
+    fa.compare_add = 5;
+    REQUIRE(p.post_a(fa) == 0);
+  }
+  if (on_demand) {
+    expect_refused(p, 1, WcStatus::rem_access_err, wire::NakCode::remote_access_error, EventType::qp_access_err);
+  } else {
+    expect_refused(p, 1, WcStatus::rem_op_err, wire::NakCode::remote_operational_error, EventType::qp_fatal);
+  }
+}
+
+TEST_CASE("rc errors: a memory window over an on-demand region answers its faults as the region does",
+          "[transport][rc][errors][odp]") {
+  // The window's key reaches the same pages the same way; its access error must not turn into the
+  // responder's own failure because the key that named them was a window's.
+  Pair p;
+  uint32_t key = 0;
+  REQUIRE(p.b.device->reg_mr(p.b.pd, 0x60000000, 1 << 16, Pair::all_access | access_mw_bind | access_on_demand,
+                             std::make_shared<UnreachableMemory>(), 0, key) == 0);
+  uint32_t mw_rkey = 0;
+  REQUIRE(p.b.device->alloc_mw(p.b.pd, MwType::type1, mw_rkey) == 0);
+  const uint32_t window_rkey = (mw_rkey & ~0xffu) | 0x42;
+  SendWr bind;
+  bind.wr_id = 0xb1;
+  bind.opcode = WrOpcode::bind_mw;
+  bind.send_flags = send_signaled;
+  bind.bind = {mw_rkey >> 8, window_rkey, key, 0x60000000, 4096, access_remote_write};
+  REQUIRE(p.post_b(bind) == 0);
+  REQUIRE(p.run());
+  const auto bound = p.b.poll(p.b.send_cq);
+  REQUIRE(bound.size() == 1);
+  REQUIRE(bound[0].status == WcStatus::success);
+  REQUIRE(p.post_a(rdma_wr(1, WrOpcode::rdma_write, a_base, 100, p.a_key, 0x60000000, window_rkey)) == 0);
+  expect_refused(p, 1, WcStatus::rem_access_err, wire::NakCode::remote_access_error, EventType::qp_access_err);
+}
+
 TEST_CASE("rc errors: a P_Key that does not match is dropped and counted", "[transport][rc][errors]") {
   Pair p;
   Injection in(p);
