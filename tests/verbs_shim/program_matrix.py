@@ -89,13 +89,19 @@ class Pingpong:
         if setup == "loopback":  # sizes, MTUs and event mode with large messages, on one setup
             cases += [("ibv_rc_pingpong", ["-s", "1"]), ("ibv_rc_pingpong", ["-m", "1024"]),
                       ("ibv_rc_pingpong", ["-m", str(mtu), "-s", "4096"]), ("ibv_rc_pingpong", ["-e", "-s", "65536"]),
-                      ("ibv_rc_pingpong", ["-N", "-e"])]  # -N: the ibv_wr_* API (ibv_qp_ex)
+                      ("ibv_rc_pingpong", ["-N", "-e"]),  # -N: the ibv_wr_* API (ibv_qp_ex)
+                      # on-demand paging: -o a region, -O the implicit one, -P ibv_advise_mr's prefetch
+                      ("ibv_rc_pingpong", ["-o", "-P"]), ("ibv_rc_pingpong", ["-O", "-P"]),
+                      ("ibv_srq_pingpong", ["-o"]), ("ibv_xsrq_pingpong", ["-o"])]
         return cases
 
     @staticmethod
     def full(setup, mtu):
         cases = [(p, extra) for p in PINGPONGS for extra in ([], ["-e"])]
         cases += [("ibv_rc_pingpong", ["-N"]), ("ibv_rc_pingpong", ["-N", "-e"])]  # the ibv_wr_* API
+        # on-demand paging (ibv_uc_pingpong and ibv_ud_pingpong have no -o)
+        cases += [("ibv_rc_pingpong", o) for o in (["-o"], ["-o", "-P"], ["-O"], ["-O", "-P"], ["-o", "-e"])]
+        cases += [("ibv_srq_pingpong", ["-o"]), ("ibv_xsrq_pingpong", ["-o"])]
         # ibv_rc_pingpong: every size from 1 B to 64 KiB (powers of two) at every path MTU the port has.
         cases += [("ibv_rc_pingpong", ["-s", str(1 << k), "-m", str(m), "-n", "50"])
                   for m in MTUS if m <= mtu for k in range(17)]
