@@ -27,7 +27,10 @@ WorkCompletion* DeviceImpl::new_completion(uint32_t cqn) {
   if (wc == nullptr) {
     ++counters_.cq_overflows;
     raise(EventType::cq_err, cqn);
-  } else if (!cq->active_listed) {
+    return nullptr;
+  }
+  wc->timestamp = uint64_t(now_);  // when the completion is made, as a NIC stamps the CQE it writes
+  if (!cq->active_listed) {
     cq->active_listed = true;
     active_cqs_.push_back(cqn);
   }
@@ -35,7 +38,11 @@ WorkCompletion* DeviceImpl::new_completion(uint32_t cqn) {
 }
 
 void DeviceImpl::post_completion(uint32_t cqn, const WorkCompletion& wc) {
-  if (WorkCompletion* slot = new_completion(cqn)) *slot = wc;
+  if (WorkCompletion* slot = new_completion(cqn)) {
+    const uint64_t made = slot->timestamp;
+    *slot = wc;
+    slot->timestamp = made;
+  }
 }
 
 void DeviceImpl::transmit(QueuePair& qp, OutPacket& packet) {

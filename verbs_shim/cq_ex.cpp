@@ -9,9 +9,13 @@ namespace uroce::shim {
 namespace {
 
 // What a completion carries here. RoCE has no LIDs: slid and dlid_path_bits read 0, as on every RoCE NIC.
-// No completion timestamps (the device reports completion_timestamp_mask 0 and hca_core_clock 0), no
-// CVLAN stripping, flow tags or tag matching: asking for them fails with EOPNOTSUPP.
-constexpr uint64_t supported_wc_flags = IBV_WC_STANDARD_FLAGS;
+// Completion timestamps are the engine's clock when it made the completion, in nanoseconds of
+// CLOCK_MONOTONIC (the device reports hca_core_clock 1 GHz and a full 64-bit mask); the wall-clock form
+// is that plus CLOCK_REALTIME's offset from CLOCK_MONOTONIC when it is read. No CVLAN stripping, flow
+// tags or tag matching: asking for them fails with EOPNOTSUPP.
+constexpr uint64_t supported_wc_flags = uint64_t(IBV_WC_STANDARD_FLAGS) |
+                                        uint64_t(IBV_WC_EX_WITH_COMPLETION_TIMESTAMP) |
+                                        uint64_t(IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK);
 
 Cq& cq_of(ibv_cq_ex* c) { return *to_shim(c); }
 const emulator::protocol::CompletionEntry& now(ibv_cq_ex* c) { return cq_of(c).current; }
@@ -51,6 +55,10 @@ unsigned int read_wc_flags(ibv_cq_ex* c) { return now(c).wc_flags; }
 uint32_t read_slid(ibv_cq_ex*) { return 0; }
 uint8_t read_sl(ibv_cq_ex* c) { return now(c).sl; }
 uint8_t read_dlid_path_bits(ibv_cq_ex*) { return 0; }
+uint64_t read_completion_ts(ibv_cq_ex* c) { return now(c).timestamp; }
+uint64_t read_completion_wallclock_ns(ibv_cq_ex* c) {
+  return now(c).timestamp + uint64_t(clock_ns(CLOCK_REALTIME) - clock_ns(CLOCK_MONOTONIC));
+}
 
 }  // namespace
 
@@ -87,6 +95,8 @@ ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr) {
   x.read_slid = read_slid;
   x.read_sl = read_sl;
   x.read_dlid_path_bits = read_dlid_path_bits;
+  x.read_completion_ts = read_completion_ts;
+  x.read_completion_wallclock_ns = read_completion_wallclock_ns;
   return &x;
 }
 

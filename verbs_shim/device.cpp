@@ -174,9 +174,26 @@ int query_device_ex(ibv_context* context, const ibv_query_device_ex_input* input
                                               IBV_ODP_SUPPORT_SRQ_RECV;
   a.odp_caps.per_transport_caps.ud_odp_caps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_SRQ_RECV;
   a.xrc_odp_caps = all_operations;
-  // The other extended capabilities (timestamps, TSO, RSS, ...) are none: zero is the honest answer.
+  // Completion timestamps count nanoseconds (cq_ex.cpp), in all 64 bits.
+  a.completion_timestamp_mask = ~uint64_t(0);
+  a.hca_core_clock = device_clock_khz;
+  // The other extended capabilities (TSO, RSS, packet pacing, ...) are none: zero is the honest answer.
   std::memset(attr, 0, attr_size);
   std::memcpy(attr, &a, std::min(attr_size, sizeof a));
+  return 0;
+}
+
+// ibv_query_rt_values_ex: the device's clock now, on the scale of completion timestamps. As mlx5 gives
+// its free-running counter, the raw value is all in tv_nsec, with tv_sec 0.
+int query_rt_values(ibv_context*, ibv_values_ex* values) {
+  if (values->comp_mask & ~uint32_t(IBV_VALUES_MASK_RAW_CLOCK)) return EINVAL;
+  uint32_t answered = 0;
+  if (values->comp_mask & IBV_VALUES_MASK_RAW_CLOCK) {
+    values->raw_clock.tv_sec = 0;
+    values->raw_clock.tv_nsec = clock_ns(CLOCK_MONOTONIC);
+    answered |= IBV_VALUES_MASK_RAW_CLOCK;
+  }
+  values->comp_mask = answered;
   return 0;
 }
 
@@ -250,6 +267,7 @@ SHIM_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
   v.open_qp = open_qp;
   v.get_srq_num = get_srq_num;
   v.advise_mr = advise_mr;
+  v.query_rt_values = query_rt_values;
   ibv_context& ctx = v.context;
   ctx.device = device;
   ctx.cmd_fd = c->impl->control().fd();

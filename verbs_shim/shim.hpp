@@ -8,6 +8,7 @@
 #include <arpa/inet.h>
 
 #include <cerrno>
+#include <ctime>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -155,6 +156,15 @@ int guarded(const char* what, F&& f) {
 inline uint32_t wc_imm_field(const emulator::protocol::CompletionEntry& c) {
   return (c.wc_flags & IBV_WC_WITH_IMM) ? htonl(c.imm_data) : c.imm_data;
 }
+
+// Nanoseconds on `clock`. The device's clock (completion timestamps, ibv_query_rt_values_ex) is
+// CLOCK_MONOTONIC's: uroced's engine keeps its own time on that scale (emulator/engine/engine_clock.hpp).
+inline int64_t clock_ns(clockid_t clock) {
+  timespec ts{};
+  clock_gettime(clock, &ts);
+  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+constexpr uint64_t device_clock_khz = 1000000;  // 1 GHz: one tick per nanosecond
 
 // A CQ as ibv_create_cq and ibv_create_cq_ex make it (cq.cpp); nullptr with errno set on failure.
 Cq* make_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel, int comp_vector);

@@ -46,6 +46,7 @@ void write_entry(uint8_t* slot, const WorkCompletion& wc) {
   e->pkey_index = wc.pkey_index;
   e->sl = wc.sl;
   std::memset(e->reserved, 0, sizeof e->reserved);
+  e->timestamp = wc.timestamp;
 }
 
 void prefetch_slot(const uint8_t* slot, uint32_t size) {

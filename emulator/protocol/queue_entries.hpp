@@ -89,7 +89,8 @@ struct CompletionEntry {
   uint32_t wc_flags;    // verbs::WcFlags
   uint16_t pkey_index;
   uint8_t sl;
-  uint8_t reserved[13];
+  uint8_t reserved[5];
+  uint64_t timestamp;   // the engine's clock when the completion was made: CLOCK_MONOTONIC nanoseconds
 };
 static_assert(sizeof(CompletionEntry) == 56);
 

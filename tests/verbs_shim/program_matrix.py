@@ -92,7 +92,10 @@ class Pingpong:
                       ("ibv_rc_pingpong", ["-N", "-e"]),  # -N: the ibv_wr_* API (ibv_qp_ex)
                       # on-demand paging: -o a region, -O the implicit one, -P ibv_advise_mr's prefetch
                       ("ibv_rc_pingpong", ["-o", "-P"]), ("ibv_rc_pingpong", ["-O", "-P"]),
-                      ("ibv_srq_pingpong", ["-o"]), ("ibv_xsrq_pingpong", ["-o"])]
+                      ("ibv_srq_pingpong", ["-o"]), ("ibv_xsrq_pingpong", ["-o"]),
+                      # -t: completion timestamps (ibv_cq_ex). Not with -e: ibv_rc_pingpong then treats an
+                      # event whose completion an earlier poll already took as an error, on any device.
+                      ("ibv_rc_pingpong", ["-t"])]
         return cases
 
     @staticmethod
@@ -101,7 +104,7 @@ class Pingpong:
         cases += [("ibv_rc_pingpong", ["-N"]), ("ibv_rc_pingpong", ["-N", "-e"])]  # the ibv_wr_* API
         # on-demand paging (ibv_uc_pingpong and ibv_ud_pingpong have no -o)
         cases += [("ibv_rc_pingpong", o) for o in (["-o"], ["-o", "-P"], ["-O"], ["-O", "-P"], ["-o", "-e"])]
-        cases += [("ibv_srq_pingpong", ["-o"]), ("ibv_xsrq_pingpong", ["-o"])]
+        cases += [("ibv_srq_pingpong", ["-o"]), ("ibv_xsrq_pingpong", ["-o"]), ("ibv_rc_pingpong", ["-t"])]
         # ibv_rc_pingpong: every size from 1 B to 64 KiB (powers of two) at every path MTU the port has.
         cases += [("ibv_rc_pingpong", ["-s", str(1 << k), "-m", str(m), "-n", "50"])
                   for m in MTUS if m <= mtu for k in range(17)]

@@ -69,6 +69,9 @@ struct WorkCompletion {
   uint32_t wc_flags = 0;          // WcFlags
   uint16_t pkey_index = 0;
   uint8_t sl = 0;
+  // Not in ibv_wc (ibv_wc_read_completion_ts reads it): the device's clock, in nanoseconds, when the
+  // completion was made.
+  uint64_t timestamp = 0;
   // Not in ibv_wc: the message that completed this receive asked for an event (BTH SE bit). A CQ armed
   // with ibv_req_notify_cq(solicited_only) fires on such completions and on errors only.
   bool solicited = false;

@@ -80,6 +80,7 @@ struct wc_ex expect_delivered(struct ibv_cq_ex *sender, uint64_t sent, struct ib
 
 /* The sections, in the order main() runs them. */
 void test_cq_ex_attributes(struct env *e);
+void test_completion_timestamps(struct env *e);
 void test_qp_ex_creation(struct env *e);
 void test_rc_sends(struct env *e, struct ibv_qp *a, struct ibv_cq_ex *cqa, struct ibv_qp *b, struct ibv_cq_ex *cqb);
 void test_rc_rdma_and_atomics(struct env *e, struct ibv_qp *a, struct ibv_cq_ex *cqa, struct ibv_qp *b,

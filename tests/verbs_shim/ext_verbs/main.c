@@ -10,6 +10,7 @@ int main(void) {
   struct env e;
   env_open(&e);
   test_cq_ex_attributes(&e);
+  test_completion_timestamps(&e);
   test_qp_ex_creation(&e);
 
   /* A (ibv_qp_ex) and B (classic) on the same port, each with its own cq_ex. */
