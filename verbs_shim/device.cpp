@@ -177,6 +177,8 @@ int query_device_ex(ibv_context* context, const ibv_query_device_ex_input* input
   // Completion timestamps count nanoseconds (cq_ex.cpp), in all 64 bits.
   a.completion_timestamp_mask = ~uint64_t(0);
   a.hca_core_clock = device_clock_khz;
+  // Device memory: uroced's own, shared by every client (emulator/daemon/device_memory.cpp).
+  a.max_dm_size = to_shim(context)->info.value("max_dm_size", uint64_t(0));
   // The other extended capabilities (TSO, RSS, packet pacing, ...) are none: zero is the honest answer.
   std::memset(attr, 0, attr_size);
   std::memcpy(attr, &a, std::min(attr_size, sizeof a));
@@ -268,6 +270,9 @@ SHIM_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
   v.get_srq_num = get_srq_num;
   v.advise_mr = advise_mr;
   v.query_rt_values = query_rt_values;
+  v.alloc_dm = alloc_dm;
+  v.free_dm = free_dm;
+  v.reg_dm_mr = reg_dm_mr;
   ibv_context& ctx = v.context;
   ctx.device = device;
   ctx.cmd_fd = c->impl->control().fd();

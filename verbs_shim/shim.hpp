@@ -208,6 +208,9 @@ ibv_mw* alloc_mw(ibv_pd* pd, ibv_mw_type type);
 int dealloc_mw(ibv_mw* mw);
 int bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* mw_bind);
 int advise_mr(ibv_pd* pd, ibv_advise_mr_advice advice, uint32_t flags, ibv_sge* sg_list, uint32_t num_sge);
+ibv_dm* alloc_dm(ibv_context* context, ibv_alloc_dm_attr* attr);  // device_memory.cpp
+int free_dm(ibv_dm* dm);
+ibv_mr* reg_dm_mr(ibv_pd* pd, ibv_dm* dm, uint64_t dm_offset, size_t length, unsigned int access);
 int bind_entry(emulator::protocol::SendEntry& e, const ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info& info);
 // XRC (xrc.cpp).
 ibv_xrcd* open_xrcd(ibv_context* context, ibv_xrcd_init_attr* attr);

@@ -134,6 +134,26 @@ MemoryWindow Context::alloc_mw(uint32_t pd, verbs::MwType type) {
 
 void Context::dealloc_mw(uint32_t mw) { control_->call({{"op", "dealloc_mw"}, {"mw", mw}}); }
 
+DeviceMemory Context::alloc_dm(uint64_t length, uint32_t log_align_req) {
+  std::vector<int> fds;
+  const json reply =
+      control_->call({{"op", "alloc_dm"}, {"length", length}, {"log_align_req", log_align_req}}, &fds);
+  DeviceMemory dm;
+  dm.dm = reply.at("dm").get<uint32_t>();
+  dm.length = reply.at("length").get<uint64_t>();
+  dm.pages = protocol::SharedRegion::attach(take_fd(fds, 0), reply.at("size").get<size_t>());
+  close_rest(fds);
+  return dm;
+}
+
+void Context::free_dm(uint32_t dm) { control_->call({{"op", "free_dm"}, {"dm", dm}}); }
+
+MemoryRegion Context::reg_dm_mr(uint32_t pd, uint32_t dm, uint64_t offset, uint64_t length, uint32_t access) {
+  const json reply = control_->call({{"op", "reg_dm_mr"}, {"pd", pd}, {"dm", dm}, {"offset", offset},
+                                     {"length", length}, {"access", access}});
+  return {reply.at("lkey").get<uint32_t>(), reply.at("rkey").get<uint32_t>()};
+}
+
 std::unique_ptr<CompletionChannel> Context::create_comp_channel() {
   std::vector<int> fds;
   const json reply = control_->call({{"op", "create_comp_channel"}}, &fds);

@@ -30,6 +30,13 @@ struct MemoryRegion {
   uint32_t rkey = 0;
 };
 
+// An allocation of device memory: its number, the length asked for, and the daemon's pages, mapped.
+struct DeviceMemory {
+  uint32_t dm = 0;
+  uint64_t length = 0;
+  protocol::SharedRegion pages;
+};
+
 // A memory window: its number (what BIND_MW work requests and dealloc_mw name) and its first rkey.
 struct MemoryWindow {
   uint32_t mw = 0;
@@ -104,6 +111,11 @@ class Context {
   std::vector<std::pair<uint64_t, uint64_t>> odp_ranges(uint32_t pd, bool for_write,
                                                         const std::vector<std::array<uint64_t, 3>>& sges);
   void dereg_mr(uint32_t key);  // EINVAL while memory windows are bound to the region
+  // Device memory (ibv_alloc_dm): the daemon's memory, mapped here for ibv_memcpy_to_dm and _from_dm.
+  DeviceMemory alloc_dm(uint64_t length, uint32_t log_align_req);
+  void free_dm(uint32_t dm);  // EBUSY while memory regions are registered on it
+  // A zero-based region on [offset, offset+length) of device memory `dm` (access must say ZERO_BASED).
+  MemoryRegion reg_dm_mr(uint32_t pd, uint32_t dm, uint64_t offset, uint64_t length, uint32_t access);
   // Memory windows (type 1 or 2, as verbs::MwType); they are bound by BIND_MW work requests.
   MemoryWindow alloc_mw(uint32_t pd, verbs::MwType type);
   void dealloc_mw(uint32_t mw);

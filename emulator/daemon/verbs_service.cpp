@@ -69,6 +69,9 @@ VerbsService::VerbsService(EngineAccess& engine, PortDescription port, transport
                {"rereg_mr", &VerbsService::rereg_mr},
                {"dereg_mr", &VerbsService::dereg_mr},
                {"odp_ranges", &VerbsService::odp_ranges},
+               {"alloc_dm", &VerbsService::alloc_dm},
+               {"free_dm", &VerbsService::free_dm},
+               {"reg_dm_mr", &VerbsService::reg_dm_mr},
                {"alloc_mw", &VerbsService::alloc_mw},
                {"dealloc_mw", &VerbsService::dealloc_mw},
                {"create_comp_channel", &VerbsService::create_comp_channel},
@@ -176,7 +179,8 @@ json VerbsService::query_device(Session&, uint64_t, const json&, std::vector<int
           {"limits", limits_},
           {"active_mtu", uint32_t(port_.active_mtu)},
           {"ip_mtu", port_.ip_mtu},
-          {"link_up", port_.link_state ? port_.link_state() : port_.link_up}};
+          {"link_up", port_.link_state ? port_.link_state() : port_.link_up},
+          {"max_dm_size", device_memory_bytes}};
 }
 
 json VerbsService::query_port(Session& s, uint64_t id, const json& r, std::vector<int>& fds) {
@@ -238,6 +242,7 @@ json VerbsService::reg_mr(Session& s, uint64_t id, const json& r, std::vector<in
 json VerbsService::rereg_mr(Session& s, uint64_t id, const json& r, std::vector<int>&) {
   const uint32_t key = need_u32(r, "key");
   require_owned(s.mrs, key, "memory region");
+  if (s.dm_regions.contains(key)) throw ServiceError(EINVAL, "a device memory region cannot be re-registered");
   const uint32_t pd = need_u32(r, "pd");
   require_owned(s.pds, pd, "protection domain");
   const uint64_t addr = need_u64(r, "addr"), length = need_u64(r, "length");
@@ -270,6 +275,7 @@ json VerbsService::dereg_mr(Session& s, uint64_t, const json& r, std::vector<int
   });
   s.mrs.erase(key);
   s.on_demand.erase(key);
+  forget_dm_region(s, key);
   return json::object();
 }
 
@@ -715,6 +721,9 @@ void VerbsService::destroy_everything(Session& s) {
   s.mws.clear();
   s.mrs.clear();
   s.pds.clear();
+  // Device memory after the regions on it.
+  s.dm_regions.clear();
+  while (!s.dms.empty()) release_dm(s, s.dms.begin());
 }
 
 void VerbsService::close_session(uint64_t id) {
@@ -723,7 +732,8 @@ void VerbsService::close_session(uint64_t id) {
   Session& s = it->second;
   s.liveness->alive.store(false, std::memory_order_release);
   const size_t objects =
-      s.qps.size() + s.cqs.size() + s.srqs.size() + s.mws.size() + s.mrs.size() + s.pds.size() + s.ahs.size();
+      s.qps.size() + s.cqs.size() + s.srqs.size() + s.mws.size() + s.mrs.size() + s.pds.size() + s.ahs.size() +
+      s.dms.size();
   destroy_everything(s);
   engine_.run_on_engine([&](EngineContext& c) {
     c.queues.set_event_pipe(id, -1);

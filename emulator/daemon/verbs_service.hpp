@@ -22,6 +22,7 @@
 
 #include "emulator/daemon/engine_access.hpp"
 #include "emulator/daemon/process_memory.hpp"
+#include "emulator/protocol/shared_region.hpp"
 #include "transport/cm/service_level.hpp"
 #include "transport/device.hpp"
 #include "transport/wire/address.hpp"
@@ -76,6 +77,13 @@ class VerbsService {
   struct Channel {
     int write_fd = -1;
   };
+  // An allocation of device memory (device_memory.cpp): the daemon's memfd, the length asked for, and how
+  // many memory regions are registered on it (it cannot be freed while there are).
+  struct DeviceMemory {
+    protocol::SharedRegion region;
+    uint64_t length = 0;
+    uint32_t regions = 0;
+  };
   // A region registered with IBV_ACCESS_ON_DEMAND, as odp_ranges (ibv_advise_mr) checks it.
   struct OnDemandRegion {
     uint32_t pd = 0;
@@ -95,6 +103,8 @@ class VerbsService {
     std::map<uint32_t, uint32_t> xrcds;       // XRC domain -> how many times this session opened it
     std::map<uint32_t, uint32_t> xrc_qp_handles;  // XRC target QP -> handles held (create_qp, open_qp)
     std::map<uint32_t, OnDemandRegion> on_demand;  // the ODP regions among mrs, by key
+    std::map<uint32_t, DeviceMemory> dms;          // device memory, by number
+    std::map<uint32_t, uint32_t> dm_regions;       // the device-memory regions among mrs: key -> dm
   };
   // An XRC domain, shared by every session that opened it. One opened through a file (ibv_open_xrcd with
   // a descriptor) is found again by the file's identity, as the kernel finds it by inode, so that
@@ -120,6 +130,11 @@ class VerbsService {
   nlohmann::json rereg_mr(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
   nlohmann::json dereg_mr(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
   nlohmann::json odp_ranges(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json alloc_dm(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json free_dm(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json reg_dm_mr(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
+  void release_dm(Session& s, std::map<uint32_t, DeviceMemory>::iterator it);
+  void forget_dm_region(Session& s, uint32_t key);
   nlohmann::json alloc_mw(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
   nlohmann::json dealloc_mw(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
   nlohmann::json create_comp_channel(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
@@ -168,6 +183,12 @@ class VerbsService {
   // Attaches or detaches (`change`) the session's QP `qp_num` to/from group `gid`.
   void membership(Session& s, const nlohmann::json& r, const std::string& what,
                   int (transport::Device::*change)(uint32_t, const wire::IpAddress&));
+
+  // The device's memory (ibv_alloc_dm), shared by every client as a NIC's on-chip memory is: 256 KiB, a
+  // ConnectX-5's MEMIC. ibv_query_device_ex reports it as max_dm_size.
+  static constexpr uint64_t device_memory_bytes = 256 * 1024;
+  uint64_t device_memory_in_use_ = 0;
+  uint32_t next_dm_ = 1;
 
   EngineAccess& engine_;
   PortDescription port_;

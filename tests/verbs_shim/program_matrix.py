@@ -95,7 +95,8 @@ class Pingpong:
                       ("ibv_srq_pingpong", ["-o"]), ("ibv_xsrq_pingpong", ["-o"]),
                       # -t: completion timestamps (ibv_cq_ex). Not with -e: ibv_rc_pingpong then treats an
                       # event whose completion an earlier poll already took as an error, on any device.
-                      ("ibv_rc_pingpong", ["-t"])]
+                      ("ibv_rc_pingpong", ["-t"]),
+                      ("ibv_rc_pingpong", ["-j", "-c"])]  # buffers in device memory, every byte checked
         return cases
 
     @staticmethod
@@ -105,6 +106,7 @@ class Pingpong:
         # on-demand paging (ibv_uc_pingpong and ibv_ud_pingpong have no -o)
         cases += [("ibv_rc_pingpong", o) for o in (["-o"], ["-o", "-P"], ["-O"], ["-O", "-P"], ["-o", "-e"])]
         cases += [("ibv_srq_pingpong", ["-o"]), ("ibv_xsrq_pingpong", ["-o"]), ("ibv_rc_pingpong", ["-t"])]
+        cases += [("ibv_rc_pingpong", ["-j", "-c", "-s", str(s)]) for s in (1, 4096, 65536)]
         # ibv_rc_pingpong: every size from 1 B to 64 KiB (powers of two) at every path MTU the port has.
         cases += [("ibv_rc_pingpong", ["-s", str(1 << k), "-m", str(m), "-n", "50"])
                   for m in MTUS if m <= mtu for k in range(17)]

@@ -16,8 +16,8 @@ import pyverbs.enums as e
 from pyverbs.pyverbs_error import PyverbsRDMAError
 from pyverbs.addr import AH, GID, AHAttr, GlobalRoute
 from pyverbs.cq import CQ
-from pyverbs.device import Context
-from pyverbs.mr import MR, MW, MWBind, MWBindInfo
+from pyverbs.device import DM, AllocDmAttr, Context
+from pyverbs.mr import DMMR, MR, MW, MWBind, MWBindInfo
 from pyverbs.pd import PD
 from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
 from pyverbs.wr import SGE, RecvWR, SendWR
@@ -40,6 +40,15 @@ def address(gid, sgid_index=GID_INDEX):
     return AHAttr(is_global=1, port_num=PORT, gr=GlobalRoute(dgid=GID(gid), sgid_index=sgid_index))
 
 
+def errno_of(call):
+    """0 if call() succeeds, else the errno of the verbs error it raised."""
+    try:
+        call()
+    except PyverbsRDMAError as ex:
+        return ex.error_code
+    return 0
+
+
 def wc_dict(wc):
     return {"wr_id": wc.wr_id, "status": wc.status, "opcode": wc.opcode, "byte_len": wc.byte_len,
             "imm_data": wc.imm_data, "wc_flags": wc.wc_flags, "qp_num": wc.qp_num, "src_qp": wc.src_qp}
@@ -52,6 +61,7 @@ class Node:
         self.mrs = {}
         self.mws = {}
         self.maps = {}   # name -> (address, length): plain mappings (map_buffer)
+        self.dms = {}    # name -> DM: device memory
         self.qps = {}    # id -> (QP, send CQ, recv CQ): a CQ pair per QP, so one check's leftovers stay there
         self.gid = str(self.ctx.query_gid(PORT, GID_INDEX))
 
@@ -120,6 +130,38 @@ class Node:
         assert _libc.mincore(addr, length, vec) == 0, f"mincore: errno {ctypes.get_errno()}"
         return sum(b & 1 for b in vec.raw)
 
+    # --- device memory --------------------------------------------------------------------------------
+    def alloc_dm(self, name, length):
+        """ibv_alloc_dm of `length` bytes as `name`: 0, or the errno it failed with."""
+        return errno_of(lambda: self.dms.__setitem__(name, DM(self.ctx, AllocDmAttr(length=length))))
+
+    def free_dm(self, name):
+        err = errno_of(self.dms[name].close)
+        if not err:
+            del self.dms[name]
+        return err
+
+    def dm_write(self, name, offset, data_hex):
+        """ibv_memcpy_to_dm: 0 or its errno."""
+        data = bytes.fromhex(data_hex)
+        return errno_of(lambda: self.dms[name].copy_to_dm(offset, data, len(data)))
+
+    def dm_read(self, name, offset, length):
+        return bytes(self.dms[name].copy_from_dm(offset, length)).hex()
+
+    def reg_dm_mr(self, name, dm, offset, length, access=ALL_ACCESS | e.IBV_ACCESS_ZERO_BASED):
+        """ibv_reg_dm_mr over [offset, offset+length) of `dm` as region `name` (zero based: its sge and
+        RDMA addresses are offsets): its keys, or {"errno": ...}."""
+        try:
+            mr = DMMR(self.pds["main"], length, access, self.dms[dm], offset)
+        except PyverbsRDMAError as ex:
+            return {"errno": ex.error_code}
+        self.mrs[name] = mr
+        return {"rkey": mr.rkey, "lkey": mr.lkey}
+
+    def max_dm_size(self):
+        return self.ctx.query_device_ex().max_dm_size
+
     def odp_caps(self):
         c = self.ctx.query_device_ex().odp_caps
         return {"general": c.general_caps, "rc": c.rc_odp_caps, "uc": c.uc_odp_caps, "ud": c.ud_odp_caps,
@@ -127,23 +169,17 @@ class Node:
 
     def advise_mr(self, advice, flags, sges, pd="main"):
         """ibv_advise_mr over sges ([mr, offset, length] or with an lkey as fourth): 0 or its errno."""
-        try:
-            self.pds[pd].advise_mr(advice, flags, self.sge_list(sges))
-        except PyverbsRDMAError as ex:
-            return ex.error_code
-        return 0
+        return errno_of(lambda: self.pds[pd].advise_mr(advice, flags, self.sge_list(sges)))
 
     def dereg_mr(self, name):
         self.mrs.pop(name).close()
 
     def dereg_mr_errno(self, name):
         """ibv_dereg_mr's errno (0: the region is gone; otherwise it stays registered under `name`)."""
-        try:
-            self.mrs[name].close()
-        except PyverbsRDMAError as ex:
-            return ex.error_code
-        del self.mrs[name]
-        return 0
+        err = errno_of(self.mrs[name].close)
+        if not err:
+            del self.mrs[name]
+        return err
 
     # --- memory windows -------------------------------------------------------------------------------
     def device_caps(self):
@@ -184,7 +220,9 @@ class Node:
 
     def sge_list(self, sges):
         """[mr, offset, length] or [mr, offset, length, lkey]: inline data needs no valid lkey."""
-        return [SGE(self.mrs[s[0]].buf + s[1], s[2], s[3] if len(s) > 3 else self.mrs[s[0]].lkey) for s in sges]
+        # A zero-based region (device memory) takes offsets: its "buffer" starts at 0.
+        return [SGE(getattr(self.mrs[s[0]], "buf", 0) + s[1], s[2], s[3] if len(s) > 3 else self.mrs[s[0]].lkey)
+                for s in sges]
 
     # --- queue pairs ----------------------------------------------------------------------------------
     def create_qp(self, qid, sq_sig_all=False, max_inline=0, depth=16, max_sge=4, pd="main", uc=False):

@@ -1,0 +1,94 @@
+// Device memory (ibv_alloc_dm, ibv_free_dm, ibv_memcpy_to_dm / _from_dm, ibv_reg_dm_mr; verbs_context
+// ops that verbs.h's inlines call). The memory is uroced's own (emulator/daemon/device_memory.cpp),
+// mapped here the way mlx5 maps its on-chip memory into the process; the copies are plain memcpy into
+// that mapping, and a region registered on it is zero based, as ibv_reg_dm_mr defines.
+#include <cstring>
+
+#include "shim.hpp"
+
+namespace uroce::shim {
+namespace {
+
+struct Dm {
+  ibv_dm dm;  // first: the application's ibv_dm* is this object
+  emulator::client::DeviceMemory impl;
+};
+
+Dm* to_dm(ibv_dm* d) { return reinterpret_cast<Dm*>(d); }
+
+// The bytes [offset, offset + length) of the allocation, or nullptr when they fall outside it (EFAULT,
+// as mlx5's copies answer).
+uint8_t* place(Dm& d, uint64_t offset, size_t length) {
+  if (offset > d.impl.length || length > d.impl.length - offset) return nullptr;
+  return d.impl.pages.data() + offset;
+}
+
+int memcpy_to_dm(ibv_dm* dm, uint64_t dm_offset, const void* host_addr, size_t length) {
+  uint8_t* to = place(*to_dm(dm), dm_offset, length);
+  if (to == nullptr) return EFAULT;
+  std::memcpy(to, host_addr, length);
+  return 0;
+}
+
+int memcpy_from_dm(void* host_addr, ibv_dm* dm, uint64_t dm_offset, size_t length) {
+  const uint8_t* from = place(*to_dm(dm), dm_offset, length);
+  if (from == nullptr) return EFAULT;
+  std::memcpy(host_addr, from, length);
+  return 0;
+}
+
+}  // namespace
+
+ibv_dm* alloc_dm(ibv_context* context, ibv_alloc_dm_attr* attr) {
+  if (attr == nullptr || attr->comp_mask != 0) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  auto* d = new (std::nothrow) Dm{};
+  if (d == nullptr) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  if (guarded("alloc_dm", [&] { d->impl = to_shim(context)->impl->alloc_dm(attr->length, attr->log_align_req); })) {
+    delete d;  // guarded set errno
+    return nullptr;
+  }
+  d->dm.context = context;
+  d->dm.memcpy_to_dm = memcpy_to_dm;
+  d->dm.memcpy_from_dm = memcpy_from_dm;
+  d->dm.handle = d->impl.dm;
+  return &d->dm;
+}
+
+int free_dm(ibv_dm* dm) {
+  Dm* d = to_dm(dm);
+  if (int rc = guarded("free_dm", [&] { to_shim(dm->context)->impl->free_dm(d->impl.dm); })) return rc;
+  delete d;
+  return 0;
+}
+
+ibv_mr* reg_dm_mr(ibv_pd* pd, ibv_dm* dm, uint64_t dm_offset, size_t length, unsigned int access) {
+  auto* m = new (std::nothrow) Mr{};
+  if (m == nullptr) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  emulator::client::MemoryRegion r;
+  if (guarded("reg_dm_mr", [&] {
+        r = to_shim(pd->context)->impl->reg_dm_mr(pd->handle, to_dm(dm)->impl.dm, dm_offset, length, access & 0x3f);
+      })) {
+    delete m;  // guarded set errno
+    return nullptr;
+  }
+  m->mr.context = pd->context;
+  m->mr.pd = pd;
+  m->mr.addr = nullptr;  // zero based: work requests name offsets from the region's start
+  m->mr.length = length;
+  m->mr.handle = r.lkey;
+  m->mr.lkey = r.lkey;
+  m->mr.rkey = r.rkey;
+  m->access = access & 0x3f;
+  return &m->mr;
+}
+
+}  // namespace uroce::shim
