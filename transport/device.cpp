@@ -437,6 +437,7 @@ int Device::modify_qp(uint32_t qpn, const QpAttr& attr, uint32_t mask, Nanos now
   DeviceImpl& d = *impl_;
   QueuePair* qp = d.find_qp(qpn);
   if (qp == nullptr) return EINVAL;
+  mask &= ~ignored_attr_mask(qp->type);  // what Linux drops before checking (qp_rules.hpp)
   const QpState cur = (mask & attr_cur_state) ? attr.cur_qp_state : qp->attr.qp_state;
   if ((mask & attr_cur_state) && attr.cur_qp_state != qp->attr.qp_state) return EINVAL;
   const QpState next = (mask & attr_state) ? attr.qp_state : cur;

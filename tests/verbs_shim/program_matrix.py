@@ -157,8 +157,12 @@ class Perftest:
                 ("ib_write_bw", ["-q", "4", *n]),                          # several QPs
                 # on-demand paging (perftest has no ODP atomics or UC): regions left unpinned
                 ("ib_write_bw", ["--odp", *n]), ("ib_read_lat", ["--odp", *n]),
-                ("ib_send_bw", ["--odp", "-c", "UD", *n])]
+                ("ib_send_bw", ["--odp", "-c", "UD", *n]),
+                # XRC: perftest passes RC's attributes to both XRC halves, which ibv_modify_qp ignores
+                ("ib_send_bw", ["-c", "XRC", *n]), ("ib_write_lat", ["-c", "XRC", *n]),
+                ("ib_read_bw", ["-c", "XRC", "-b", *n])]
         return [("ib_write_bw", ["-q", "4", *n]), ("ib_write_lat", n), ("ib_read_bw", ["-b", *n]),
+                ("ib_atomic_bw", ["-c", "XRC", *n]),
                 ("ib_read_lat", ["-e", *n]), ("ib_send_bw", n), ("ib_send_lat", ["-e", *n]),
                 ("ib_atomic_bw", ["-e", *n]), ("ib_atomic_lat", n)]
 
@@ -170,6 +174,7 @@ class Perftest:
             cases += [(program, [*o, "-n", "20" if o == ["-a"] else "500"]) for o in options]
             if "atomic" not in program:  # perftest refuses --odp with atomics
                 cases.append((program, ["--odp", "-n", "500"]))
+            cases.append((program, ["-c", "XRC", "-n", "500"]))
         return cases
 
     @staticmethod
@@ -183,7 +188,7 @@ class Perftest:
 # UD only): on a real RoCE NIC its RDMA tests fail ("failed to modify QP to RTR"). They run on uroce through
 # its LID extension (verbs_shim/shim.hpp, lid_route): the port's LID is the low 16 bits of its IPv4 address
 # and a path to a LID goes to that address in the port's /16. Left out: xrc_bw/xrc_bi_bw/xrc_lat (Debian
-# builds qperf without XRC: "bad test"; uroce has no XRC either).
+# builds qperf without XRC: "bad test"; perftest -c XRC covers XRC).
 QPERF_RC = ("rc_bw", "rc_bi_bw", "rc_lat", "rc_rdma_write_bw", "rc_rdma_write_lat", "rc_rdma_write_poll_lat",
             "rc_rdma_read_bw", "rc_rdma_read_lat", "rc_compare_swap_mr", "rc_fetch_add_mr",
             "ver_rc_compare_swap", "ver_rc_fetch_add")

@@ -322,6 +322,14 @@ std::optional<QpTransition> find_transition(QpType type, QpState from, QpState t
   return std::nullopt;
 }
 
+uint32_t ignored_attr_mask(QpType type) {
+  switch (type) {
+    case T::xrc_send: return m::dest_rd_atomic | m::rnr_timer;
+    case T::xrc_recv: return m::rd_atomic | m::retry | m::rnr_retry;
+    default: return 0;
+  }
+}
+
 int check_modify_qp(QpType type, QpState current, QpState next, uint32_t mask) {
   return evaluate_modify(type, current, next, mask, nullptr);
 }

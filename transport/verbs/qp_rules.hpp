@@ -53,6 +53,13 @@ std::optional<QpTransition> find_transition(QpType type, QpState from, QpState t
 //  - Any state may move to RESET or ERR, with IBV_QP_STATE and nothing else.
 int check_modify_qp(QpType type, QpState current, QpState next, uint32_t mask);
 
+// The mask bits ibv_modify_qp drops for a QP type before anything checks them, as Linux's uverbs does
+// (modify_qp_mask in drivers/infiniband/core/uverbs_cmd.c): an XRC initiator has no receive side, so
+// IBV_QP_MAX_DEST_RD_ATOMIC and IBV_QP_MIN_RNR_TIMER mean nothing to it; an XRC target sends nothing of its
+// own, so IBV_QP_MAX_QP_RD_ATOMIC, IBV_QP_RETRY_CNT and IBV_QP_RNR_RETRY mean nothing to it. Programs
+// written for RC pass them anyway (perftest -c XRC does), and on Linux that works.
+uint32_t ignored_attr_mask(QpType type);
+
 // Why check_modify_qp refuses, e.g. "INIT->RTR on RC requires IBV_QP_PATH_MTU"; empty when it accepts.
 // The text lives in a thread-local buffer, valid until the next explain_* call on the same thread.
 std::string_view explain_modify_qp(QpType type, QpState current, QpState next, uint32_t mask);
