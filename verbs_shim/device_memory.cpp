@@ -74,8 +74,9 @@ ibv_mr* reg_dm_mr(ibv_pd* pd, ibv_dm* dm, uint64_t dm_offset, size_t length, uns
     return nullptr;
   }
   emulator::client::MemoryRegion r;
+  const uint32_t dm_number = to_dm(dm)->impl.dm;
   if (guarded("reg_dm_mr", [&] {
-        r = to_shim(pd->context)->impl->reg_dm_mr(pd->handle, to_dm(dm)->impl.dm, dm_offset, length, access & 0x3f);
+        r = to_shim(pd->context)->impl->reg_dm_mr(pd->handle, dm_number, dm_offset, length, access & transport_access);
       })) {
     delete m;  // guarded set errno
     return nullptr;
@@ -87,7 +88,7 @@ ibv_mr* reg_dm_mr(ibv_pd* pd, ibv_dm* dm, uint64_t dm_offset, size_t length, uns
   m->mr.handle = r.lkey;
   m->mr.lkey = r.lkey;
   m->mr.rkey = r.rkey;
-  m->access = access & 0x3f;
+  m->access = access & transport_access;
   return &m->mr;
 }
 

@@ -38,11 +38,6 @@ SHIM_EXPORT int ibv_dealloc_pd(ibv_pd* pd) {
   return 0;
 }
 
-// The access bits uroced's transport knows (LOCAL_WRITE .. ZERO_BASED); the rest (relaxed ordering and
-// the like) are hints a real NIC may ignore too. IBV_ACCESS_ON_DEMAND is not a transport matter: it
-// decides how the daemon reaches the pages (Context::reg_mr), and stays in Mr::access for rereg.
-constexpr unsigned transport_access = 0x3f;
-
 static ibv_mr* reg_mr(ibv_pd* pd, void* addr, size_t length, std::optional<uint64_t> iova, unsigned access) {
   auto* m = new (std::nothrow) Mr{};
   if (!m) {

@@ -59,6 +59,11 @@ struct Pd {
   ibv_pd pd;  // handle = uroced's PD number
 };
 
+// The access bits uroced's transport knows (LOCAL_WRITE .. ZERO_BASED); the rest (relaxed ordering and
+// the like) are hints a real NIC may ignore too. IBV_ACCESS_ON_DEMAND is not a transport matter: it
+// decides how the daemon reaches the pages (pd_mr.cpp), and stays in Mr::access for rereg.
+constexpr unsigned transport_access = 0x3f;
+
 struct Mr {
   ibv_mr mr;  // handle = lkey, the key uroced deregisters by
   unsigned access;  // kept for ibv_rereg_mr without IBV_REREG_MR_CHANGE_ACCESS

@@ -18,7 +18,6 @@ using nlohmann::json;
 namespace {
 
 constexpr uint64_t page_size = 4096;
-constexpr uint32_t access_zero_based = 1u << 5;  // IBV_ACCESS_ZERO_BASED
 
 uint64_t round_to_pages(uint64_t n) { return (n + page_size - 1) / page_size * page_size; }
 
@@ -65,13 +64,13 @@ json VerbsService::reg_dm_mr(Session& s, uint64_t id, const json& r, std::vector
   if (it == s.dms.end()) throw ServiceError(EINVAL, "no such device memory");
   const uint64_t offset = need_u64(r, "offset"), length = need_u64(r, "length");
   const uint32_t access = need_u32(r, "access");
-  if (!(access & access_zero_based)) throw ServiceError(EINVAL, "device memory regions are zero based");
+  if (!(access & verbs::access_zero_based)) throw ServiceError(EINVAL, "device memory regions are zero based");
   DeviceMemory& dm = it->second;
   if (offset > dm.length || length > dm.length - offset) throw ServiceError(EINVAL, "outside the device memory");
   auto memory = std::make_shared<SharedMemory>(dm.region.fd(), offset, length, s.liveness);
   uint32_t key = 0;
   engine_call("reg_dm_mr", [&](EngineContext& c) {
-    if (int e = c.device.reg_mr(pd, 0, length, access & ~access_zero_based, memory, 0, key)) return e;
+    if (int e = c.device.reg_mr(pd, 0, length, access & ~uint32_t(verbs::access_zero_based), memory, 0, key)) return e;
     c.queues.attach_mr(id, key);
     return 0;
   });

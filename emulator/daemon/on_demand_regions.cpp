@@ -37,19 +37,17 @@ bool VerbsService::wants_on_demand(const json& r) { return r.contains("on_demand
 // ib_umem_get's rule: a range may not wrap around the address space. The one exception is the implicit
 // on-demand region, addr 0 and length UINT64_MAX, which covers every address the process has or will
 // have; its iova must be 0 then (as mlx5 and rxe require).
-void VerbsService::check_region_range(const json& r, uint64_t addr, uint64_t length, uint64_t iova) {
+void VerbsService::check_region_range(bool on_demand, uint64_t addr, uint64_t length, uint64_t iova) {
   if (addr == 0 && length == whole_address_space) {
-    if (!wants_on_demand(r)) throw ServiceError(EINVAL, "only an on-demand region may cover the whole address space");
+    if (!on_demand) throw ServiceError(EINVAL, "only an on-demand region may cover the whole address space");
     if (iova != 0) throw ServiceError(EINVAL, "an implicit on-demand region has iova 0");
     return;
   }
   if (length > whole_address_space - addr) throw ServiceError(EINVAL, "the region wraps around the address space");
 }
 
-void VerbsService::note_on_demand(Session& s, uint32_t key, const json& r, uint64_t iova) {
-  if (!wants_on_demand(r)) return;
-  s.on_demand[key] = OnDemandRegion{need_u32(r, "pd"), need_u64(r, "addr"), iova, need_u64(r, "length"),
-                                    need_u32(r, "access")};
+void VerbsService::note_on_demand(Session& s, uint32_t key, const RegionRequest& region) {
+  if (region.on_demand) s.on_demand[key] = {region.pd, region.addr, region.iova, region.length, region.access};
 }
 
 // ibv_advise_mr's checks, in rxe's terms: every lkey names an on-demand region of this session in `pd`

@@ -220,22 +220,30 @@ std::shared_ptr<transport::MemoryBackend> VerbsService::memory_for(Session& s, c
   }
 }
 
+VerbsService::RegionRequest VerbsService::region_request(Session& s, const json& r) {
+  RegionRequest q;
+  q.pd = need_u32(r, "pd");
+  require_owned(s.pds, q.pd, "protection domain");
+  q.addr = need_u64(r, "addr");
+  q.length = need_u64(r, "length");
+  q.iova = r.value("iova", q.addr);
+  q.on_demand = wants_on_demand(r);
+  q.access = need_u32(r, "access") | (q.on_demand ? uint32_t(verbs::access_on_demand) : 0u);
+  check_region_range(q.on_demand, q.addr, q.length, q.iova);
+  q.memory = memory_for(s, r, q.addr, q.length);
+  return q;
+}
+
 json VerbsService::reg_mr(Session& s, uint64_t id, const json& r, std::vector<int>&) {
-  const uint32_t pd = need_u32(r, "pd");
-  const uint64_t addr = need_u64(r, "addr"), length = need_u64(r, "length");
-  const uint64_t iova = r.value("iova", addr);
-  const uint32_t access = need_u32(r, "access") | (wants_on_demand(r) ? uint32_t(verbs::access_on_demand) : 0u);
-  require_owned(s.pds, pd, "protection domain");
-  check_region_range(r, addr, length, iova);
-  auto memory = memory_for(s, r, addr, length);
+  const RegionRequest q = region_request(s, r);
   uint32_t key = 0;
   engine_call("reg_mr", [&](EngineContext& c) {
-    if (int e = c.device.reg_mr(pd, iova, length, access, memory, 0, key)) return e;
+    if (int e = c.device.reg_mr(q.pd, q.iova, q.length, q.access, q.memory, 0, key)) return e;
     c.queues.attach_mr(id, key);  // so that no other session's BIND_MW can name it
     return 0;
   });
   s.mrs.insert(key);
-  note_on_demand(s, key, r, iova);
+  note_on_demand(s, key, q);
   return {{"lkey", key}, {"rkey", key}};
 }
 
@@ -243,16 +251,10 @@ json VerbsService::rereg_mr(Session& s, uint64_t id, const json& r, std::vector<
   const uint32_t key = need_u32(r, "key");
   require_owned(s.mrs, key, "memory region");
   if (s.dm_regions.contains(key)) throw ServiceError(EINVAL, "a device memory region cannot be re-registered");
-  const uint32_t pd = need_u32(r, "pd");
-  require_owned(s.pds, pd, "protection domain");
-  const uint64_t addr = need_u64(r, "addr"), length = need_u64(r, "length");
-  const uint64_t iova = r.value("iova", addr);
-  const uint32_t access = need_u32(r, "access") | (wants_on_demand(r) ? uint32_t(verbs::access_on_demand) : 0u);
-  check_region_range(r, addr, length, iova);
-  auto memory = memory_for(s, r, addr, length);
+  const RegionRequest q = region_request(s, r);
   uint32_t new_key = 0;
   engine_call("rereg_mr", [&](EngineContext& c) {
-    if (int e = c.device.rereg_mr(key, pd, iova, length, access, memory, 0, new_key)) return e;
+    if (int e = c.device.rereg_mr(key, q.pd, q.iova, q.length, q.access, q.memory, 0, new_key)) return e;
     c.queues.detach_mr(key);
     c.queues.attach_mr(id, new_key);
     return 0;
@@ -260,7 +262,7 @@ json VerbsService::rereg_mr(Session& s, uint64_t id, const json& r, std::vector<
   s.mrs.erase(key);
   s.on_demand.erase(key);
   s.mrs.insert(new_key);
-  note_on_demand(s, new_key, r, iova);
+  note_on_demand(s, new_key, q);
   return {{"lkey", new_key}, {"rkey", new_key}};
 }
 

@@ -170,11 +170,22 @@ class VerbsService {
 
   std::shared_ptr<transport::MemoryBackend> memory_for(Session& s, const nlohmann::json& r, uint64_t addr,
                                                        uint64_t length);
+  // What reg_mr and rereg_mr ask for, read and checked once: the PD (the session's), where the region lies
+  // in the client and its iova, its access (with the transport's on-demand bit when asked) and the memory
+  // that backs it (memory_for).
+  struct RegionRequest {
+    uint32_t pd = 0;
+    uint64_t addr = 0, iova = 0, length = 0;
+    uint32_t access = 0;
+    bool on_demand = false;
+    std::shared_ptr<transport::MemoryBackend> memory;
+  };
+  RegionRequest region_request(Session& s, const nlohmann::json& r);
   // On-demand regions (on_demand_regions.cpp): whether request r asks for one; the range rule a region
   // must meet; after reg_mr or rereg_mr gave `key`, the session's record of them.
   static bool wants_on_demand(const nlohmann::json& r);
-  static void check_region_range(const nlohmann::json& r, uint64_t addr, uint64_t length, uint64_t iova);
-  void note_on_demand(Session& s, uint32_t key, const nlohmann::json& r, uint64_t iova);
+  static void check_region_range(bool on_demand, uint64_t addr, uint64_t length, uint64_t iova);
+  static void note_on_demand(Session& s, uint32_t key, const RegionRequest& region);
   // Runs fn on the engine; a non-zero errno from it becomes a ServiceError with `what`.
   void engine_call(const std::string& what, const std::function<int(EngineContext&)>& fn);
   void destroy_everything(Session& s);
