@@ -68,28 +68,12 @@ int free_dm(ibv_dm* dm) {
 }
 
 ibv_mr* reg_dm_mr(ibv_pd* pd, ibv_dm* dm, uint64_t dm_offset, size_t length, unsigned int access) {
-  auto* m = new (std::nothrow) Mr{};
-  if (m == nullptr) {
-    errno = ENOMEM;
-    return nullptr;
-  }
-  emulator::client::MemoryRegion r;
   const uint32_t dm_number = to_dm(dm)->impl.dm;
-  if (guarded("reg_dm_mr", [&] {
-        r = to_shim(pd->context)->impl->reg_dm_mr(pd->handle, dm_number, dm_offset, length, access & transport_access);
-      })) {
-    delete m;  // guarded set errno
-    return nullptr;
-  }
-  m->mr.context = pd->context;
-  m->mr.pd = pd;
-  m->mr.addr = nullptr;  // zero based: work requests name offsets from the region's start
-  m->mr.length = length;
-  m->mr.handle = r.lkey;
-  m->mr.lkey = r.lkey;
-  m->mr.rkey = r.rkey;
-  m->access = access & transport_access;
-  return &m->mr;
+  const unsigned classic = access & transport_access;
+  // Zero based: its address is NULL, and work requests name offsets from the region's start.
+  return new_mr("reg_dm_mr", pd, nullptr, length, classic, [&] {
+    return to_shim(pd->context)->impl->reg_dm_mr(pd->handle, dm_number, dm_offset, length, classic);
+  });
 }
 
 }  // namespace uroce::shim

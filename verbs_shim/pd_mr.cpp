@@ -39,29 +39,11 @@ SHIM_EXPORT int ibv_dealloc_pd(ibv_pd* pd) {
 }
 
 static ibv_mr* reg_mr(ibv_pd* pd, void* addr, size_t length, std::optional<uint64_t> iova, unsigned access) {
-  auto* m = new (std::nothrow) Mr{};
-  if (!m) {
-    errno = ENOMEM;
-    return nullptr;
-  }
-  uroce::emulator::client::MemoryRegion r;
   const bool on_demand = access & IBV_ACCESS_ON_DEMAND;
   const uint32_t classic = access & transport_access;
-  if (guarded("reg_mr", [&] {
-        r = to_shim(pd->context)->impl->reg_mr(pd->handle, addr, length, classic, iova, on_demand);
-      })) {
-    delete m;
-    return nullptr;
-  }
-  m->mr.context = pd->context;
-  m->mr.pd = pd;
-  m->mr.addr = addr;
-  m->mr.length = length;
-  m->mr.handle = r.lkey;
-  m->mr.lkey = r.lkey;
-  m->mr.rkey = r.rkey;
-  m->access = classic | (access & IBV_ACCESS_ON_DEMAND);
-  return &m->mr;
+  return new_mr("reg_mr", pd, addr, length, classic | (access & IBV_ACCESS_ON_DEMAND), [&] {
+    return to_shim(pd->context)->impl->reg_mr(pd->handle, addr, length, classic, iova, on_demand);
+  });
 }
 
 SHIM_EXPORT ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t length, int access) {

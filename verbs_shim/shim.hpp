@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -170,6 +171,31 @@ inline int64_t clock_ns(clockid_t clock) {
   return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 constexpr uint64_t device_clock_khz = 1000000;  // 1 GHz: one tick per nanosecond
+
+// An ibv_mr for a region uroced registers (ibv_reg_mr and kin, ibv_reg_dm_mr): `register_it` makes the
+// request and returns the keys; `access` is what ibv_rereg_mr keeps. nullptr with errno set on failure.
+template <class F>
+ibv_mr* new_mr(const char* what, ibv_pd* pd, void* addr, size_t length, unsigned access, F&& register_it) {
+  auto* m = new (std::nothrow) Mr{};
+  if (m == nullptr) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  client::MemoryRegion r;
+  if (guarded(what, [&] { r = register_it(); })) {
+    delete m;  // guarded set errno
+    return nullptr;
+  }
+  m->mr.context = pd->context;
+  m->mr.pd = pd;
+  m->mr.addr = addr;
+  m->mr.length = length;
+  m->mr.handle = r.lkey;
+  m->mr.lkey = r.lkey;
+  m->mr.rkey = r.rkey;
+  m->access = access;
+  return &m->mr;
+}
 
 // A CQ as ibv_create_cq and ibv_create_cq_ex make it (cq.cpp); nullptr with errno set on failure.
 Cq* make_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel, int comp_vector);

@@ -15,14 +15,6 @@ namespace uroce::emulator {
 
 using nlohmann::json;
 
-namespace {
-
-constexpr uint64_t page_size = 4096;
-
-uint64_t round_to_pages(uint64_t n) { return (n + page_size - 1) / page_size * page_size; }
-
-}  // namespace
-
 // alloc_dm (length, log_align_req): the allocation's number and its memfd. Allocations start on a page
 // of their own, so any alignment up to a page (log_align_req <= 12) holds; a larger one is EINVAL.
 json VerbsService::alloc_dm(Session& s, uint64_t, const json& r, std::vector<int>& fds) {
@@ -30,7 +22,7 @@ json VerbsService::alloc_dm(Session& s, uint64_t, const json& r, std::vector<int
   const uint32_t log_align = opt_u32(r, "log_align_req", 0);
   if (length == 0 || length > device_memory_bytes) throw ServiceError(EINVAL, "device memory length out of range");
   if (log_align > 12) throw ServiceError(EINVAL, "device memory alignment above a page");
-  const uint64_t charged = round_to_pages(length);
+  const uint64_t charged = protocol::round_to_pages(length);  // what the region will take, and be given back
   if (charged > device_memory_bytes - device_memory_in_use_) throw ServiceError(ENOMEM, "device memory exhausted");
   DeviceMemory dm{protocol::SharedRegion::create("uroce-dm", charged), length, 0};
   const uint32_t number = next_dm_++;

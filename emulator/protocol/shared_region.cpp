@@ -12,12 +12,12 @@
 
 namespace uroce::emulator::protocol {
 
-namespace {
-
 size_t round_to_pages(size_t size) {
   const size_t page = size_t(sysconf(_SC_PAGESIZE));
   return (size + page - 1) / page * page;
 }
+
+namespace {
 
 uint8_t* map(int fd, size_t size) {
   void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);

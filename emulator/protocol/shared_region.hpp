@@ -8,6 +8,9 @@
 
 namespace uroce::emulator::protocol {
 
+// `size` rounded up to whole pages: what SharedRegion::create makes of it.
+size_t round_to_pages(size_t size);
+
 class SharedRegion {
  public:
   SharedRegion() = default;
