@@ -32,6 +32,15 @@ WORKLOAD = [("write", 65536, 1500), ("read", 65536, 1500), ("send", 4096, 3000),
             ("ud", 1000, 2000)]
 
 
+def inject_pfc(netns, iface, priority, duration_ms):
+    """The command that runs inject_pfc.py in `netns`, refreshing every 0.5 ms. It stands in for a switch's
+    hardware, which keeps its pace whatever else runs: so it runs at a real-time priority (SCHED_FIFO), and
+    the rest of a loaded test run cannot stall it past a pause's 3.4 ms."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "inject_pfc.py")
+    return ["ip", "netns", "exec", netns, "chrt", "--fifo", "50", sys.executable, script, iface, str(priority),
+            str(duration_ms), "0.5"]
+
+
 def report(label, result):
     print(f"  {label}: {result['op']} {result['size']} B x {result['count']}: "
           f"{result['gbytes_per_s']:.3f} GB/s, {result['messages_per_s'] / 1e3:.1f} k msg/s", flush=True)
@@ -281,7 +290,6 @@ class Veth(DaemonTestCase):
         daemon every 10 ms while a switch pauses priority 0 (untagged) for 300 ms. a answers each ping
         (ICMP, its own frame) but may send no answer while paused: the pings of the pause come back late,
         all of them, and none is lost."""
-        inject = os.path.join(os.path.dirname(os.path.abspath(__file__)), "inject_pfc.py")
         with two_namespaces_with_veth() as (ns, veth):
             a = self.daemon("a", ["--port", f"net_af_packet0,iface={veth[0]}", "--ip", "10.77.0.1"], netns=ns[0])
             for args in (["link", "set", veth[1], "arp", "on"], ["addr", "add", "10.77.0.2/24", "dev", veth[1]]):
@@ -294,8 +302,7 @@ class Veth(DaemonTestCase):
                                      "10.77.0.1"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             try:
                 time.sleep(0.2)
-                out = subprocess.run(["ip", "netns", "exec", ns[1], sys.executable, inject, veth[1], "0", "300",
-                                      "0.5"], capture_output=True, text=True, timeout=60)
+                out = subprocess.run(inject_pfc(ns[1], veth[1], 0, 300), capture_output=True, text=True, timeout=60)
                 self.assertEqual(out.returncode, 0, out.stderr)
                 text, _ = ping.communicate(timeout=60)
             finally:
@@ -344,14 +351,29 @@ class Veth(DaemonTestCase):
     def check_pfc(self, port_args, tool_args, priority_of, target, other):
         """b WRITEs to a (`tool_args` give its frames priority `target`) while inject_pfc.py pauses `target`,
         then `other`, for 200 ms each; b's capture must show none of b's `target` frames leaving while a
-        pause of `target` was in force, and plenty while `other` was paused."""
-        inject = os.path.join(os.path.dirname(os.path.abspath(__file__)), "inject_pfc.py")
-        capture = os.path.join(self.dir.name, "b.pcap")
+        pause of `target` was in force, and plenty while `other` was paused.
+
+        Every attempt asserts that. What a loaded machine can spoil is the pause itself: the injector (a
+        Python process standing in for a switch's hardware) or b's polling core can stall past a pause's
+        3.4 ms, so b's pause falls apart into short spans, and "nothing sent while paused" says little.
+        Such an attempt is run again, up to three in all, and only the third fails for it."""
+        for attempt in range(1, 4):
+            covered = self.pfc_attempt(attempt, port_args, tool_args, priority_of, target, other)
+            if min(covered) > 0.1:
+                return
+            print(f"  attempt {attempt}: a pause covered only {1000 * min(covered):.0f} ms of 200: the injector "
+                  f"or b stalled; {'again' if attempt < 3 else 'giving up'}", flush=True)
+        self.fail(f"three attempts without a pause of more than 100 ms: {covered}")
+
+    def pfc_attempt(self, attempt, port_args, tool_args, priority_of, target, other):
+        """One run of check_pfc's, with daemons and files of its own; returns how long b held each of the two
+        priorities, in seconds."""
+        capture = os.path.join(self.dir.name, f"b{attempt}.pcap")
         with two_namespaces_with_veth() as (ns, veth):
-            a = self.daemon("a", ["--port", f"net_af_packet0,iface={veth[0]}", "--ip", "10.77.0.1", *port_args],
+            a = self.daemon(f"a{attempt}", ["--port", f"net_af_packet0,iface={veth[0]}", "--ip", "10.77.0.1", *port_args],
                             netns=ns[0])
-            b = self.daemon("b", ["--port", f"net_af_packet0,iface={veth[1]}", "--ip", "10.77.0.2", *port_args,
-                                  "--capture", capture], netns=ns[1])
+            b = self.daemon(f"b{attempt}", ["--port", f"net_af_packet0,iface={veth[1]}", "--ip", "10.77.0.2",
+                                             *port_args, "--capture", capture], netns=ns[1])
             for priority in (target, other):
                 done = {}
                 transfer = threading.Thread(target=lambda: done.update(
@@ -361,8 +383,8 @@ class Veth(DaemonTestCase):
                 deadline = time.time() + 20
                 while stats(UROCE, b.socket)["queues"]["completions"] < before + 300 and time.time() < deadline:
                     time.sleep(0.02)
-                out = subprocess.run(["ip", "netns", "exec", ns[0], sys.executable, inject, veth[0], str(priority),
-                                      "200", "0.5"], capture_output=True, text=True, timeout=60)
+                out = subprocess.run(inject_pfc(ns[0], veth[0], priority, 200), capture_output=True, text=True,
+                                     timeout=60)
                 self.assertEqual(out.returncode, 0, out.stderr)
                 transfer.join(120)
                 result, client_rc, server_rc, err = done["r"]
@@ -373,6 +395,7 @@ class Veth(DaemonTestCase):
             self.assertGreater(s["tx_frames_held"], 0, s)
             self.assertGreaterEqual(s["priority_pauses"], 2 * 150, s)
             self.assertEqual(b.stop(), 0, b.read_log())
+            a.stop()
         # b's capture: the PFC frames it received and the RoCE frames it sent, in time.
         _, records = pcapfile.read(capture)
         pfc = []   # (time, priority, quanta)
@@ -385,6 +408,7 @@ class Veth(DaemonTestCase):
             elif priority_of(f) == target:
                 sent.append(t)
         quantum_s = 65535 * 512 / 10e9  # what each frame holds a priority for: veth says 10 Gb/s
+        coverage = []
         for priority in (target, other):
             times = [(t, q) for t, p, q in pfc if p == priority]
             self.assertGreater(len(times), 100, f"priority {priority}: {len(times)} PFC frames captured")
@@ -400,6 +424,7 @@ class Veth(DaemonTestCase):
                 else:
                     held.append([t, min(t + quantum_s, xon)])
             covered = sum(e - s for s, e in held)
+            coverage.append(covered)
             # Not the first millisecond of a span (the frames b queued in the turn the PFC frame came in leave
             # with it), nor its last half (a turn sees the end of a pause at its start: a core shared with
             # other work can make that late, and the capture's clock is not the engine's).
@@ -407,13 +432,13 @@ class Veth(DaemonTestCase):
             around = (sum(1 for t in sent if start - 0.2 < t < start), sum(1 for t in sent if xon < t < xon + 0.2))
             print(f"  priority {priority} paused {1000 * covered:.0f} ms of {1000 * (xon - start):.0f} ms ({len(held)} "
                   f"spans): b sent {around[0]} priority-{target} frames in the 200 ms before, {during} while paused, "
-                  f"{around[1]} in the 200 ms after")
-            self.assertGreater(covered, 0.1)
+                  f"{around[1]} in the 200 ms after", flush=True)
             self.assertTrue(around[0] > 0 and around[1] > 0, around)
             if priority == target:
-                self.assertEqual(during, 0)
-            else:
+                self.assertEqual(during, 0)  # whatever the coverage: a frame sent while paused is a failure
+            elif covered > 0.1:
                 self.assertGreater(during, 100)
+        return coverage
 
     def test_neighbour_and_hostile_frames(self):
         """ARP and ping from a kernel neighbour are answered; bad ICRC, unknown QP, truncated RoCE and junk
