@@ -2,6 +2,7 @@
 
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
@@ -58,7 +59,7 @@ std::unique_ptr<ControlConnection> ControlConnection::connect(const std::string&
   return connection;
 }
 
-ControlConnection::ControlConnection(UniqueFd socket) : socket_(std::move(socket)) {}
+ControlConnection::ControlConnection(UniqueFd socket) : socket_(std::move(socket)), owner_(::getpid()) {}
 
 ControlConnection::~ControlConnection() = default;
 
@@ -71,6 +72,10 @@ nlohmann::json ControlConnection::call(nlohmann::json request, std::span<const i
   if (!request.is_object()) throw ControlError(EINVAL, "a control request must be a JSON object");
   const std::lock_guard lock(call_mutex_);
   if (closed_) throw ControlError(ECONNRESET, "the connection to uroced is closed");
+  if (::getpid() != owner_) {
+    throw ControlError(EOPNOTSUPP, "this uroce device was opened by process " + std::to_string(owner_) +
+                                       "; a child made by fork() must open the device itself");
+  }
 
   const std::uint64_t id = next_id_++;
   request["v"] = control::kProtocolVersion;
@@ -126,6 +131,7 @@ nlohmann::json ControlConnection::call(nlohmann::json request, std::span<const i
 }
 
 std::vector<ControlEvent> ControlConnection::take_events() {
+  if (::getpid() != owner_) return {};  // the parent's messages: not the forked child's to read
   {
     const std::unique_lock lock(call_mutex_);
     nlohmann::json message;

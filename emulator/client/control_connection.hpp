@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include <sys/types.h>
+
 #include <nlohmann/json.hpp>
 
 #include "emulator/control/unique_fd.hpp"
@@ -85,6 +87,10 @@ class ControlConnection {
   control::UniqueFd socket_;
   std::mutex call_mutex_;  // one request in flight; guards the socket's reads and next_id_
   std::uint64_t next_id_ = 1;
+  // The process that connected. A child made by fork() inherits the socket, but the daemon's answers to
+  // parent and child would arrive on one socket, each read by whichever process reads first, with the
+  // same request numbers: the child is refused instead (call() and take_events(); docs/daemon.md, "Known limitations").
+  pid_t owner_ = 0;
   std::mutex events_mutex_;
   std::deque<ControlEvent> events_;
   std::atomic<bool> closed_ = false;

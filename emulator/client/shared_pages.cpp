@@ -1,6 +1,7 @@
 #include "emulator/client/shared_pages.hpp"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -51,10 +52,46 @@ __attribute__((no_sanitize("address", "hwaddress"))) void copy_pages(void* dst, 
   for (uint64_t i = 0; i < size / sizeof(uint64_t); ++i) to[i] = from[i];
 }
 
+SharedPages* fork_registry = nullptr;  // the registry the fork handlers serve
+
 }  // namespace
 
+// The registry's lock is held across fork(), so that the child's copy of the registry is a consistent one
+// and no other thread of the parent holds the lock the child inherits.
+SharedPages::SharedPages() {
+  fork_registry = this;
+  pthread_atfork([] { if (fork_registry) fork_registry->mutex_.lock(); },
+                 [] { if (fork_registry) fork_registry->mutex_.unlock(); },
+                 [] { if (fork_registry) fork_registry->after_fork_in_child(); });
+}
+
 SharedPages::~SharedPages() {
+  {
+    std::lock_guard lock(mutex_);
+    fork_registry = nullptr;
+  }
   for (auto& [start, r] : regions_) close(r.fd);
+}
+
+// Without it, the moved pages stay MAP_SHARED in the child: rdma-core's test_device forks five processes
+// after registering buffers on the Python heap, and parent and children corrupted each other's heaps
+// ("corrupted size vs. prev_size", then SIGSEGV). The copy is made with an anonymous private mapping moved
+// over the range in one step (mremap), so no instant leaves the range unmapped. Only system calls and
+// plain loads and stores: this runs in a child of a possibly multi-threaded parent.
+void SharedPages::after_fork_in_child() {
+  for (auto& [start, r] : regions_) {
+    const uint64_t size = r.end - start;
+    void* copy = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (copy != MAP_FAILED) {
+      copy_pages(copy, start, size);
+      if (mremap(copy, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, reinterpret_cast<void*>(start)) == MAP_FAILED) {
+        munmap(copy, size);  // the child keeps sharing this range: nothing better is left to do here
+      }
+    }
+    close(r.fd);
+  }
+  regions_.clear();
+  mutex_.unlock();
 }
 
 std::optional<SharedSpan> SharedPages::share(const void* addr, uint64_t length) {

@@ -8,8 +8,9 @@
 // Only private, non-stack mappings are moved (heap, anonymous mmaps, a binary's data): a file mapped
 // MAP_SHARED must stay attached to its file, and the stack must stay the stack. Caveats, as for any NIC
 // that pins memory: a thread writing to those pages while they are moved can lose that write (register
-// before you share the buffer with other threads); after fork() the child shares the pages with the
-// parent instead of copying them (ibv_fork_init's problem in rdma-core, solved there with MADV_DONTFORK).
+// before you share the buffer with other threads). fork() would leave the moved pages shared between
+// parent and child, each writing into the other's heap: the child is given private copies of them instead
+// (after_fork_in_child), as Linux copies pinned pages for a child since 5.13.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +28,8 @@ struct SharedSpan {
 
 class SharedPages {
  public:
+  // Installs the fork handlers (pthread_atfork) for this registry, the process's only one.
+  SharedPages();
   ~SharedPages();
   // The memfd holding [addr, addr+length), moving those pages onto one if needed; nullopt when they
   // cannot be moved (see above), in which case the daemon reaches the memory with process_vm_*.
@@ -37,6 +40,10 @@ class SharedPages {
     uint64_t end = 0;
     int fd = -1;
   };
+  // In a child made by fork(), with mutex_ held across the fork: replaces every moved range with a private
+  // copy of its bytes and forgets the memfds, which stay the parent's.
+  void after_fork_in_child();
+
   std::mutex mutex_;
   std::map<uint64_t, Region> regions_;  // by start address, page aligned, disjoint
 };
