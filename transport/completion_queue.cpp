@@ -12,6 +12,19 @@ size_t CompletionQueue::poll(std::span<verbs::WorkCompletion> out) {
   return n;
 }
 
+uint32_t CompletionQueue::remove_qp(uint32_t qpn) {
+  uint32_t kept = 0;
+  for (uint32_t i = 0; i < count_; ++i) {
+    const verbs::WorkCompletion& wc = ring_[index(i)];
+    if (wc.qp_num == qpn) continue;
+    if (kept != i) ring_[index(kept)] = wc;
+    ++kept;
+  }
+  const uint32_t removed = count_ - kept;
+  count_ = kept;
+  return removed;
+}
+
 bool CompletionQueue::resize(uint32_t capacity) {
   if (capacity == 0 || capacity < count_) return false;
   std::vector<verbs::WorkCompletion> ring(capacity);

@@ -36,6 +36,10 @@ class CompletionQueue {
   }
   // Moves up to out.size() completions into out; returns how many.
   size_t poll(std::span<verbs::WorkCompletion> out);
+  // Removes the queued completions of QP `qpn`, keeping the others in order; returns how many went. A QP
+  // moved to RESET takes its unpolled completions with it, as mlx4/mlx5 clean their CQs (rdma-core's own
+  // tests rely on it: a QP brought back from an error must not meet its old flush completions).
+  uint32_t remove_qp(uint32_t qpn);
   // Grows or shrinks; false if the completions already queued would not fit.
   bool resize(uint32_t capacity);
 

@@ -162,6 +162,7 @@ void DeviceImpl::flush(QueuePair& qp) {
       wc.qp_num = qp.qpn;
       post_completion(qp.recv_cq, wc);
     }
+    if (!qp.rq.wrs.empty()) note_receives_retired(qp);
     qp.rq.wrs.clear();
     qp.rq.peak = 0;
   }
@@ -225,13 +226,15 @@ int Device::reg_mr(uint32_t pd, uint64_t iova, uint64_t length, uint32_t access,
 }
 
 int Device::rereg_mr(uint32_t key, uint32_t pd, uint64_t iova, uint64_t length, uint32_t access,
-                     std::shared_ptr<MemoryBackend> memory, uint64_t memory_offset, uint32_t& new_key) {
+                     std::shared_ptr<MemoryBackend> memory, uint64_t memory_offset, bool new_translation,
+                     uint32_t& new_key) {
   DeviceImpl& d = *impl_;
   const MemoryRegion* old = d.mrs_.find(key);
   if (old == nullptr || old->kind != KeyKind::region || old->windows != 0) return EINVAL;
   if (int e = check_mr_args(d, pd, length, access, memory.get())) return e;
   const uint32_t old_pd = old->pd;
-  const auto k = d.mrs_.replace(key, MemoryRegion{pd, iova, length, access, std::move(memory), memory_offset, 0, true});
+  const auto k = d.mrs_.replace(key, MemoryRegion{pd, iova, length, access, std::move(memory), memory_offset, 0, true},
+                                new_translation);
   if (!k) return EINVAL;
   --d.pds_[old_pd];
   ++d.pds_[pd];
@@ -496,8 +499,13 @@ int Device::modify_qp(uint32_t qpn, const QpAttr& attr, uint32_t mask, Nanos now
     if (next != QpState::sqd) q.sq_draining = 0;
     switch (next) {
       case QpState::reset:
-        // Back to RESET: everything outstanding is dropped without completions (verbs semantics).
+        // Back to RESET: everything outstanding is dropped without completions (verbs semantics), and the
+        // completions the QP made but no one polled yet go too, as mlx4/mlx5 clean their CQs.
+        for (const uint32_t cqn : {qp->send_cq, qp->recv_cq}) {
+          if (CompletionQueue* cq = d.cqs_.find(cqn)) cq->remove_qp(qp->qpn);
+        }
         qp->sq.clear();
+        if (!qp->rq.wrs.empty()) d.note_receives_retired(*qp);
         qp->rq.wrs.clear();
         qp->rq.peak = 0;
         qp->req = {};
@@ -784,6 +792,25 @@ void DeviceImpl::note_low_receive_queue(uint32_t qpn) {
   if (std::find(low_receive_queues_.begin(), low_receive_queues_.end(), qpn) == low_receive_queues_.end()) {
     low_receive_queues_.push_back(qpn);
   }
+}
+
+void DeviceImpl::note_receives_retired(QueuePair& qp) {
+  if (qp.receives_retired_listed) return;
+  qp.receives_retired_listed = true;
+  retired_receives_.push_back(qp.qpn);
+}
+
+void Device::take_retired_receives(std::vector<uint32_t>& out) {
+  out.clear();
+  std::swap(out, impl_->retired_receives_);
+  for (const uint32_t qpn : out) {
+    if (QueuePair* qp = impl_->find_qp(qpn)) qp->receives_retired_listed = false;
+  }
+}
+
+uint32_t Device::receive_queue_size(uint32_t qpn) const {
+  const QueuePair* qp = impl_->qps_.find(qpn);
+  return qp == nullptr || qp->srq != 0 ? 0 : uint32_t(qp->rq.wrs.size());
 }
 
 void Device::take_low_receive_queues(std::vector<uint32_t>& out) {

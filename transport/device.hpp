@@ -163,8 +163,11 @@ class Device {
   int dealloc_pd(uint32_t pd);
   int reg_mr(uint32_t pd, uint64_t iova, uint64_t length, uint32_t access, std::shared_ptr<MemoryBackend> memory,
              uint64_t memory_offset, uint32_t& key);
+  // ibv_rereg_mr. The keys change only with `new_translation` (IBV_REREG_MR_CHANGE_TRANSLATION): a new PD or
+  // new access rights keep them, as rxe and mlx5 keep theirs, and rdma-core's tests (test_mr) expect.
   int rereg_mr(uint32_t key, uint32_t pd, uint64_t iova, uint64_t length, uint32_t access,
-               std::shared_ptr<MemoryBackend> memory, uint64_t memory_offset, uint32_t& new_key);
+               std::shared_ptr<MemoryBackend> memory, uint64_t memory_offset, bool new_translation,
+               uint32_t& new_key);
   int dereg_mr(uint32_t key);  // EINVAL while windows are bound to the region, as rxe
   // Memory windows (ibv_alloc_mw, ibv_dealloc_mw): an rkey of its own in `pd`, unbound until a BIND_MW work
   // request (post_send, WrOpcode::bind_mw) opens part of a region through it. Its number is rkey >> 8.
@@ -236,6 +239,12 @@ class Device {
   // posts those receives. A receiver that stops reposting because it is not running is about to be sent
   // RNR NAKs, and each costs its sender the RNR timer (uroced's engine then naps: emulator/engine/back_off.hpp).
   void take_low_receive_queues(std::vector<uint32_t>& out);
+  // The QPs whose own receive queue gave up work requests since the last call (taken by a message, flushed
+  // by an error, dropped by RESET), each once (swapped into `out`); and how many a QP's queue holds. uroced
+  // frees a receive ring's slots only as its requests leave the queue, so that ibv_post_recv fails with
+  // ENOMEM once max_recv_wr requests are outstanding, as on a NIC, however fast the engine takes them.
+  void take_retired_receives(std::vector<uint32_t>& out);
+  uint32_t receive_queue_size(uint32_t qpn) const;
   std::vector<AsyncEvent> take_events();
   const DeviceCounters& counters() const;
   // Every QP's counters, by QP number.

@@ -179,6 +179,7 @@ int query_device_ex(ibv_context* context, const ibv_query_device_ex_input* input
   a.hca_core_clock = device_clock_khz;
   // Device memory: uroced's own, shared by every client (emulator/daemon/device_memory.cpp).
   a.max_dm_size = to_shim(context)->info.value("max_dm_size", uint64_t(0));
+  a.phys_port_cnt_ex = a.orig_attr.phys_port_cnt;  // the 32-bit count, for devices with more than 255 ports
   // The other extended capabilities (TSO, RSS, packet pacing, ...) are none: zero is the honest answer.
   std::memset(attr, 0, attr_size);
   std::memcpy(attr, &a, std::min(attr_size, sizeof a));

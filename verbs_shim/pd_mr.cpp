@@ -77,7 +77,8 @@ SHIM_EXPORT int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size
   uroce::emulator::client::MemoryRegion r;
   if (guarded("rereg_mr", [&] {
         r = to_shim(mr->context)->impl->rereg_mr(mr->handle, new_pd->handle, new_addr, new_len,
-                                                 new_access & transport_access, new_access & IBV_ACCESS_ON_DEMAND);
+                                                 new_access & transport_access, new_access & IBV_ACCESS_ON_DEMAND,
+                                                 (flags & IBV_REREG_MR_CHANGE_TRANSLATION) != 0);
       })) {
     return IBV_REREG_MR_ERR_CMD;
   }

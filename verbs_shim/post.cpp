@@ -124,6 +124,10 @@ uint64_t send_opcodes_of(ibv_qp_type type) {
 
 int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   Qp* q = to_shim(qp);
+  if (qp->state == IBV_QPS_RESET) {  // a QP in RESET takes no work (IBA 10.3.1; rdma-core's test_qpex)
+    *bad_wr = wr;
+    return EINVAL;
+  }
   int rc = 0;
   bool posted = false;
   {
@@ -142,7 +146,7 @@ int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
 
 int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
   Qp* q = to_shim(qp);
-  if (!q->impl->recv) {  // the QP receives through its SRQ
+  if (!q->impl->recv || qp->state == IBV_QPS_RESET) {  // the QP receives through its SRQ, or is in RESET
     *bad_wr = wr;
     return EINVAL;
   }

@@ -202,6 +202,16 @@ SHIM_EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
     return rc;
   }
   if (attr_mask & IBV_QP_STATE) qp->state = attr->qp_state;
+  if ((attr_mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET) {
+    // The daemon dropped the QP's completions it still held; those already in the rings go here, as
+    // libmlx5 cleans its CQs (a QP brought back from an error must not meet its old flush completions).
+    for (ibv_cq* cq : {qp->send_cq, qp->recv_cq != qp->send_cq ? qp->recv_cq : nullptr}) {
+      if (cq == nullptr) continue;
+      Cq& c = *to_shim(cq);
+      std::lock_guard lock(c.lock);
+      c.impl->ring.remove_qp(qp->qp_num);
+    }
+  }
   return 0;
 }
 

@@ -203,7 +203,7 @@ void wr_start(ibv_qp_ex* x) {
   WrBuilder& b = *q.wr;
   b.open = false;
   b.staged = 0;
-  b.error = 0;
+  b.error = q.qp.state == IBV_QPS_RESET ? EINVAL : 0;  // as ibv_post_send: a QP in RESET takes no work
 }
 
 int wr_complete(ibv_qp_ex* x) {

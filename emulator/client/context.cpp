@@ -110,9 +110,10 @@ MemoryRegion Context::reg_mr(uint32_t pd, const void* addr, uint64_t length, uin
 }
 
 MemoryRegion Context::rereg_mr(uint32_t key, uint32_t pd, const void* addr, uint64_t length, uint32_t access,
-                               bool on_demand) {
-  return register_memory({{"op", "rereg_mr"}, {"key", key}, {"pd", pd}, {"access", access}}, addr, length,
-                         on_demand);
+                               bool on_demand, bool translation) {
+  return register_memory(
+      {{"op", "rereg_mr"}, {"key", key}, {"pd", pd}, {"access", access}, {"translation", translation}}, addr,
+      length, on_demand);
 }
 
 std::vector<std::pair<uint64_t, uint64_t>> Context::odp_ranges(uint32_t pd, bool for_write,

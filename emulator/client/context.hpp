@@ -104,8 +104,9 @@ class Context {
   // whole address space (implicit ODP). Otherwise the pages move onto memory shared with the daemon.
   MemoryRegion reg_mr(uint32_t pd, const void* addr, uint64_t length, uint32_t access,
                       std::optional<uint64_t> iova = {}, bool on_demand = false);
+  // `translation`: the application asked for a new address range (the keys then change).
   MemoryRegion rereg_mr(uint32_t key, uint32_t pd, const void* addr, uint64_t length, uint32_t access,
-                        bool on_demand = false);
+                        bool on_demand = false, bool translation = true);
   // ibv_advise_mr's check: each [lkey, addr, length] lies in an on-demand region of `pd` owned by this
   // session, with local write for a write prefetch. The ranges in this process's address space, in order.
   std::vector<std::pair<uint64_t, uint64_t>> odp_ranges(uint32_t pd, bool for_write,

@@ -158,6 +158,25 @@ int CompletionRing::poll(std::span<CompletionEntry> out) {
   return int(n);
 }
 
+void CompletionRing::remove_qp(uint32_t qpn) {
+  const uint32_t end = consumer_ + ring_.readable(consumer_);
+  uint32_t removed = 0;
+  for (uint32_t i = end; i != consumer_;) {
+    --i;
+    CompletionEntry e;
+    std::memcpy(&e, ring_.entry(i), sizeof e);
+    if (e.qp_num == qpn) {
+      ++removed;
+    } else if (removed != 0) {
+      std::memcpy(ring_.entry(i + removed), &e, sizeof e);
+    }
+  }
+  if (removed != 0) {
+    consumer_ += removed;
+    ring_.publish_consumer(consumer_);
+  }
+}
+
 void CompletionRing::arm(bool solicited_only) {
   ring_.arm().store(uint32_t(solicited_only ? CqArm::solicited : CqArm::next), std::memory_order_seq_cst);
 }

@@ -90,6 +90,11 @@ class CompletionRing {
   CompletionRing(int fd, size_t bytes, uint32_t capacity);
   // Copies up to out.size() completions out; returns how many.
   int poll(std::span<protocol::CompletionEntry> out);
+  // Removes the unpolled completions of QP `qpn`, keeping the others in order (the newest move up over
+  // the gaps, and the consumer index passes the freed slots): what the client does when a QP goes to RESET,
+  // after the daemon stopped making completions for it, as libmlx5's CQ clean. The daemon only writes past
+  // the producer index read here, so this is safe beside it.
+  void remove_qp(uint32_t qpn);
   // ibv_req_notify_cq: the next completion (or, with solicited_only, the next solicited one) writes the
   // CQ's completion channel.
   void arm(bool solicited_only);

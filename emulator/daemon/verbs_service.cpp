@@ -252,9 +252,14 @@ json VerbsService::rereg_mr(Session& s, uint64_t id, const json& r, std::vector<
   require_owned(s.mrs, key, "memory region");
   if (s.dm_regions.contains(key)) throw ServiceError(EINVAL, "a device memory region cannot be re-registered");
   const RegionRequest q = region_request(s, r);
+  // Whether the application asked for a new translation (IBV_REREG_MR_CHANGE_TRANSLATION); a client that
+  // does not say gets new keys, the safe answer.
+  const bool translation = r.value("translation", true);
   uint32_t new_key = 0;
   engine_call("rereg_mr", [&](EngineContext& c) {
-    if (int e = c.device.rereg_mr(key, q.pd, q.iova, q.length, q.access, q.memory, 0, new_key)) return e;
+    if (int e = c.device.rereg_mr(key, q.pd, q.iova, q.length, q.access, q.memory, 0, translation, new_key)) {
+      return e;
+    }
     c.queues.detach_mr(key);
     c.queues.attach_mr(id, new_key);
     return 0;
@@ -342,7 +347,14 @@ json VerbsService::resize_cq(Session& s, uint64_t, const json& r, std::vector<in
   SharedRegion region = make_cq_ring(need_u32(r, "cqe"), limits_.max_cqe, capacity);
   const int client_fd = region.dup_fd();
   try {
-    engine_call("resize_cq", [&](EngineContext& c) { return c.queues.resize_cq(cqn, std::move(region)); });
+    engine_call("resize_cq", [&](EngineContext& c) {
+      // The work the client posted before asking is taken and run first, as a NIC would have run it by
+      // now: the resize then counts the completions it made against the new size (rdma-core's
+      // test_resize_cq posts sends and at once shrinks the CQ below their completions: EINVAL).
+      c.queues.drain_work(c.now);
+      c.device.run(c.now);
+      return c.queues.resize_cq(cqn, std::move(region));
+    });
   } catch (...) {
     close(client_fd);
     throw;
@@ -557,7 +569,11 @@ json VerbsService::modify_qp(Session& s, uint64_t, const json& r, std::vector<in
   require_owned(s.qps, qpn, "queue pair");
   const QpAttr attr = r.at("attr").get<QpAttr>();
   const uint32_t mask = need_u32(r, "attr_mask");
-  engine_call("modify_qp", [&](EngineContext& c) { return c.device.modify_qp(qpn, attr, mask, c.now); });
+  engine_call("modify_qp", [&](EngineContext& c) {
+    const int rc = c.device.modify_qp(qpn, attr, mask, c.now);
+    if (rc == 0 && (mask & verbs::attr_state) && attr.qp_state == verbs::QpState::reset) c.queues.reset_qp(qpn);
+    return rc;
+  });
   return json::object();
 }
 

@@ -146,6 +146,24 @@ void QueueService::detach_qp(uint32_t qpn) {
   qp_holders_.erase(qpn);
 }
 
+void QueueService::reset_qp(uint32_t qpn) {
+  const auto it = qps_.find(qpn);
+  if (it == qps_.end()) return;
+  QpBinding& b = it->second;
+  if (b.send.valid()) {
+    b.send_consumer = b.send.load_producer();
+    b.send.publish_consumer(b.send_consumer);
+  }
+  if (b.recv.valid()) {
+    b.recv_consumer = b.recv.load_producer();
+    b.recv.publish_consumer(b.recv_consumer);
+  }
+  if (auto own = own_completions_.find(b.queues.send_cq); own != own_completions_.end()) {
+    std::erase_if(own->second, [&](const WorkCompletion& wc) { return wc.qp_num == qpn; });
+    if (own->second.empty()) own_completions_.erase(own);
+  }
+}
+
 void QueueService::set_qp_holders(uint32_t qpn, std::vector<SessionId> holders) {
   const auto it = qps_.find(qpn);
   if (it == qps_.end() || holders.empty()) return;
@@ -404,9 +422,13 @@ unsigned QueueService::drain_recv(uint32_t qpn, QpBinding& b, bool& more) {
     }
     ++b.recv_consumer;
   }
-  if (taken != 0) b.recv.publish_consumer(b.recv_consumer);  // once per drain: the client reads this line to post
+  if (taken != 0) publish_recv_room(qpn, b);  // once per drain: the client reads this line to post
   more |= taken < avail;
   return taken;
+}
+
+void QueueService::publish_recv_room(uint32_t qpn, QpBinding& b) {
+  b.recv.publish_consumer(b.recv_consumer - device_.receive_queue_size(qpn));
 }
 
 unsigned QueueService::drain_srq(uint32_t srqn, SrqBinding& b, bool& more) {
@@ -437,6 +459,10 @@ unsigned QueueService::deliver_completions() {
   // First the CQs in the order they got completions, so that their events reach a shared completion
   // channel in completion order (transport::Device::take_active_cqs); then every CQ, for completions that
   // waited for room in a ring and the service's own.
+  device_.take_retired_receives(retired_receives_);
+  for (const uint32_t qpn : retired_receives_) {
+    if (auto it = qps_.find(qpn); it != qps_.end() && it->second.recv.valid()) publish_recv_room(qpn, it->second);
+  }
   device_.take_active_cqs(active_cqs_);
   for (const uint32_t cqn : active_cqs_) {
     if (auto it = cqs_.find(cqn); it != cqs_.end()) n += deliver_to(cqn, it->second);

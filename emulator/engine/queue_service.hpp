@@ -70,6 +70,10 @@ class QueueService {
   // the transport's CQ resized alike. EINVAL, with nothing changed, when they would not fit.
   int resize_cq(uint32_t cqn, protocol::SharedRegion region);
   void detach_qp(uint32_t qpn);
+  // The QP went to RESET, which drops its outstanding work without completions: the requests the client
+  // published that the engine has not taken yet are skipped, and the service's own completions for it
+  // (refused requests waiting for room in a ring) dropped, as the transport drops its own.
+  void reset_qp(uint32_t qpn);
   // The sessions that hold a QP shared between them (an XRC target QP, ibv_open_qp): its async events go
   // to each of them, and its binding moves to the first when the session it was attached for lets go.
   void set_qp_holders(uint32_t qpn, std::vector<SessionId> holders);
@@ -142,6 +146,9 @@ class QueueService {
   unsigned drain_session(SessionRings& s, transport::Nanos now);
   unsigned drain_send(uint32_t qpn, QpBinding& b, transport::Nanos now, bool& more);
   unsigned drain_recv(uint32_t qpn, QpBinding& b, bool& more);
+  // Frees the receive ring's slots of the requests that left the transport's queue: the consumer index the
+  // client sees trails what the engine took by what the transport still holds.
+  void publish_recv_room(uint32_t qpn, QpBinding& b);
   unsigned drain_srq(uint32_t srqn, SrqBinding& b, bool& more);
   void mark_backlog(uint32_t cqn, CqBinding& b);
   unsigned deliver_to(uint32_t cqn, CqBinding& b);
@@ -157,6 +164,7 @@ class QueueService {
   std::unordered_map<uint32_t, std::vector<SessionId>> qp_holders_;  // shared QPs only (set_qp_holders)
   std::unordered_map<uint32_t, CqBinding> cqs_;
   std::vector<uint32_t> active_cqs_;  // deliver_completions' scratch: CQs in completion order
+  std::vector<uint32_t> retired_receives_;  // its scratch: QPs whose receive queue shrank
   std::vector<uint32_t> backlog_cqs_, backlog_turn_;  // CQs with CqBinding::backlog set
   std::unordered_map<SessionId, SessionRings> sessions_;
   std::unordered_map<uint32_t, SrqBinding> srqs_;

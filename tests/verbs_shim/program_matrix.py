@@ -106,7 +106,8 @@ class Pingpong:
         # on-demand paging (ibv_uc_pingpong and ibv_ud_pingpong have no -o)
         cases += [("ibv_rc_pingpong", o) for o in (["-o"], ["-o", "-P"], ["-O"], ["-O", "-P"], ["-o", "-e"])]
         cases += [("ibv_srq_pingpong", ["-o"]), ("ibv_xsrq_pingpong", ["-o"]), ("ibv_rc_pingpong", ["-t"])]
-        cases += [("ibv_rc_pingpong", ["-j", "-c", "-s", str(s)]) for s in (1, 4096, 65536)]
+        # Device memory is copied in 4-byte words, as on mlx5: -s 1 fails its final ibv_memcpy_from_dm there too.
+        cases += [("ibv_rc_pingpong", ["-j", "-c", "-s", str(s)]) for s in (4, 4096, 65536)]
         # ibv_rc_pingpong: every size from 1 B to 64 KiB (powers of two) at every path MTU the port has.
         cases += [("ibv_rc_pingpong", ["-s", str(1 << k), "-m", str(m), "-n", "50"])
                   for m in MTUS if m <= mtu for k in range(17)]

@@ -27,7 +27,7 @@ def device_memory_is_copied_and_reached_by_rdma(t):
     t.a.write("a", 0, msg.hex())
     t.a.post_send(p.qid, [dict(wr_id=1, opcode=e.IBV_WR_RDMA_WRITE, sges=[["a", 0, 3000]], rdma=[keys["rkey"], 100])])
     expect(t.a.poll(p.qid, "send", 1), [p.sent(1, e.IBV_WC_RDMA_WRITE)], "WRITE into device memory")
-    expect_bytes(t.b.dm_read("dm", 4096 + 99, 3002), first[4096 + 99:4096 + 100] + msg + first[4096 + 3100:4096 + 3101],
+    expect_bytes(t.b.dm_read("dm", 4096 + 96, 3008), first[4096 + 96:4096 + 100] + msg + first[4096 + 3100:4096 + 3104],
                  "device memory after the WRITE")
     expect_bytes(t.b.dm_read("dm", 0, 4096), first[:4096], "the first half, outside the region")
     t.a.post_send(p.qid, [dict(wr_id=2, opcode=e.IBV_WR_RDMA_READ, sges=[["a", 8192, 4096]], rdma=[keys["rkey"], 0])])
@@ -58,6 +58,8 @@ def device_memory_refusals(t):
     # Regions: zero based only, and within the allocation.
     assert t.a.reg_dm_mr("x", "more", 0, 4096, e.IBV_ACCESS_LOCAL_WRITE) == {"errno": errno.EINVAL}
     assert t.a.reg_dm_mr("x", "more", 4000, 100) == {"errno": errno.EINVAL}
-    # Copies outside it: EFAULT.
-    assert t.a.dm_write("more", 4090, "00" * 8) == errno.EFAULT
+    # Copies outside it: EFAULT; offsets and lengths not multiples of 4: EINVAL (mlx5's rule).
+    assert t.a.dm_write("more", 4092, "00" * 8) == errno.EFAULT
+    assert t.a.dm_write("more", 2, "00" * 4) == errno.EINVAL
+    assert t.a.dm_write("more", 4, "00" * 6) == errno.EINVAL
     assert t.a.free_dm("more") == 0

@@ -50,10 +50,10 @@ bool MrTable::remove(uint32_t key) {
   return true;
 }
 
-std::optional<uint32_t> MrTable::replace(uint32_t key, MemoryRegion region) {
+std::optional<uint32_t> MrTable::replace(uint32_t key, MemoryRegion region, bool new_key) {
   if (find(key) == nullptr) return std::nullopt;
   Slot& s = slots_[key >> 8];
-  ++s.key_byte;
+  if (new_key) ++s.key_byte;
   s.region = std::move(region);
   s.region.key = (key & ~0xffu) | s.key_byte;
   s.region.valid = true;

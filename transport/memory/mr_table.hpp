@@ -63,8 +63,9 @@ class MrTable {
   std::optional<uint32_t> add(MemoryRegion region);
   // Removes a region; false if the key is not current.
   bool remove(uint32_t key);
-  // Changes a region in place and gives it a new key (ibv_rereg_mr); nullopt if `key` is not current.
-  std::optional<uint32_t> replace(uint32_t key, MemoryRegion region);
+  // Changes a region in place (ibv_rereg_mr); nullopt if `key` is not current. With `new_key` the region
+  // gets a new key byte, so that keys handed out before cannot reach what the region now is.
+  std::optional<uint32_t> replace(uint32_t key, MemoryRegion region, bool new_key);
   // Marks a region invalid (SEND_WITH_INV, LOCAL_INV); false if the key is not current or the region
   // is not in protection domain `pd` (the QP's): keys are unique across the whole device, so without the
   // check a peer could invalidate any region, another application's included.

@@ -135,7 +135,7 @@ TEST_CASE("memory windows: a region cannot be deregistered while windows are bou
   CHECK(p.b.device->dereg_mr(p.region_key) == EINVAL);  // as rxe
   uint32_t new_key = 0;
   CHECK(p.b.device->rereg_mr(p.region_key, p.b.pd, region, 64, Pair::all_access,
-                             std::make_shared<HostMemory>(p.region_bytes(), 64), 0, new_key) == EINVAL);
+                             std::make_shared<HostMemory>(p.region_bytes(), 64), 0, true, new_key) == EINVAL);
   CHECK(p.b.device->dereg_mr(mw) == EINVAL);   // a window's key is no region's
   CHECK(p.b.device->dealloc_pd(p.b.pd) == EBUSY);
   CHECK(p.b.device->dealloc_mw(mw >> 8) == 0);
