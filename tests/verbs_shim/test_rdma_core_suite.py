@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""rdma-core's own test suite, as Debian's python3-pyverbs ships it (/usr/share/doc/rdma-core/tests, not one
+line changed), run against a uroced of its own on the loopback port through uroce-run. It is what rdma-core's
+developers run against every provider: 300 tests, most of them for mlx5 or EFA only, which skip themselves
+on any other device. Exits 0 only if no test failed and every skip gave one of the reasons below, each a
+hardware feature uroce does not model or something this machine lacks; a new reason (a capability uroce
+stopped reporting, say) fails the run. The daemon is stopped by PID.
+
+  test_rdma_core_suite.py --uroced build/.../emulator/uroced --uroce-run build/.../verbs_shim/uroce-run
+"""
+import argparse
+import gzip
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+from daemon_harness import Daemon  # noqa: E402
+
+PYTHON = "/usr/bin/python3"  # Debian's pyverbs is built for it
+SUITE = "/usr/share/doc/rdma-core/tests"
+TIMEOUT = 600
+
+# Skips that say nothing about uroce's verbs: devices, hardware and machines it is not.
+ACCEPTED_SKIPS = [
+    r"Can not run the test over non (MLX5|EFA) device",
+    r"Could not open mlx5 context",
+    r"Converting timestamp to nanoseconds is not supported",  # mlx5dv's clock conversion
+    r"Extended CQ is not supported",            # tag matching's CQ flags: an mlx5 offload
+    r"Parent Domain is not supported",          # only mlx5 implements parent domains
+    r"Create QP type 8 is not supported",       # raw packet QPs: flow steering of whole Ethernet frames
+    r"Create Raw Packet QP .*is not supported",
+    r"There are no huge pages of size 2M allocated",
+    r"Allocating dmabuf is not supported",      # no GPU here
+    r"cuda-python .* must be installed",
+    r"PCI device must be passed by the user",   # VFIO
+    r"All gid indices populated",
+    # uroce has no kernel network device for rdma_cm's tests to read an address from (sysfs
+    # /sys/class/infiniband/DEV/device/net); rdma_cm itself is covered by rping, ucmatose and friends.
+    r"Device \S+ doesn't have net interface",
+    # ibv_import_device / ibv_import_pd / ibv_import_mr share one kernel uverbs file between contexts;
+    # uroce's context is a daemon connection (docs/daemon.md, "Known limitations").
+    r"Importing a device is not supported",
+    r"Some object imports are not supported",
+    r"Extended QP is not supported on this device",  # IBV_WR_ATOMIC_WRITE, which uroce does not do
+]
+
+# Tests that fail for a known limitation, and what their failure must say: a clean error, not a hang or
+# a crash. A child made by fork() cannot use its parent's context (docs/daemon.md, "Known limitations").
+EXPECTED_FAILURES = {
+    "test_multi_process_alloc_dm": "failed with errno: 95",
+}
+
+TEST_LINE = re.compile(r"^(test\w+) \(([\w.]+)\)")
+OUTCOME = re.compile(r" \.\.\. (ok|FAIL|ERROR|skipped (.*)|expected failure|unexpected success)$")
+
+
+def read_results(text):
+    """{(class, test name): (outcome, skip reason)} from unittest's verbose output: a line naming the test,
+    maybe its docstring's first line, and " ... outcome" at the end of the last of them."""
+    results, current = {}, None
+    for line in text.splitlines():
+        m = TEST_LINE.match(line)
+        if m:
+            current = m.groups()
+        o = OUTCOME.search(line)
+        if o and current:
+            results[(current[1], current[0])] = (o.group(1).split(" ")[0], (o.group(2) or "").strip("'\""))
+            current = None
+    return results
+
+
+def unpack_suite(into):
+    """A copy of the suite with its gzipped modules unpacked (Debian compresses the larger ones)."""
+    shutil.copytree(SUITE, into)
+    for name in os.listdir(into):
+        if name.endswith(".gz"):
+            path = os.path.join(into, name)
+            with gzip.open(path, "rb") as src, open(path[:-3], "wb") as dst:
+                shutil.copyfileobj(src, dst)
+            os.unlink(path)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--uroced", required=True)
+    ap.add_argument("--uroce-run", required=True)
+    args = ap.parse_args()
+    if not os.path.isfile(os.path.join(SUITE, "run_tests.py")):
+        print(f"FAIL: no rdma-core test suite at {SUITE}: install Debian's python3-pyverbs (scripts/deps.sh)")
+        return 1
+    workdir = tempfile.mkdtemp(prefix="uroce-rdma-core-tests-")
+    suite = os.path.join(workdir, "tests")
+    unpack_suite(suite)
+    daemon = Daemon(args.uroced, workdir, "u", ["--ip", "192.0.2.1/24"])
+    try:
+        out = subprocess.run([os.path.abspath(args.uroce_run), "--socket", daemon.socket, PYTHON, "run_tests.py",
+                              "--dev", "uroce0", "-v"], cwd=suite, capture_output=True, text=True, timeout=TIMEOUT,
+                             env=dict(os.environ, PYTHONWARNINGS="ignore"))  # keeps "... ok" on the test's line
+    except subprocess.TimeoutExpired as e:
+        print(f"FAIL: the suite did not finish in {TIMEOUT} s\n{(e.stderr or b'')[-4000:]}")
+        return 1
+    finally:
+        d_rc = daemon.stop()
+    text = out.stderr
+    with open(os.path.join(workdir, "suite.log"), "w") as f:
+        f.write(out.stdout + text)
+    results = read_results(text)
+    summary = re.search(r"^Ran (\d+) tests? in", text, re.M)
+    problems = []
+    if summary is None or int(summary.group(1)) != len(results) or len(results) < 250:
+        problems.append(f"could not read the results ({len(results)} parsed, summary {summary and summary.group(0)})")
+    counts = {"ok": 0, "skipped": 0, "expected": 0}
+    for (where, name), (result, why) in sorted(results.items()):
+        if name in EXPECTED_FAILURES:
+            block = text[text.find(f"FAIL: {name} "):][:3000]
+            if result != "FAIL" or EXPECTED_FAILURES[name] not in block:
+                problems.append(f"{name}: expected a failure saying {EXPECTED_FAILURES[name]!r}, got {result}")
+            counts["expected"] += 1
+        elif result == "ok":
+            counts["ok"] += 1
+        elif result == "skipped":
+            if not any(re.search(p, why) for p in ACCEPTED_SKIPS):
+                problems.append(f"{where}.{name}: skipped for a reason not accepted: {why}")
+            counts["skipped"] += 1
+        else:
+            at = text.find(f"{result}: {name} ")
+            problems.append(f"{where}.{name}: {result}\n{text[at:at + 2500] if at >= 0 else ''}")
+    print(f"rdma-core's tests on uroce: {counts['ok']} passed, {counts['skipped']} skipped (accepted reasons), "
+          f"{counts['expected']} known limitation(s), {len(problems)} problem(s)")
+    if d_rc != 0:
+        problems.append(f"uroced exited with {d_rc}")
+    for p in problems:
+        print(f"FAIL: {p}")
+    if problems:
+        print(f"--- uroced log (tail)\n{daemon.read_log()[-3000:]}")
+        print(f"(the suite's whole output: {os.path.join(workdir, 'suite.log')})")
+        return 1
+    shutil.rmtree(workdir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
