@@ -7,9 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "transport/completion_queue.hpp"
 #include "transport/numbered_table.hpp"
 #include "transport/ring_queue.hpp"
 
+using uroce::transport::CompletionQueue;
 using uroce::transport::NumberedTable;
 using uroce::transport::RingQueue;
 
@@ -79,4 +81,25 @@ TEST_CASE("NumberedTable finds by number, also when numbers collide in its index
     ++seen;
   }
   CHECK(seen == t.size());
+}
+
+TEST_CASE("CompletionQueue::remove_qp keeps the other QPs' completions in order, across wrap-around",
+          "[transport][containers]") {
+  CompletionQueue cq(8);
+  std::vector<uroce::verbs::WorkCompletion> out(8);
+  // Move the ring's head so that the queued completions wrap around its end.
+  for (int i = 0; i < 5; ++i) REQUIRE(cq.push({.wr_id = 0, .qp_num = 9}));
+  REQUIRE(cq.poll(std::span(out.data(), 5)) == 5);
+  const uint32_t qps[] = {1, 2, 1, 3, 2, 1, 2};
+  for (uint64_t i = 0; i < 7; ++i) REQUIRE(cq.push({.wr_id = i, .qp_num = qps[i]}));
+  CHECK(cq.remove_qp(2) == 3);
+  CHECK(cq.remove_qp(7) == 0);
+  REQUIRE(cq.size() == 4);
+  REQUIRE(cq.push({.wr_id = 99, .qp_num = 4}));  // the room is there again
+  REQUIRE(cq.poll(out) == 5);
+  const uint64_t want[] = {0, 2, 3, 5, 99};
+  for (int i = 0; i < 5; ++i) {
+    CHECK(out[size_t(i)].wr_id == want[i]);
+    CHECK(out[size_t(i)].qp_num != 2);
+  }
 }

@@ -124,6 +124,30 @@ TEST_CASE("rc errors: a region without the remote right, on a QP that grants it"
   expect_refused(p, 1, WcStatus::rem_access_err, wire::NakCode::remote_access_error, EventType::qp_access_err);
 }
 
+TEST_CASE("rc errors: a re-registration keeps the keys unless the translation changes", "[transport][rc][errors]") {
+  // As rxe and mlx5 (and rdma-core's test_mr): new access rights or a new PD keep the rkey a peer holds; a
+  // new address range gets a new key byte, so that the old rkey cannot reach what the region now is.
+  Pair p;
+  std::vector<uint8_t> other(4096);
+  const auto memory = [&] { return std::make_shared<HostMemory>(p.b.buffer(0).data(), p.b.buffer(0).size()); };
+  uint32_t key = 0;
+  REQUIRE(p.b.device->rereg_mr(p.b_key, p.b.pd, b_base, p.b.buffer(0).size(), Pair::all_access, memory(), 0, false,
+                               key) == 0);
+  CHECK(key == p.b_key);
+  REQUIRE(p.post_a(rdma_wr(1, WrOpcode::rdma_write, a_base, 100, p.a_key, b_base, p.b_key)) == 0);
+  REQUIRE(p.run());
+  const auto sc = p.a.poll(p.a.send_cq);
+  REQUIRE(sc.size() == 1);
+  CHECK(sc[0].status == WcStatus::success);
+  REQUIRE(p.b.device->rereg_mr(p.b_key, p.b.pd, 0x30000000, other.size(), Pair::all_access,
+                               std::make_shared<HostMemory>(other.data(), other.size()), 0, true, key) == 0);
+  CHECK((key & ~0xffu) == (p.b_key & ~0xffu));  // the same slot
+  CHECK(key != p.b_key);
+  REQUIRE(p.post_a(rdma_wr(2, WrOpcode::rdma_write, a_base, 100, p.a_key, 0x30000000, p.b_key)) == 0);
+  expect_refused(p, 2, WcStatus::rem_access_err, wire::NakCode::remote_access_error, EventType::qp_access_err,
+                 1);  // the second WRITE's PSN
+}
+
 TEST_CASE("rc errors: a region of another protection domain than the QP's", "[transport][rc][errors]") {
   Pair p;
   uint32_t other_pd = 0;
