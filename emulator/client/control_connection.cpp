@@ -33,8 +33,7 @@ std::string ControlConnection::default_socket_path() {
   return configured != nullptr && *configured != '\0' ? configured : std::string(control::kDefaultSocketPath);
 }
 
-std::unique_ptr<ControlConnection> ControlConnection::connect(const std::string& path,
-                                                              const std::string& client_name) {
+UniqueFd ControlConnection::open_socket(const std::string& path) {
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
   if (path.empty() || path.size() >= sizeof address.sun_path) {
@@ -49,8 +48,14 @@ std::unique_ptr<ControlConnection> ControlConnection::connect(const std::string&
     result = ::connect(socket.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address);
   } while (result != 0 && errno == EINTR);
   if (result != 0) throw ControlError(errno, unreachable(path, std::strerror(errno)));
+  return socket;
+}
 
-  std::unique_ptr<ControlConnection> connection(new ControlConnection(std::move(socket)));
+std::unique_ptr<ControlConnection> ControlConnection::connect(const std::string& path,
+                                                              const std::string& client_name) {
+  std::unique_ptr<ControlConnection> connection(new ControlConnection(open_socket(path)));
+  connection->path_ = path;
+  connection->client_name_ = client_name;
   try {
     connection->server_hello_ = connection->call({{"op", "hello"}, {"client", client_name}});
   } catch (const ControlError& e) {
@@ -71,11 +76,39 @@ nlohmann::json ControlConnection::call(nlohmann::json request, std::span<const i
                                        std::vector<int>* fds_out) {
   if (!request.is_object()) throw ControlError(EINVAL, "a control request must be a JSON object");
   const std::lock_guard lock(call_mutex_);
-  if (closed_) throw ControlError(ECONNRESET, "the connection to uroced is closed");
-  if (::getpid() != owner_) {
+  if (::getpid() != owner_) rejoin();
+  return call_locked(std::move(request), fds_to_send, fds_out);
+}
+
+void ControlConnection::rejoin() {
+  const auto session = server_hello_.find("session");
+  const std::string token = server_hello_.value("join_token", std::string());
+  if (session == server_hello_.end() || token.empty()) {
     throw ControlError(EOPNOTSUPP, "this uroce device was opened by process " + std::to_string(owner_) +
-                                       "; a child made by fork() must open the device itself");
+                                       ", and uroced cannot share its session with a child made by fork()");
   }
+  // The inherited socket stays open for the parent (this closes only the child's descriptor of it).
+  socket_ = open_socket(path_);
+  closed_ = false;
+  next_id_ = 1;
+  {
+    const std::lock_guard lock(events_mutex_);
+    events_.clear();  // the parent's
+  }
+  try {
+    call_locked({{"op", "hello"}, {"client", client_name_}, {"join", {{"session", *session}, {"token", token}}}}, {},
+                nullptr);
+  } catch (const ControlError& e) {
+    closed_ = true;
+    throw ControlError(EOPNOTSUPP, std::string("a child made by fork() could not join its parent's uroce session: ") +
+                                       e.what());
+  }
+  owner_ = ::getpid();
+}
+
+nlohmann::json ControlConnection::call_locked(nlohmann::json request, std::span<const int> fds_to_send,
+                                              std::vector<int>* fds_out) {
+  if (closed_) throw ControlError(ECONNRESET, "the connection to uroced is closed");
 
   const std::uint64_t id = next_id_++;
   request["v"] = control::kProtocolVersion;

@@ -79,6 +79,13 @@ class ControlConnection {
  private:
   explicit ControlConnection(control::UniqueFd socket);
 
+  // A connected socket to uroced at `path`. Throws ControlError.
+  static control::UniqueFd open_socket(const std::string& path);
+  // call() with call_mutex_ held.
+  nlohmann::json call_locked(nlohmann::json request, std::span<const int> fds_to_send, std::vector<int>* fds_out);
+  // In a child made by fork(): a connection of its own that joins the session its parent opened.
+  void rejoin();
+
   // One received message filed where it belongs: an event into the queue, anything else returned.
   // Returns false when the connection broke (closed_ is then set).
   bool receive_one(bool wait, nlohmann::json& message, std::vector<control::UniqueFd>& fds);
@@ -89,8 +96,11 @@ class ControlConnection {
   std::uint64_t next_id_ = 1;
   // The process that connected. A child made by fork() inherits the socket, but the daemon's answers to
   // parent and child would arrive on one socket, each read by whichever process reads first, with the
-  // same request numbers: the child is refused instead (call() and take_events(); docs/daemon.md, "Known limitations").
+  // same request numbers: the child's first call connects again and joins its parent's session instead
+  // (rejoin, with the session's number and the token the daemon gave at hello), as a child shares its
+  // parent's uverbs file in Linux. Until then take_events() leaves the socket to the parent.
   pid_t owner_ = 0;
+  std::string path_, client_name_;
   std::mutex events_mutex_;
   std::deque<ControlEvent> events_;
   std::atomic<bool> closed_ = false;

@@ -114,9 +114,11 @@ VerbsService::Session& VerbsService::session(uint64_t id) {
   return it->second;
 }
 
-json VerbsService::handle(uint64_t id, const json& request, std::vector<int>& fds, const std::vector<int>& received) {
+json VerbsService::handle(uint64_t id, const json& request, std::vector<int>& fds, const std::vector<int>& received,
+                          pid_t caller) {
   Session& s = session(id);
   received_ = &received;
+  caller_ = caller;
   const auto op = request.find("op");
   if (op == request.end() || !op->is_string()) throw ServiceError(EINVAL, "request without an op");
   const auto h = handlers_.find(op->get<std::string>());
@@ -211,7 +213,9 @@ std::shared_ptr<transport::MemoryBackend> VerbsService::memory_for(Session& s, c
   if (wants_on_demand(r) && r.contains("shared_offset")) {
     throw ServiceError(EINVAL, "an on-demand region cannot be shared pages");
   }
-  if (!r.contains("shared_offset")) return std::make_shared<ProcessMemory>(s.pid, addr, length, s.liveness);
+  if (!r.contains("shared_offset")) {
+    return std::make_shared<ProcessMemory>(caller_ != 0 ? caller_ : s.pid, addr, length, s.liveness);
+  }
   if (received_ == nullptr || received_->size() != 1) throw ServiceError(EINVAL, "shared region without its memfd");
   try {
     return std::make_shared<SharedMemory>(received_->front(), need_u64(r, "shared_offset"), length, s.liveness);

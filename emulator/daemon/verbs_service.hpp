@@ -62,9 +62,11 @@ class VerbsService {
   void open_session(uint64_t session, pid_t pid, uid_t uid);
   // Handles one request; fills `fds` with descriptors to pass back (the caller sends and closes them).
   // `received`: descriptors that came with the request (the caller closes them afterwards; a handler
-  // that keeps one duplicates or maps it). Throws ServiceError.
+  // that keeps one duplicates or maps it). `caller`: the process that sent it, when not the one that
+  // opened the session (a child that joined its parent's session, ControlAdapter): memory it registers
+  // without shared pages is reached in its address space. Throws ServiceError.
   nlohmann::json handle(uint64_t session, const nlohmann::json& request, std::vector<int>& fds,
-                        const std::vector<int>& received = {});
+                        const std::vector<int>& received = {}, pid_t caller = 0);
   // The client is gone: stop touching its memory at once, then destroy everything it held.
   void close_session(uint64_t session);
 
@@ -210,6 +212,7 @@ class VerbsService {
   std::map<std::string, Handler> handlers_;
   uint32_t next_channel_ = 1;
   const std::vector<int>* received_ = nullptr;  // the current request's descriptors
+  pid_t caller_ = 0;                             // the current request's process (0: the session's)
   std::map<uint32_t, XrcDomain> xrcds_;
   std::map<std::pair<dev_t, ino_t>, uint32_t> xrcd_files_;
   // XRC target QP -> its domain. Any session that opened the domain may open the QP too (ibv_open_qp); it

@@ -94,5 +94,6 @@ void test_ud_multicast(struct env *e);
 void test_xrc(struct env *e);
 void test_open_qp(struct env *e);
 void test_mw(struct env *e);
+void test_fork(struct env *e);
 
 #endif
