@@ -504,6 +504,9 @@ int Device::modify_qp(uint32_t qpn, const QpAttr& attr, uint32_t mask, Nanos now
         for (const uint32_t cqn : {qp->send_cq, qp->recv_cq}) {
           if (CompletionQueue* cq = d.cqs_.find(cqn)) cq->remove_qp(qp->qpn);
         }
+        if (qp->type == QpType::xrc_recv) {  // its receives completed to the CQs of the SRQs they came from
+          for (const auto& [cqn, cq] : d.cqs_) cq->remove_qp(qp->qpn);
+        }
         qp->sq.clear();
         if (!qp->rq.wrs.empty()) d.note_receives_retired(*qp);
         qp->rq.wrs.clear();
@@ -806,6 +809,25 @@ void Device::take_retired_receives(std::vector<uint32_t>& out) {
   for (const uint32_t qpn : out) {
     if (QueuePair* qp = impl_->find_qp(qpn)) qp->receives_retired_listed = false;
   }
+}
+
+void DeviceImpl::note_srq_receives_retired(uint32_t srqn, ReceiveQueue& srq) {
+  if (srq.retired_listed) return;
+  srq.retired_listed = true;
+  retired_srq_receives_.push_back(srqn);
+}
+
+void Device::take_retired_srq_receives(std::vector<uint32_t>& out) {
+  out.clear();
+  std::swap(out, impl_->retired_srq_receives_);
+  for (const uint32_t srqn : out) {
+    if (const auto it = impl_->srqs_.find(srqn); it != impl_->srqs_.end()) it->second.retired_listed = false;
+  }
+}
+
+uint32_t Device::srq_size(uint32_t srqn) const {
+  const auto it = impl_->srqs_.find(srqn);
+  return it == impl_->srqs_.end() ? 0 : uint32_t(it->second.wrs.size());
 }
 
 uint32_t Device::receive_queue_size(uint32_t qpn) const {

@@ -245,6 +245,9 @@ class Device {
   // ENOMEM once max_recv_wr requests are outstanding, as on a NIC, however fast the engine takes them.
   void take_retired_receives(std::vector<uint32_t>& out);
   uint32_t receive_queue_size(uint32_t qpn) const;
+  // The same for shared receive queues, by SRQ number (ibv_post_srq_recv's ENOMEM at max_wr).
+  void take_retired_srq_receives(std::vector<uint32_t>& out);
+  uint32_t srq_size(uint32_t srqn) const;
   std::vector<AsyncEvent> take_events();
   const DeviceCounters& counters() const;
   // Every QP's counters, by QP number.

@@ -83,6 +83,7 @@ class DeviceImpl {
   NumberedTable<CompletionQueue> cqs_;
   std::vector<uint32_t> active_cqs_;  // CQs with new completions, in order (Device::take_active_cqs)
   std::vector<uint32_t> retired_receives_;  // QPs whose own receive queue shrank (take_retired_receives)
+  std::vector<uint32_t> retired_srq_receives_;  // SRQs that shrank (take_retired_srq_receives)
   std::vector<uint32_t> low_receive_queues_;  // QPs whose receives ran low (Device::take_low_receive_queues)
   uint32_t next_cqn_ = 1;
   std::unordered_map<uint32_t, ReceiveQueue> srqs_;
@@ -132,6 +133,7 @@ class DeviceImpl {
   void note_low_receive_queue(uint32_t qpn);
   // The QP's own receive queue gave up work requests (taken by a message, flushed or reset).
   void note_receives_retired(QueuePair& qp);
+  void note_srq_receives_retired(uint32_t srqn, ReceiveQueue& srq);
   // The completion to fill in place at the tail of CQ `cqn` (see CompletionQueue::append); nullptr if the
   // CQ is gone or full (an overflow is counted and raised as post_completion does).
   verbs::WorkCompletion* new_completion(uint32_t cqn);

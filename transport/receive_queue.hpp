@@ -24,6 +24,7 @@ struct ReceiveQueue {
   // The most receives the queue held since it last ran low (Device::take_low_receive_queues): a queue
   // that falls to half of it means its application stopped reposting, usually because it is not running.
   uint32_t peak = 0;
+  bool retired_listed = false;  // an SRQ in the device's list (Device::take_retired_srq_receives)
 };
 
 // A queue counts as running low when it falls to half of a peak of at least this many receives: an

@@ -211,6 +211,14 @@ SHIM_EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
       std::lock_guard lock(c.lock);
       c.impl->ring.remove_qp(qp->qp_num);
     }
+    if (qp->qp_type == IBV_QPT_XRC_RECV) {  // no CQ of its own: its receives completed to its SRQs' CQs
+      Context& ctx = *to_shim(qp->context);
+      std::lock_guard objects(*ctx.objects_lock);
+      for (const auto& [number, c] : *ctx.cqs) {
+        std::lock_guard lock(c->lock);
+        c->impl->ring.remove_qp(qp->qp_num);
+      }
+    }
   }
   return 0;
 }

@@ -449,7 +449,7 @@ unsigned QueueService::drain_srq(uint32_t srqn, SrqBinding& b, bool& more) {
     }
     ++b.consumer;
   }
-  if (taken != 0) b.ring.publish_consumer(b.consumer);  // once per drain: the client reads this line to post
+  if (taken != 0) b.ring.publish_consumer(b.consumer - device_.srq_size(srqn));  // as publish_recv_room
   more |= taken < avail;
   return taken;
 }
@@ -462,6 +462,12 @@ unsigned QueueService::deliver_completions() {
   device_.take_retired_receives(retired_receives_);
   for (const uint32_t qpn : retired_receives_) {
     if (auto it = qps_.find(qpn); it != qps_.end() && it->second.recv.valid()) publish_recv_room(qpn, it->second);
+  }
+  device_.take_retired_srq_receives(retired_receives_);
+  for (const uint32_t srqn : retired_receives_) {
+    if (auto it = srqs_.find(srqn); it != srqs_.end()) {
+      it->second.ring.publish_consumer(it->second.consumer - device_.srq_size(srqn));
+    }
   }
   device_.take_active_cqs(active_cqs_);
   for (const uint32_t cqn : active_cqs_) {

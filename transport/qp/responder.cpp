@@ -30,7 +30,11 @@ bool take_receive(DeviceImpl& d, QueuePair& qp, std::optional<RecvWr>& into) {
   if (q == nullptr || q->wrs.empty()) return false;
   into.emplace(std::move(q->wrs.front()));
   q->wrs.pop_front();
-  if (qp.srq == 0) d.note_receives_retired(qp);
+  if (qp.srq == 0) {
+    d.note_receives_retired(qp);
+  } else {
+    d.note_srq_receives_retired(qp.srq, *q);
+  }
   if (q->peak >= low_receive_queue_min_peak && q->wrs.size() * 2 <= q->peak) {
     q->peak = uint32_t(q->wrs.size());  // one report per fall: the next needs a new peak
     d.note_low_receive_queue(qp.qpn);

@@ -169,3 +169,25 @@ TEST_CASE("srq: a QP that fails leaves the shared queue to the others", "[transp
   CHECK(rc[0].qp_num == s.qb[1]);
   CHECK(rc[0].status == WcStatus::success);
 }
+
+TEST_CASE("srq: the SRQ reports the receives its QPs took, once per call, and its size",
+          "[transport][srq]") {
+  // uroced frees SRQ ring slots from this (emulator/engine/queue_service.cpp, drain_srq).
+  SharedSrq s;
+  std::vector<uint32_t> retired;
+  for (uint64_t i = 0; i < 4; ++i) s.post_srq(i);
+  CHECK(s.b.device->srq_size(s.srq) == 4);
+  s.b.device->take_retired_srq_receives(retired);
+  CHECK(retired.empty());
+  s.send(0, 1, 0, 64);
+  s.send(1, 2, 0, 64);
+  s.run();
+  CHECK(s.b.device->srq_size(s.srq) == 2);
+  s.b.device->take_retired_srq_receives(retired);
+  CHECK(retired == std::vector<uint32_t>{s.srq});  // two QPs took one each: one report
+  s.b.device->take_retired_srq_receives(retired);
+  CHECK(retired.empty());
+  std::vector<uint32_t> qps;
+  s.b.device->take_retired_receives(qps);
+  CHECK(qps.empty());  // the QPs' own queues gave nothing up: they have none
+}

@@ -95,5 +95,6 @@ void test_xrc(struct env *e);
 void test_open_qp(struct env *e);
 void test_mw(struct env *e);
 void test_fork(struct env *e);
+void test_full_receive_queues(struct env *e);
 
 #endif

@@ -32,6 +32,7 @@ int main(void) {
   test_xrc(&e);
   test_open_qp(&e);
   test_mw(&e);
+  test_full_receive_queues(&e);
   test_fork(&e);
   env_close(&e);
   printf("ALL PASSED\n");
