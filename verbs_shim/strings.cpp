@@ -116,6 +116,8 @@ SHIM_EXPORT enum ibv_rate mbps_to_ibv_rate(int mbps) {
 
 // Fork safety: registered memory lives on shared mappings that a fork neither copies nor breaks, so
 // there is nothing to set up and nothing to protect.
+// Fork needs no preparation: a child gets private copies of the registered pages (emulator/client/
+// shared_pages.cpp, as Linux gives since 5.13) and may use its parent's context (docs/daemon.md, "fork()").
 SHIM_EXPORT int ibv_fork_init(void) { return 0; }
 SHIM_EXPORT enum ibv_fork_status ibv_is_fork_initialized(void) { return IBV_FORK_UNNEEDED; }
 SHIM_EXPORT int ibv_dontfork_range(void*, size_t) { return 0; }
