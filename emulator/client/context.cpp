@@ -77,10 +77,12 @@ uint32_t Context::alloc_pd() { return control_->call({{"op", "alloc_pd"}}).at("p
 
 void Context::dealloc_pd(uint32_t pd) { control_->call({{"op", "dealloc_pd"}, {"pd", pd}}); }
 
-// One registry per process: pages are moved once, whichever context registers them.
+// One registry per process: pages are moved once, whichever context registers them. Never destroyed: its
+// destructor would copy every registered page back into private memory at exit, and a fork() up to the
+// process's last instant must still find it.
 SharedPages& shared_pages() {
-  static SharedPages pages;
-  return pages;
+  static SharedPages* pages = new SharedPages;
+  return *pages;
 }
 
 // reg_mr and rereg_mr alike: the region's pages go onto a memfd shared with the daemon when they can

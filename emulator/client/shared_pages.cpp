@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -18,10 +19,10 @@ namespace {
 
 uint64_t page_size() { return uint64_t(sysconf(_SC_PAGESIZE)); }
 
-// True when every byte of [start, end) lies in private mappings that may be replaced: not shared, not a
-// special region ([stack], [vvar], [vdso], ...), and readable and writable (so the copy is faithful and
-// the application's own accesses stay legal).
-bool movable(uint64_t start, uint64_t end) {
+// True when every byte of [start, end) is mapped, by mappings that `accept(perms, inode, path)` takes
+// (/proc/self/maps' fields).
+template <class Accept>
+bool mapped_as(uint64_t start, uint64_t end, Accept accept) {
   std::ifstream maps("/proc/self/maps");
   std::string line;
   uint64_t covered = start;
@@ -34,12 +35,31 @@ bool movable(uint64_t start, uint64_t end) {
     const uint64_t lo = std::stoull(range.substr(0, dash), nullptr, 16);
     const uint64_t hi = std::stoull(range.substr(dash + 1), nullptr, 16);
     if (hi <= covered || lo > covered) continue;
-    const bool private_rw = perms.size() >= 4 && perms[0] == 'r' && perms[1] == 'w' && perms[3] == 'p';
-    const bool special = path.find('[') != std::string::npos && path.find("[heap]") == std::string::npos;
-    if (!private_rw || special) return false;
+    if (perms.size() < 4 || !accept(perms, inode, path)) return false;
     covered = hi;
   }
   return covered >= end;
+}
+
+// True when every byte of [start, end) lies in private mappings that may be replaced: not shared, not a
+// special region ([stack], [vvar], [vdso], ...), and readable and writable (so the copy is faithful and
+// the application's own accesses stay legal).
+bool movable(uint64_t start, uint64_t end) {
+  return mapped_as(start, end, [](const std::string& perms, const std::string&, const std::string& path) {
+    const bool special = path.find('[') != std::string::npos && path.find("[heap]") == std::string::npos;
+    return perms[0] == 'r' && perms[1] == 'w' && perms[3] == 'p' && !special;
+  });
+}
+
+// True when [start, end) is still mapped, shared, from the memfd `fd` (the application may have unmapped
+// or replaced it since it was moved).
+bool still_on(int fd, uint64_t start, uint64_t end) {
+  struct stat st {};
+  if (fstat(fd, &st) != 0) return false;
+  const std::string inode = std::to_string(st.st_ino);
+  return mapped_as(start, end, [&](const std::string& perms, const std::string& ino, const std::string&) {
+    return perms[0] == 'r' && perms[3] == 's' && ino == inode;
+  });
 }
 
 // Copies whole pages, and so also the bytes around the registered buffer that share its pages (other
@@ -52,42 +72,70 @@ __attribute__((no_sanitize("address", "hwaddress"))) void copy_pages(void* dst, 
   for (uint64_t i = 0; i < size / sizeof(uint64_t); ++i) to[i] = from[i];
 }
 
-SharedPages* fork_registry = nullptr;  // the registry the fork handlers serve
+// Replaces the shared mapping of [start, start + size) with private memory holding the same bytes: a copy
+// in an anonymous mapping, moved over the range in one step (mremap), so no instant leaves it unmapped.
+// If that fails the range stays shared: nothing better is left to do.
+void make_private(uint64_t start, uint64_t size) {
+  void* copy = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (copy == MAP_FAILED) return;
+  copy_pages(copy, start, size);
+  if (mremap(copy, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, reinterpret_cast<void*>(start)) == MAP_FAILED) {
+    munmap(copy, size);
+  }
+}
+
+// The live registries, for the fork handlers.
+std::mutex registries_lock;
+std::vector<SharedPages*>& registries() {
+  static std::vector<SharedPages*> all;
+  return all;
+}
 
 }  // namespace
 
-// The registry's lock is held across fork(), so that the child's copy of the registry is a consistent one
-// and no other thread of the parent holds the lock the child inherits.
 SharedPages::SharedPages() {
-  fork_registry = this;
-  pthread_atfork([] { if (fork_registry) fork_registry->mutex_.lock(); },
-                 [] { if (fork_registry) fork_registry->mutex_.unlock(); },
-                 [] { if (fork_registry) fork_registry->after_fork_in_child(); });
+  static std::once_flag installed;
+  std::call_once(installed, [] { pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child); });
+  std::lock_guard lock(registries_lock);
+  registries().push_back(this);
 }
 
+// A registry that goes leaves the process as it found it: its ranges become private memory again. Left
+// shared, a fork() afterwards would share them with the child with no registry to copy them (the service
+// tests' registries, gone before a later test forked, made "corrupted double-linked list").
 SharedPages::~SharedPages() {
   {
-    std::lock_guard lock(mutex_);
-    fork_registry = nullptr;
+    std::lock_guard lock(registries_lock);
+    std::erase(registries(), this);
   }
-  for (auto& [start, r] : regions_) close(r.fd);
+  for (auto& [start, r] : regions_) {
+    if (still_on(r.fd, start, r.end)) make_private(start, r.end - start);
+    close(r.fd);
+  }
+}
+
+void SharedPages::before_fork() {
+  registries_lock.lock();
+  for (SharedPages* r : registries()) r->mutex_.lock();
+}
+
+void SharedPages::after_fork_in_parent() {
+  for (SharedPages* r : registries()) r->mutex_.unlock();
+  registries_lock.unlock();
+}
+
+void SharedPages::after_fork_in_child() {
+  for (SharedPages* r : registries()) r->copy_into_child();
+  registries_lock.unlock();
 }
 
 // Without it, the moved pages stay MAP_SHARED in the child: rdma-core's test_device forks five processes
 // after registering buffers on the Python heap, and parent and children corrupted each other's heaps
-// ("corrupted size vs. prev_size", then SIGSEGV). The copy is made with an anonymous private mapping moved
-// over the range in one step (mremap), so no instant leaves the range unmapped. Only system calls and
-// plain loads and stores: this runs in a child of a possibly multi-threaded parent.
-void SharedPages::after_fork_in_child() {
+// ("corrupted size vs. prev_size", then SIGSEGV). Only system calls and plain loads and stores until the
+// registry is cleared: this runs in a child of a possibly multi-threaded parent.
+void SharedPages::copy_into_child() {
   for (auto& [start, r] : regions_) {
-    const uint64_t size = r.end - start;
-    void* copy = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (copy != MAP_FAILED) {
-      copy_pages(copy, start, size);
-      if (mremap(copy, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, reinterpret_cast<void*>(start)) == MAP_FAILED) {
-        munmap(copy, size);  // the child keeps sharing this range: nothing better is left to do here
-      }
-    }
+    make_private(start, r.end - start);
     close(r.fd);
   }
   regions_.clear();

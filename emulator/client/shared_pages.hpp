@@ -28,7 +28,8 @@ struct SharedSpan {
 
 class SharedPages {
  public:
-  // Installs the fork handlers (pthread_atfork) for this registry, the process's only one.
+  // Joins the registries the fork handlers serve (pthread_atfork, installed once per process); the verbs
+  // shim has one, tests make several.
   SharedPages();
   ~SharedPages();
   // The memfd holding [addr, addr+length), moving those pages onto one if needed; nullopt when they
@@ -40,9 +41,14 @@ class SharedPages {
     uint64_t end = 0;
     int fd = -1;
   };
-  // In a child made by fork(), with mutex_ held across the fork: replaces every moved range with a private
-  // copy of its bytes and forgets the memfds, which stay the parent's.
-  void after_fork_in_child();
+  // The fork handlers. Every live registry's lock is held across fork(), so that the child's copy of each
+  // is consistent and no other thread of the parent holds a lock the child inherits.
+  static void before_fork();
+  static void after_fork_in_parent();
+  static void after_fork_in_child();
+  // In the child, with mutex_ held: replaces every moved range with a private copy of its bytes and
+  // forgets the memfds, which stay the parent's.
+  void copy_into_child();
 
   std::mutex mutex_;
   std::map<uint64_t, Region> regions_;  // by start address, page aligned, disjoint
