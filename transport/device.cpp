@@ -798,8 +798,8 @@ void DeviceImpl::note_low_receive_queue(uint32_t qpn) {
 }
 
 void DeviceImpl::note_receives_retired(QueuePair& qp) {
-  if (qp.receives_retired_listed) return;
-  qp.receives_retired_listed = true;
+  if (qp.rq.retired_listed) return;
+  qp.rq.retired_listed = true;
   retired_receives_.push_back(qp.qpn);
 }
 
@@ -807,7 +807,7 @@ void Device::take_retired_receives(std::vector<uint32_t>& out) {
   out.clear();
   std::swap(out, impl_->retired_receives_);
   for (const uint32_t qpn : out) {
-    if (QueuePair* qp = impl_->find_qp(qpn)) qp->receives_retired_listed = false;
+    if (QueuePair* qp = impl_->find_qp(qpn)) qp->rq.retired_listed = false;
   }
 }
 

@@ -24,7 +24,9 @@ struct ReceiveQueue {
   // The most receives the queue held since it last ran low (Device::take_low_receive_queues): a queue
   // that falls to half of it means its application stopped reposting, usually because it is not running.
   uint32_t peak = 0;
-  bool retired_listed = false;  // an SRQ in the device's list (Device::take_retired_srq_receives)
+  // In the device's list of queues that gave up requests (Device::take_retired_receives for a QP's own,
+  // take_retired_srq_receives for an SRQ).
+  bool retired_listed = false;
 };
 
 // A queue counts as running low when it falls to half of a peak of at least this many receives: an

@@ -431,6 +431,10 @@ void QueueService::publish_recv_room(uint32_t qpn, QpBinding& b) {
   b.recv.publish_consumer(b.recv_consumer - device_.receive_queue_size(qpn));
 }
 
+void QueueService::publish_srq_room(uint32_t srqn, SrqBinding& b) {
+  b.ring.publish_consumer(b.consumer - device_.srq_size(srqn));
+}
+
 unsigned QueueService::drain_srq(uint32_t srqn, SrqBinding& b, bool& more) {
   unsigned taken = 0;
   RecvWr wr;
@@ -449,7 +453,7 @@ unsigned QueueService::drain_srq(uint32_t srqn, SrqBinding& b, bool& more) {
     }
     ++b.consumer;
   }
-  if (taken != 0) b.ring.publish_consumer(b.consumer - device_.srq_size(srqn));  // as publish_recv_room
+  if (taken != 0) publish_srq_room(srqn, b);
   more |= taken < avail;
   return taken;
 }
@@ -465,9 +469,7 @@ unsigned QueueService::deliver_completions() {
   }
   device_.take_retired_srq_receives(retired_receives_);
   for (const uint32_t srqn : retired_receives_) {
-    if (auto it = srqs_.find(srqn); it != srqs_.end()) {
-      it->second.ring.publish_consumer(it->second.consumer - device_.srq_size(srqn));
-    }
+    if (auto it = srqs_.find(srqn); it != srqs_.end()) publish_srq_room(srqn, it->second);
   }
   device_.take_active_cqs(active_cqs_);
   for (const uint32_t cqn : active_cqs_) {

@@ -149,6 +149,7 @@ class QueueService {
   // Frees the receive ring's slots of the requests that left the transport's queue: the consumer index the
   // client sees trails what the engine took by what the transport still holds.
   void publish_recv_room(uint32_t qpn, QpBinding& b);
+  void publish_srq_room(uint32_t srqn, SrqBinding& b);  // the same for an SRQ's ring
   unsigned drain_srq(uint32_t srqn, SrqBinding& b, bool& more);
   void mark_backlog(uint32_t cqn, CqBinding& b);
   unsigned deliver_to(uint32_t cqn, CqBinding& b);
