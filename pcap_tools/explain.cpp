@@ -306,8 +306,12 @@ void Explainer::close_message(Flow& flow, const char* why) {
     text += info.operation == Operation::send ? fmt::format(", into a receive of the target's XRC SRQ 0x{:06x}", *m.xrc_srq)
                                               : fmt::format(" (XRC SRQ 0x{:06x})", *m.xrc_srq);
   }
+  if (info.operation == Operation::atomic_write) atomic_writes_[{flow.key.src.bytes, flow.key.dst.bytes}].insert(m.first_psn);
   if (info.operation == Operation::rdma_read_response) {
-    text += fmt::format(": answers the READ request at psn {}", m.first_psn);
+    const auto writes = atomic_writes_.find({flow.key.dst.bytes, flow.key.src.bytes});
+    const bool atomic_write = m.bytes == 0 && writes != atomic_writes_.end() && writes->second.contains(m.first_psn);
+    text += atomic_write ? fmt::format(": answers the ATOMIC WRITE at psn {} (its 8 bytes were placed)", m.first_psn)
+                         : fmt::format(": answers the READ request at psn {}", m.first_psn);
   }
   if (m.missing == 1) {
     text += fmt::format("; psn {} is missing: it was lost before the capture point", m.first_missing);

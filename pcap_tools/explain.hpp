@@ -7,9 +7,11 @@
 // link, are told too (pause_story.hpp).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -99,6 +101,9 @@ class Explainer {
 
   std::map<FlowKey, Flow> flows_;
   std::vector<const Flow*> flow_order_;
+  // PSNs of the ATOMIC WRITEs seen, by (requester, responder) address: their answer is an empty READ
+  // RESPONSE, which the PSN tells apart from a zero-length READ's (responses do not name the request).
+  std::map<std::pair<std::array<uint8_t, 16>, std::array<uint8_t, 16>>, std::set<uint32_t>> atomic_writes_;
   std::vector<std::string> lines_;
   PauseStory pauses_;
   uint64_t frames_ = 0;

@@ -614,10 +614,14 @@ int Device::post_send(uint32_t qpn, const SendWr& wr, Nanos now) {
       ((wr.remote_addr & 7) != 0 || message_length(wr) < 8 || (wr.send_flags & send_inline))) {
     return EINVAL;
   }
+  // ATOMIC WRITE exists for RC alone (IBTA 1.5 A19; XRC has no such opcode), at an aligned address. Its 8
+  // bytes travel in the request itself (compare_add): no gather list or inline data is read.
+  if (op == WrOpcode::atomic_write && (qp->type != QpType::rc || (wr.remote_addr & 7) != 0)) return EINVAL;
   const uint64_t length = message_length(wr);
   if (length > 0x80000000ull) return EINVAL;  // max message size: 2 GiB
 
-  const bool atomic = op == WrOpcode::atomic_cmp_and_swp || op == WrOpcode::atomic_fetch_and_add;
+  const bool atomic = op == WrOpcode::atomic_cmp_and_swp || op == WrOpcode::atomic_fetch_and_add ||
+                      op == WrOpcode::atomic_write;
   qp->sq.emplace_back(wr, uint32_t(atomic ? 8 : length), qp->sq_sig_all || (wr.send_flags & send_signaled));
   if (st == QpState::err) {
     d.flush(*qp);  // posting to a QP in error completes at once with a flush error

@@ -54,8 +54,9 @@ bool may_place_early(const wire::Frame& f);
 // relative to it; nullptr if that part spans SGEs (or lies beyond them) (device.cpp).
 const verbs::Sge* sge_holding(const verbs::SgeList& sges, uint32_t& offset, size_t length);
 
-// The send WQE (an RDMA READ) whose response carries PSN `psn`, found as the completer finds it; sq.size()
-// if none is, or an older READ or atomic is still unanswered (qp/completer.cpp).
+// The send WQE (an RDMA READ, or an ATOMIC WRITE, whose answer is an empty READ RESPONSE) whose response
+// carries PSN `psn`, found as the completer finds it; sq.size() if none is, or an older READ or atomic is
+// still unanswered (qp/completer.cpp).
 size_t read_answered_by(const QueuePair& qp, uint32_t psn);
 
 // Where early placement copied a payload: the responder's copy of exactly these bytes to exactly there

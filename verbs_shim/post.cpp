@@ -35,6 +35,7 @@ int gather_inline(const ibv_send_wr& wr, uint8_t* out, size_t room, size_t& leng
 // The transport refuses other atomics (transport/device.cpp post_send), but by then the request is in the
 // ring and ibv_post_send has returned success: refuse them here, as rdma-core's rxe provider does.
 bool valid_atomic(const ibv_send_wr& wr) {
+  if (wr.opcode == IBV_WR_ATOMIC_WRITE) return (wr.wr.rdma.remote_addr & 7) == 0;
   if (wr.opcode != IBV_WR_ATOMIC_CMP_AND_SWP && wr.opcode != IBV_WR_ATOMIC_FETCH_AND_ADD) return true;
   uint64_t length = 0;
   for (int i = 0; i < wr.num_sge; ++i) length += wr.sg_list[i].length;
@@ -75,6 +76,18 @@ int post_one(Qp& q, const ibv_send_wr& wr) {
       e.remote_addr = wr.wr.rdma.remote_addr;
       e.rkey = wr.wr.rdma.rkey;
       break;
+    case IBV_WR_ATOMIC_WRITE: {
+      // ibv_send_wr has no field for its 8 bytes: they are what the gather list holds (exactly 8), taken
+      // now, as inline data is. ibv_wr_atomic_write passes them by pointer instead.
+      uint8_t bytes[8];
+      size_t length = 0;
+      if (gather_inline(wr, bytes, sizeof bytes, length) != 0 || length != 8) return EINVAL;
+      e.remote_addr = wr.wr.rdma.remote_addr;
+      e.rkey = wr.wr.rdma.rkey;
+      std::memcpy(&e.compare_add, bytes, 8);
+      e.send_flags &= ~unsigned(IBV_SEND_INLINE);
+      return q.impl->send.post(e, {}, {});
+    }
     case IBV_WR_ATOMIC_CMP_AND_SWP:
     case IBV_WR_ATOMIC_FETCH_AND_ADD:
       e.remote_addr = wr.wr.atomic.remote_addr;
@@ -111,11 +124,11 @@ uint64_t send_opcodes_of(ibv_qp_type type) {
   const uint64_t ud = send_opcode_bit(IBV_WR_SEND) | send_opcode_bit(IBV_WR_SEND_WITH_IMM);
   const uint64_t uc = ud | send_opcode_bit(IBV_WR_RDMA_WRITE) | send_opcode_bit(IBV_WR_RDMA_WRITE_WITH_IMM) |
                       send_opcode_bit(IBV_WR_LOCAL_INV) | send_opcode_bit(IBV_WR_BIND_MW);
-  const uint64_t rc = uc | send_opcode_bit(IBV_WR_RDMA_READ) | send_opcode_bit(IBV_WR_ATOMIC_CMP_AND_SWP) |
-                      send_opcode_bit(IBV_WR_ATOMIC_FETCH_AND_ADD) | send_opcode_bit(IBV_WR_SEND_WITH_INV);
+  const uint64_t xrc = uc | send_opcode_bit(IBV_WR_RDMA_READ) | send_opcode_bit(IBV_WR_ATOMIC_CMP_AND_SWP) |
+                       send_opcode_bit(IBV_WR_ATOMIC_FETCH_AND_ADD) | send_opcode_bit(IBV_WR_SEND_WITH_INV);
   switch (type) {
-    case IBV_QPT_RC:
-    case IBV_QPT_XRC_SEND: return rc;
+    case IBV_QPT_RC: return xrc | send_opcode_bit(IBV_WR_ATOMIC_WRITE);  // IBTA 1.5: RC alone has it
+    case IBV_QPT_XRC_SEND: return xrc;
     case IBV_QPT_UC: return uc;
     case IBV_QPT_UD: return ud;
     default: return 0;

@@ -6,6 +6,7 @@
 // too many SGEs, too much inline data, a full ring) is kept and returned by wr_complete, which then posts
 // nothing: a batch is all or nothing, as with rdma-core's providers, and never a silent success.
 #include <cstddef>
+#include <cstring>
 #include <vector>
 
 #include "shim.hpp"
@@ -42,8 +43,10 @@ void fail(WrBuilder& b, int error) {
 }
 
 // An atomic needs an 8-byte aligned remote address and 8 bytes of local buffer, not inline data (as
-// ibv_post_send checks in post.cpp): refused at wr_complete rather than completed in error later.
+// ibv_post_send checks in post.cpp): refused at wr_complete rather than completed in error later. An
+// ATOMIC WRITE carries its 8 bytes in the request: only its address is checked.
 bool atomic_ok(const WrBuilder& b) {
+  if (b.wr.opcode == IBV_WR_ATOMIC_WRITE) return (b.wr.remote_addr & 7) == 0;
   if (b.wr.opcode != IBV_WR_ATOMIC_CMP_AND_SWP && b.wr.opcode != IBV_WR_ATOMIC_FETCH_AND_ADD) return true;
   uint64_t length = 0;
   for (const WireSge& s : b.sges) length += s.length;
@@ -59,6 +62,10 @@ void stage_open(Qp& q) {
   if (!atomic_ok(b)) return fail(b, EINVAL);
   if (b.error) return;
   SendEntry e = b.wr;
+  if (b.wr.opcode == IBV_WR_ATOMIC_WRITE) {  // its bytes are in the request; a data setter's are not its
+    b.is_inline = false;
+    b.sges.clear();
+  }
   if (b.is_inline) e.send_flags |= IBV_SEND_INLINE;
   const int rc = b.is_inline ? q.impl->send.stage(e, {}, b.inline_data) : q.impl->send.stage(e, b.sges, {});
   if (rc) return fail(b, rc);
@@ -124,6 +131,14 @@ void wr_bind_mw(ibv_qp_ex* x, ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info*
   if (!info || bind_entry(e, mw, rkey, *info) != 0) fail(builder(x), EINVAL);
 }
 
+// The 8 bytes are taken now: the application may reuse `atomic_wr` as soon as the call returns.
+void wr_atomic_write(ibv_qp_ex* x, uint32_t rkey, uint64_t addr, const void* atomic_wr) {
+  SendEntry& e = begin(x, IBV_WR_ATOMIC_WRITE);
+  remote(e, rkey, addr);
+  if (atomic_wr == nullptr) return fail(builder(x), EINVAL);
+  std::memcpy(&e.compare_add, atomic_wr, 8);
+}
+
 // Operations uroce cannot do: the batch fails with EOPNOTSUPP at wr_complete.
 void unsupported_op(ibv_qp_ex* x) {
   Qp& q = qp_of(x);
@@ -131,7 +146,6 @@ void unsupported_op(ibv_qp_ex* x) {
   fail(*q.wr, EOPNOTSUPP);
 }
 void wr_send_tso(ibv_qp_ex* x, void*, uint16_t, uint16_t) { unsupported_op(x); }
-void wr_atomic_write(ibv_qp_ex* x, uint32_t, uint64_t, const void*) { unsupported_op(x); }
 
 // A setter belongs to the request the last op opened; without one it is an error.
 WrBuilder* open_request(ibv_qp_ex* x) {
@@ -232,7 +246,11 @@ void wr_abort(ibv_qp_ex* x) {
 }  // namespace
 
 int check_send_ops(ibv_qp_type type, uint64_t send_ops_flags) {
-  return (send_ops_flags & ~send_opcodes_of(type)) ? EOPNOTSUPP : 0;
+  // IBV_QP_EX_WITH_<op> is bit IBV_WR_<op> up to TSO (10); ATOMIC WRITE breaks the pattern (bit 12 for
+  // opcode 15), so it is translated.
+  uint64_t allowed = send_opcodes_of(type) & ((uint64_t(1) << 11) - 1);
+  if (send_opcodes_of(type) & send_opcode_bit(IBV_WR_ATOMIC_WRITE)) allowed |= IBV_QP_EX_WITH_ATOMIC_WRITE;
+  return (send_ops_flags & ~allowed) ? EOPNOTSUPP : 0;
 }
 
 int enable_wr_api(Qp& q) {

@@ -220,9 +220,9 @@ int query_device_ex(ibv_context* context, const ibv_query_device_ex_input* input
 int poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc);
 int req_notify_cq(ibv_cq* cq, int solicited_only);
 // The send opcodes the transport carries on a QP type, as a set of send_opcode_bit (which is also
-// IBV_QP_EX_WITH_<op>: verbs.h numbers both alike). No TSO or atomic write anywhere; UD only sends; UC
-// neither READs, atomics nor SEND with invalidate (IBTA 9.7.4, transport/device.cpp); BIND_MW on RC, UC
-// and XRC initiators, as rxe.
+// IBV_QP_EX_WITH_<op> up to TSO: verbs.h numbers both alike there; check_send_ops translates ATOMIC WRITE's).
+// No TSO anywhere; ATOMIC WRITE on RC alone (IBTA 1.5 A19); UD only sends; UC neither READs, atomics nor
+// SEND with invalidate (IBTA 9.7.4, transport/device.cpp); BIND_MW on RC, UC and XRC initiators, as rxe.
 constexpr uint64_t send_opcode_bit(unsigned op) { return op < 64 ? uint64_t(1) << op : 0; }
 uint64_t send_opcodes_of(ibv_qp_type type);
 int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr);

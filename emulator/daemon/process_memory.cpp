@@ -31,6 +31,10 @@ bool ProcessMemory::compare_swap(uint64_t offset, uint64_t compare, uint64_t swa
   return original != compare || write(offset, &swap, 8);
 }
 
+bool ProcessMemory::atomic_store(uint64_t offset, uint64_t value) {
+  return ((base_ + offset) & 7) == 0 && write(offset, &value, 8);
+}
+
 bool ProcessMemory::fetch_add(uint64_t offset, uint64_t add, uint64_t& original) {
   if (!read(offset, &original, 8)) return false;
   const uint64_t sum = original + add;

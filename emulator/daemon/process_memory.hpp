@@ -31,9 +31,12 @@ class ProcessMemory final : public transport::MemoryBackend {
   bool read(uint64_t offset, void* dst, size_t len) override;
   bool write(uint64_t offset, const void* src, size_t len) override;
   // Not atomic with respect to the application's own CPU accesses, like a NIC's atomics
-  // (IBV_ATOMIC_HCA): atomic among all RDMA operations, which the engine runs one at a time.
+  // (IBV_ATOMIC_HCA): atomic among all RDMA operations, which the engine runs one at a time. The same
+  // holds for atomic_store: process_vm_writev promises no single 8-byte store, so a CPU reading the word
+  // while it is written might see part of it. Regions on shared pages (SharedMemory) have no such gap.
   bool compare_swap(uint64_t offset, uint64_t compare, uint64_t swap, uint64_t& original) override;
   bool fetch_add(uint64_t offset, uint64_t add, uint64_t& original) override;
+  bool atomic_store(uint64_t offset, uint64_t value) override;
 
  private:
   bool usable(uint64_t offset, size_t len) const {

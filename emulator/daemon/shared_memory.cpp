@@ -55,4 +55,10 @@ bool SharedMemory::fetch_add(uint64_t offset, uint64_t add, uint64_t& original) 
   return true;
 }
 
+bool SharedMemory::atomic_store(uint64_t offset, uint64_t value) {
+  if (!usable(offset, 8) || (reinterpret_cast<uintptr_t>(base_ + offset) & 7) != 0) return false;
+  __atomic_store_n(reinterpret_cast<uint64_t*>(base_ + offset), value, __ATOMIC_RELEASE);
+  return true;
+}
+
 }  // namespace uroce::emulator

@@ -24,6 +24,7 @@ class SharedMemory final : public transport::MemoryBackend {
   bool read(uint64_t offset, void* dst, size_t len) override;
   bool write(uint64_t offset, const void* src, size_t len) override;
   bool compare_swap(uint64_t offset, uint64_t compare, uint64_t swap, uint64_t& original) override;
+  bool atomic_store(uint64_t offset, uint64_t value) override;
   bool fetch_add(uint64_t offset, uint64_t add, uint64_t& original) override;
   // The mapping in place: the requester sends from it and the responder places payloads into it without
   // a staging copy. Empty once the client is gone, as read() and write() then refuse.

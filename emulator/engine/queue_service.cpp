@@ -26,7 +26,9 @@ protocol::RingView ring_of(protocol::SharedRegion& r) {
   return protocol::RingView(r.data(), h->capacity, h->entry_size);
 }
 
-bool valid_opcode(uint32_t op) { return op <= uint32_t(WrOpcode::send_with_inv); }
+bool valid_opcode(uint32_t op) {
+  return op <= uint32_t(WrOpcode::send_with_inv) || op == uint32_t(WrOpcode::atomic_write);  // (10-14: TSO, ...)
+}
 
 // Written field by field straight into the ring slot. An entry built on the stack and then copied in is
 // read back with wide loads that overlap its narrow stores: the loads wait until those stores, and every

@@ -43,7 +43,7 @@ struct SendEntry {
     uint64_t bind_addr;      // BIND_MW: where the window starts, as the region's addresses count
   };
   union {
-    uint64_t compare_add;
+    uint64_t compare_add;    // ATOMIC_WRITE: the 8 bytes it places, as memory holds them
     uint64_t bind_length;    // BIND_MW: 0 unbinds (type 1)
   };
   uint64_t swap;

@@ -6,11 +6,14 @@ Usage: test_explain_cli.py UROCE_BINARY CAPTURE_DIR
 import os
 import pathlib
 import re
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
 import unittest
 
+import inject_frames
 import pcapfile
 
 UROCE = None
@@ -51,6 +54,30 @@ class ExplainCli(unittest.TestCase):
             for flow, row in flow_rows(res.stdout).items():
                 self.assertEqual((row["retrans"], row["missing"], row["NAKs"], row["bad ICRC"]), (0, 0, 0, 0),
                                  f"{name} flow {flow}")
+
+    def test_atomic_write_answer_told_from_a_zero_length_read(self):
+        """An ATOMIC WRITE (0x1D) and a zero-length READ are both answered by an empty READ RESPONSE ONLY:
+        the PSN says which request each answers."""
+        a, b = socket.inet_aton("192.0.2.1"), socket.inet_aton("192.0.2.2")
+        a_to_b = bytes.fromhex("020000000002020000000001" "0800")
+        b_to_a = bytes.fromhex("020000000001020000000002" "0800")
+        aeth_ack = lambda msn: struct.pack("!I", msn)  # noqa: E731 - syndrome 0: ACK
+        frames = [
+            a_to_b + inject_frames.roce(a, b, 0x12, 100, struct.pack("!QII", 0x1000, 0x201, 8) + bytes(range(8)),
+                                        opcode=0x1D),
+            b_to_a + inject_frames.roce(b, a, 0x11, 100, aeth_ack(1), opcode=0x10),
+            a_to_b + inject_frames.roce(a, b, 0x12, 101, struct.pack("!QII", 0x2000, 0x201, 0), opcode=0x0C),
+            b_to_a + inject_frames.roce(b, a, 0x11, 101, aeth_ack(2), opcode=0x10),
+        ]
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "atomic-write.pcap")
+            pcapfile.write(path, pcapfile.LINKTYPE_ETHERNET, [(1, i, len(f), f) for i, f in enumerate(frames)])
+            res = explain(path)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        story = res.stdout.split("Flows")[0]
+        self.assertRegex(story, r"#1\s+A\s+RC ATOMIC WRITE of 8 bytes in 1 packet \(psn 100\) to va 0x1000 R_Key 0x201")
+        self.assertRegex(story, r"#2\s+B\s+RC RDMA READ response of 0 bytes .*: answers the ATOMIC WRITE at psn 100 ")
+        self.assertRegex(story, r"#4\s+B\s+RC RDMA READ response of 0 bytes .*: answers the READ request at psn 101")
 
     def test_pfc_pauses_beside_roce(self):
         """PFC frames a switch sent into a WRITE: a run of identical pauses is one line where the run began,

@@ -49,8 +49,6 @@ ACCEPTED_SKIPS = [
     # ibv_import_device / _pd / _mr / _dm: not offered (docs/daemon.md, "Known limitations").
     (r"\.test_shared_pd\.", r"Importing a device is not supported"),
     (r"\.test_device\.SharedDMTest\.", r"Some object imports are not supported"),
-    # IBV_WR_ATOMIC_WRITE, which uroce does not do: this test alone.
-    (r"\.test_qpex\.QpExTestCase\.test_qp_ex_rc_atomic_write$", r"Extended QP is not supported on this device"),
 ]
 
 TEST_LINE = re.compile(r"^(test\w+) \(([\w.]+)\)")

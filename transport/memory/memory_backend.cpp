@@ -34,4 +34,10 @@ bool HostMemory::fetch_add(uint64_t offset, uint64_t add, uint64_t& original) {
   return true;
 }
 
+bool HostMemory::atomic_store(uint64_t offset, uint64_t value) {
+  if (!in_bounds(offset, 8) || ((reinterpret_cast<uintptr_t>(base_) + offset) & 7) != 0) return false;
+  std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(base_ + offset)).store(value, std::memory_order_release);
+  return true;
+}
+
 }  // namespace uroce::transport

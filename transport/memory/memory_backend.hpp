@@ -22,6 +22,9 @@ class MemoryBackend {
   // value before the operation.
   virtual bool compare_swap(uint64_t offset, uint64_t compare, uint64_t swap, uint64_t& original) = 0;
   virtual bool fetch_add(uint64_t offset, uint64_t add, uint64_t& original) = 0;
+  // ATOMIC WRITE: the 8 bytes of `value` (as memory holds them) stored at once at an 8-byte aligned
+  // offset, after every earlier write: no reader sees part of them.
+  virtual bool atomic_store(uint64_t offset, uint64_t value) = 0;
   // The bytes [offset, offset + len) in place, when the store is memory this process can read directly
   // (valid until the next call into the transport); empty otherwise, and then read() must be used. Lets
   // the requester send from registered memory without first copying the payload into a staging buffer.
@@ -48,6 +51,7 @@ class HostMemory final : public MemoryBackend {
   bool write(uint64_t offset, const void* src, size_t len) override;
   bool compare_swap(uint64_t offset, uint64_t compare, uint64_t swap, uint64_t& original) override;
   bool fetch_add(uint64_t offset, uint64_t add, uint64_t& original) override;
+  bool atomic_store(uint64_t offset, uint64_t value) override;
   std::span<const uint8_t> view(uint64_t offset, size_t len) override { return writable_view(offset, len); }
   std::span<uint8_t> writable_view(uint64_t offset, size_t len) override {
     if (!in_bounds(offset, len)) return {};

@@ -27,6 +27,7 @@ WcOpcode send_wc_opcode(WrOpcode op) {
     case WrOpcode::atomic_fetch_and_add: return WcOpcode::fetch_add;
     case WrOpcode::local_inv: return WcOpcode::local_inv;
     case WrOpcode::bind_mw: return WcOpcode::bind_mw;
+    case WrOpcode::atomic_write: return WcOpcode::atomic_write;
     default: return WcOpcode::send;
   }
 }
@@ -118,8 +119,8 @@ void DeviceImpl::retry_from(QueuePair& qp, uint32_t psn, Nanos now) {
     // Ask again for what has not arrived; the request PSN is that of the first missing response packet.
     psn = (w.first_psn + w.received / mtu) & wire::psn_mask;
     w.state = WqeState::processing;
-  } else if (w.is_read_or_atomic()) {
-    psn = w.first_psn;  // the responder answers a repeated atomic from its replay cache
+  } else if (w.takes_responder_resource()) {
+    psn = w.first_psn;  // the responder answers a repeated atomic or ATOMIC WRITE from its resources
     w.state = WqeState::processing;
   } else {
     w.sent = uint32_t(wire::psn_diff(psn, w.first_psn)) * mtu;
@@ -146,13 +147,14 @@ namespace {
 
 // An acknowledgement (an ACK, or the NAK's implied "everything before") covers the requests before
 // `next_psn`. Retires the SEND/WRITE WQEs it completes and returns the PSN the requester must resume from:
-// `next_psn` itself, or, when it passes a READ/atomic whose response has not (fully) arrived, the first
-// missing response PSN of that WQE: the responder got the request, the response was lost (an implicit NAK).
+// `next_psn` itself, or, when it passes a READ, atomic or ATOMIC WRITE whose response has not (fully)
+// arrived, the first missing response PSN of that WQE: the responder got the request, the response was
+// lost (an implicit NAK).
 uint32_t acknowledge_before(QueuePair& qp, uint32_t next_psn) {
   for (size_t i = 0; i < qp.req.next && i < qp.sq.size(); ++i) {
     SendWqe& w = qp.sq[i];
     if (w.state == WqeState::done || w.state == WqeState::failed) continue;
-    if (w.is_read_or_atomic()) {
+    if (w.takes_responder_resource()) {
       if (wire::psn_diff(next_psn, w.first_psn) > 0) {
         return w.wr.opcode == WrOpcode::rdma_read ? (w.first_psn + w.received / qp.mtu()) & wire::psn_mask
                                                   : w.first_psn;
@@ -174,11 +176,11 @@ size_t read_answered_by(const QueuePair& qp, uint32_t psn) {
   for (size_t r = oldest_unfinished(qp); r < end; ++r) {
     const SendWqe& w = qp.sq[r];
     if (w.state == WqeState::done || w.state == WqeState::failed) continue;
-    if (w.wr.opcode == WrOpcode::rdma_read && wire::psn_diff(psn, w.first_psn) >= 0 &&
-        wire::psn_diff(psn, w.last_psn) <= 0) {
+    const bool answered_by_read_response = w.wr.opcode == WrOpcode::rdma_read || w.wr.opcode == WrOpcode::atomic_write;
+    if (answered_by_read_response && wire::psn_diff(psn, w.first_psn) >= 0 && wire::psn_diff(psn, w.last_psn) <= 0) {
       return r;
     }
-    if (w.is_read_or_atomic()) break;
+    if (w.takes_responder_resource()) break;
   }
   return qp.sq.size();
 }
@@ -271,6 +273,14 @@ void DeviceImpl::on_response(QueuePair& qp, const wire::Frame& f, Nanos now) {
       if (r >= qp.sq.size()) break;
       acknowledge_before(qp, qp.sq[r].first_psn);
       SendWqe& w = qp.sq[r];
+      if (w.wr.opcode == WrOpcode::atomic_write) {
+        // Its whole answer: one empty READ RESPONSE ONLY (rxe's COMPST_WRITE_SEND for it).
+        const bool well_formed = info.position == wire::Position::only && f.roce.payload.empty();
+        w.state = well_formed ? WqeState::done : WqeState::failed;
+        if (!well_formed) w.status = WcStatus::bad_resp_err;
+        progressed_to((psn + 1) & wire::psn_mask);
+        break;
+      }
       const unsigned mtu = qp.mtu();
       const uint32_t expected = (w.first_psn + w.received / mtu) & wire::psn_mask;
       if (psn != expected) {
@@ -306,10 +316,10 @@ void DeviceImpl::on_response(QueuePair& qp, const wire::Frame& f, Nanos now) {
       for (; r < qp.req.next && r < qp.sq.size(); ++r) {
         const SendWqe& w = qp.sq[r];
         if (w.state == WqeState::done || w.state == WqeState::failed) continue;
-        if (w.is_read_or_atomic()) break;
+        if (w.takes_responder_resource()) break;
       }
       if (r >= qp.sq.size() || r >= qp.req.next || qp.sq[r].first_psn != psn ||
-          qp.sq[r].wr.opcode == WrOpcode::rdma_read) {
+          qp.sq[r].wr.opcode == WrOpcode::rdma_read || qp.sq[r].wr.opcode == WrOpcode::atomic_write) {
         break;  // not the answer to the oldest outstanding atomic
       }
       acknowledge_before(qp, psn);

@@ -82,6 +82,7 @@ std::span<uint8_t> DeviceImpl::read_response_destination(const QueuePair& qp, co
   const size_t i = read_answered_by(qp, psn);
   if (i >= qp.sq.size()) return {};
   const SendWqe* w = &qp.sq[i];
+  if (w->wr.opcode != WrOpcode::rdma_read) return {};  // an ATOMIC WRITE's answer carries no data
   const unsigned mtu = qp.mtu();
   if (psn != ((w->first_psn + w->received / mtu) & wire::psn_mask)) return {};
   const wire::Position p = f.roce.info->position;

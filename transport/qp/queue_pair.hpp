@@ -51,17 +51,24 @@ struct SendWqe {
   uint32_t last_psn = 0;
   uint32_t sent = 0;        // bytes sent (requester cursor within the message)
   uint32_t received = 0;    // READ: response bytes placed so far
-  bool is_read_or_atomic() const {
+  // READ, the two atomics and ATOMIC WRITE: the requests the responder answers from a responder resource
+  // and the requester limits to max_rd_atomic outstanding. Each is acknowledged only by its own response
+  // (READ and ATOMIC WRITE: READ RESPONSE; atomics: ATOMIC ACKNOWLEDGE), so an ACK beyond one whose
+  // response is missing means the response was lost.
+  bool takes_responder_resource() const {
     return wr.opcode == verbs::WrOpcode::rdma_read || wr.opcode == verbs::WrOpcode::atomic_cmp_and_swp ||
-           wr.opcode == verbs::WrOpcode::atomic_fetch_and_add;
+           wr.opcode == verbs::WrOpcode::atomic_fetch_and_add || wr.opcode == verbs::WrOpcode::atomic_write;
   }
 };
 
-// A READ or atomic request the responder accepted, kept so that a duplicate is answered from here
-// (READ: the data is read again; atomic: the saved result is resent, never executed twice).
+// A READ, atomic or ATOMIC WRITE request the responder accepted, kept so that a duplicate is answered from
+// here (READ: the data is read again; atomic: the saved result is resent; ATOMIC WRITE: the empty READ
+// RESPONSE is resent; neither kind of atomic is ever executed twice).
+enum class ResourceKind : uint8_t { read, atomic, atomic_write };
+
 struct ResponderResource {
   bool valid = false;
-  bool is_atomic = false;
+  ResourceKind kind = ResourceKind::read;
   uint32_t first_psn = 0;
   uint32_t last_psn = 0;
   uint64_t va = 0;

@@ -32,12 +32,12 @@ uint8_t send_write_opcode(const SendWr& wr, QpType type, bool first, bool last) 
 }
 
 
-// READ and atomic requests the requester has outstanding (sent, response not yet complete).
+// READ, atomic and ATOMIC WRITE requests the requester has outstanding (sent, response not yet complete).
 uint32_t outstanding_rd_atomic(const QueuePair& qp) {
   uint32_t n = 0;
   for (size_t i = 0; i < qp.req.next && i < qp.sq.size(); ++i) {
     const SendWqe& w = qp.sq[i];
-    if (w.is_read_or_atomic() && (w.state == WqeState::pending || w.state == WqeState::processing)) ++n;
+    if (w.takes_responder_resource() && (w.state == WqeState::pending || w.state == WqeState::processing)) ++n;
   }
   return n;
 }
@@ -96,10 +96,10 @@ void DeviceImpl::run_requester(QueuePair& qp, Nanos now) {
     if (is_reliable(qp.type)) {
       // Counting outstanding READs/atomics walks the send queue, so it is done only for the WQEs it gates.
       const bool fenced = fresh && (w.wr.send_flags & send_fence);
-      if (fenced || (fresh && w.is_read_or_atomic())) {
+      if (fenced || (fresh && w.takes_responder_resource())) {
         const uint32_t rd_atomic = outstanding_rd_atomic(qp);
         if (fenced && rd_atomic > 0) return;  // fence: wait for READs/atomics
-        if (w.is_read_or_atomic() && rd_atomic >= std::max<uint32_t>(1, qp.attr.max_rd_atomic)) return;
+        if (w.takes_responder_resource() && rd_atomic >= std::max<uint32_t>(1, qp.attr.max_rd_atomic)) return;
       }
       if (wire::psn_diff(qp.req.psn, qp.comp.psn) >= int32_t(max_unacked_psns)) return;  // window full
     }
@@ -111,7 +111,7 @@ void DeviceImpl::run_requester(QueuePair& qp, Nanos now) {
       w.first_psn = qp.req.psn;
       w.sent = 0;
       w.received = 0;
-      w.packets = w.is_read_or_atomic() && w.wr.opcode != WrOpcode::rdma_read ? 1 : packets_for(w.length, mtu);
+      w.packets = w.takes_responder_resource() && w.wr.opcode != WrOpcode::rdma_read ? 1 : packets_for(w.length, mtu);
       if (qp.type == QpType::ud && w.length > mtu) {
         // A datagram is one packet. IBTA C10-93.1.1: for a longer one "the CI shall not emit any packets
         // for this message. Further, the CI shall not generate an error due to this condition." rxe does
@@ -152,6 +152,23 @@ void DeviceImpl::run_requester(QueuePair& qp, Nanos now) {
       h.atomic_eth.rkey = w.wr.rkey;
       h.atomic_eth.swap_add = cas ? w.wr.swap : w.wr.compare_add;
       h.atomic_eth.compare = cas ? w.wr.compare_add : 0;
+      w.last_psn = w.first_psn;
+      qp.req.psn = (w.first_psn + 1) & wire::psn_mask;
+      w.state = WqeState::pending;
+      ++qp.req.next;
+      qp.req.packets_since_ackreq = 0;
+      transmit(qp, packet);
+    } else if (w.wr.opcode == WrOpcode::atomic_write) {
+      // IBTA 1.5 A19: one packet, a RETH for the 8 bytes and the bytes themselves, answered by an empty
+      // READ RESPONSE (not an ACK) once every earlier request has been carried out. The bytes were taken
+      // when the request was posted (compare_add), so a retry sends the same ones.
+      h.bth.opcode = uint8_t(Opcode::rc_atomic_write);
+      h.bth.psn = w.first_psn;
+      h.bth.ack_req = true;
+      h.reth.va = w.wr.remote_addr;
+      h.reth.rkey = w.wr.rkey;
+      h.reth.dma_length = 8;
+      packet.payload = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&w.wr.compare_add), 8);
       w.last_psn = w.first_psn;
       qp.req.psn = (w.first_psn + 1) & wire::psn_mask;
       w.state = WqeState::pending;

@@ -87,15 +87,18 @@ class RcResponder {
         // C9-105: acknowledge again, with the PSN of the last request accepted.
         send_aeth(wire::Aeth::ack(qp_.resp.msn), (qp_.resp.psn - 1) & wire::psn_mask);
         return;
-      case Operation::rdma_read_request: {
-        const ResponderResource* res = find_resource(false);
+      case Operation::rdma_read_request:
+      case Operation::atomic_write: {
+        // A READ is read again; an ATOMIC WRITE is not placed again, its empty response is resent.
+        const bool read = info_.operation == Operation::rdma_read_request;
+        const ResponderResource* res = find_resource(read ? ResourceKind::read : ResourceKind::atomic_write);
         if (res != nullptr) send_read_response(*res, bth_.psn);
         return;
       }
       case Operation::compare_swap:
       case Operation::fetch_add: {
         // Never executed twice: the saved result is sent again.
-        const ResponderResource* res = find_resource(true);
+        const ResponderResource* res = find_resource(ResourceKind::atomic);
         if (res != nullptr) send_atomic_ack(*res);
         return;
       }
@@ -104,9 +107,9 @@ class RcResponder {
     }
   }
 
-  const ResponderResource* find_resource(bool atomic) const {
+  const ResponderResource* find_resource(ResourceKind kind) const {
     for (const ResponderResource& r : qp_.resp.resources) {
-      if (r.valid && r.is_atomic == atomic && wire::psn_diff(bth_.psn, r.first_psn) >= 0 &&
+      if (r.valid && r.kind == kind && wire::psn_diff(bth_.psn, r.first_psn) >= 0 &&
           wire::psn_diff(bth_.psn, r.last_psn) <= 0) {
         return &r;
       }
@@ -146,7 +149,8 @@ class RcResponder {
   bool check_access() {
     uint32_t need = 0;
     switch (info_.operation) {
-      case Operation::rdma_write: need = access_remote_write; break;
+      case Operation::rdma_write:
+      case Operation::atomic_write: need = access_remote_write; break;  // ATOMIC WRITE: as rxe
       case Operation::rdma_read_request: need = access_remote_read; break;
       case Operation::compare_swap:
       case Operation::fetch_add: need = access_remote_atomic; break;
@@ -180,7 +184,8 @@ class RcResponder {
       if (info_.operation == Operation::send) qp_.resp.received = 0;
     }
     const bool rd_atomic = info_.operation == Operation::rdma_read_request ||
-                           info_.operation == Operation::compare_swap || info_.operation == Operation::fetch_add;
+                           info_.operation == Operation::compare_swap || info_.operation == Operation::fetch_add ||
+                           info_.operation == Operation::atomic_write;
     if (rd_atomic && qp_.attr.max_dest_rd_atomic == 0) {
       fatal(wire::NakCode::invalid_request, WcStatus::rem_inv_req_err, EventType::qp_req_err);
       return false;
@@ -202,6 +207,7 @@ class RcResponder {
         return false;
       }
     }
+    if (ok && info_.operation == Operation::atomic_write) ok = len == 8 && h_.reth.dma_length == 8;  // A19.4.2
     if (ok && info_.operation == Operation::rdma_write) {
       const uint32_t total = info_.has(wire::hdr_reth) ? h_.reth.dma_length : qp_.resp.write_length;
       const uint32_t so_far = info_.has(wire::hdr_reth) ? 0 : qp_.resp.received;
@@ -218,12 +224,16 @@ class RcResponder {
       va = h_.reth.va, rkey = h_.reth.rkey, len = h_.reth.dma_length, access = access_remote_write;
     } else if (info_.operation == Operation::rdma_read_request) {
       va = h_.reth.va, rkey = h_.reth.rkey, len = h_.reth.dma_length, access = access_remote_read;
-    } else if (info_.operation == Operation::compare_swap || info_.operation == Operation::fetch_add) {
-      if ((h_.atomic_eth.va & 7) != 0) {
+    } else if (info_.operation == Operation::compare_swap || info_.operation == Operation::fetch_add ||
+               info_.operation == Operation::atomic_write) {
+      const bool write = info_.operation == Operation::atomic_write;
+      va = write ? h_.reth.va : h_.atomic_eth.va;
+      if ((va & 7) != 0) {  // both kinds of atomic need an 8-byte aligned address (rxe: MISALIGNED_ATOMIC)
         fatal(wire::NakCode::invalid_request, WcStatus::rem_inv_req_err, EventType::qp_req_err);
         return false;
       }
-      va = h_.atomic_eth.va, rkey = h_.atomic_eth.rkey, len = 8, access = access_remote_atomic;
+      rkey = write ? h_.reth.rkey : h_.atomic_eth.rkey, len = 8;
+      access = write ? access_remote_write : access_remote_atomic;
     } else {
       return true;
     }
@@ -262,6 +272,8 @@ class RcResponder {
       case Operation::compare_swap:
       case Operation::fetch_add:
         return execute_atomic();
+      case Operation::atomic_write:
+        return execute_atomic_write();
       default:
         return;
     }
@@ -359,28 +371,56 @@ class RcResponder {
   }
 
   void execute_atomic() {
-    QueuePair::Responder& r = qp_.resp;
-    const MemoryRegion* mr = nullptr;
-    if (d_.mrs_.check_remote(h_.atomic_eth.rkey, qp_.pd, qp_.qpn, h_.atomic_eth.va, 8, access_remote_atomic, &mr) !=
-        KeyCheck::ok) {
-      fatal(wire::NakCode::remote_access_error, WcStatus::rem_access_err, EventType::qp_access_err);
-      return;
-    }
+    const MemoryRegion* mr = atomic_target(h_.atomic_eth.va, h_.atomic_eth.rkey, access_remote_atomic);
+    if (mr == nullptr) return;
     const uint64_t offset = mr->memory_offset + (h_.atomic_eth.va - mr->iova);
     uint64_t original = 0;
     const bool ok = info_.operation == Operation::compare_swap
                         ? mr->memory->compare_swap(offset, h_.atomic_eth.compare, h_.atomic_eth.swap_add, original)
                         : mr->memory->fetch_add(offset, h_.atomic_eth.swap_add, original);
     if (!ok) return memory_failed(*mr);
-    ResponderResource& res = new_resource();
-    res.is_atomic = true;
-    res.first_psn = res.last_psn = bth_.psn;
+    ResponderResource& res = accept_single_packet(ResourceKind::atomic);
     res.atomic_original = original;
+    send_atomic_ack(res);
+  }
+
+  // The 8 bytes land at once: no reader of the word sees part of them (IBTA 1.5 A19.4.2). Earlier
+  // requests were all carried out before this one (the responder executes in PSN order), which is the
+  // ordering the operation promises. The answer is an empty READ RESPONSE, as from rxe.
+  void execute_atomic_write() {
+    const MemoryRegion* mr = atomic_target(h_.reth.va, h_.reth.rkey, access_remote_write);
+    if (mr == nullptr) return;
+    uint64_t value = 0;
+    std::memcpy(&value, f_.roce.payload.data(), 8);  // bytes as they travel: placed, not interpreted
+    if (!mr->memory->atomic_store(mr->memory_offset + (h_.reth.va - mr->iova), value)) return memory_failed(*mr);
+    ResponderResource& res = accept_single_packet(ResourceKind::atomic_write);
+    res.length = 0;  // its response carries no data
+    send_read_response(res, bth_.psn);
+  }
+
+  // The region an atomic's 8 bytes are in (its key was checked before); null, with the QP failed, if the
+  // region went away meanwhile.
+  const MemoryRegion* atomic_target(uint64_t va, uint32_t rkey, uint32_t access) {
+    const MemoryRegion* mr = nullptr;
+    if (d_.mrs_.check_remote(rkey, qp_.pd, qp_.qpn, va, 8, access, &mr) != KeyCheck::ok) {
+      fatal(wire::NakCode::remote_access_error, WcStatus::rem_access_err, EventType::qp_access_err);
+      return nullptr;
+    }
+    return mr;
+  }
+
+  // A one-packet request carried out: it completes a message and is remembered, for a duplicate, in a
+  // responder resource of `kind`.
+  ResponderResource& accept_single_packet(ResourceKind kind) {
+    QueuePair::Responder& r = qp_.resp;
+    ResponderResource& res = new_resource();
+    res.kind = kind;
+    res.first_psn = res.last_psn = bth_.psn;
     r.msn = (r.msn + 1) & wire::psn_mask;
     res.msn = r.msn;
     r.psn = (bth_.psn + 1) & wire::psn_mask;
     r.last_opcode_position = uint8_t(Position::only);
-    send_atomic_ack(res);
+    return res;
   }
 
   // -- responses --------------------------------------------------------------------------------------

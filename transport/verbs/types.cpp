@@ -63,6 +63,7 @@ std::string_view to_string(WcOpcode o) {
     case WcOpcode::fetch_add: return "FETCH_ADD";
     case WcOpcode::bind_mw: return "BIND_MW";
     case WcOpcode::local_inv: return "LOCAL_INV";
+    case WcOpcode::atomic_write: return "ATOMIC_WRITE";
     case WcOpcode::recv: return "RECV";
     case WcOpcode::recv_rdma_with_imm: return "RECV_RDMA_WITH_IMM";
   }

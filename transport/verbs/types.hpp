@@ -51,6 +51,7 @@ enum class WcOpcode : uint8_t {
   fetch_add = 4,
   bind_mw = 5,
   local_inv = 6,
+  atomic_write = 9,
   recv = 128,
   recv_rdma_with_imm = 129,
 };
@@ -75,6 +76,8 @@ enum class WrOpcode : uint8_t {
   local_inv = 7,
   bind_mw = 8,
   send_with_inv = 9,
+  // IBTA 1.5's ATOMIC WRITE (RC only): 8 bytes placed at once, ordered after every earlier request.
+  atomic_write = 15,
 };
 
 enum SendFlags : uint32_t {

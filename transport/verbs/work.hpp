@@ -40,7 +40,7 @@ struct SendWr {
   uint32_t invalidate_rkey = 0;   // SEND_WITH_INV
   uint64_t remote_addr = 0;       // RDMA and atomics
   uint32_t rkey = 0;
-  uint64_t compare_add = 0;       // atomics
+  uint64_t compare_add = 0;       // atomics; ATOMIC_WRITE: the 8 bytes it places, as memory holds them
   uint64_t swap = 0;
   // UD
   uint32_t ah = 0;                // address handle number

@@ -26,6 +26,7 @@ class CopyOnlyMemory final : public MemoryBackend {
   bool fetch_add(uint64_t offset, uint64_t add, uint64_t& original) override {
     return inner_.fetch_add(offset, add, original);
   }
+  bool atomic_store(uint64_t offset, uint64_t value) override { return inner_.atomic_store(offset, value); }
 
  private:
   HostMemory inner_;

@@ -421,6 +421,7 @@ class UnreachableMemory final : public MemoryBackend {
   bool write(uint64_t, const void*, size_t) override { return false; }
   bool compare_swap(uint64_t, uint64_t, uint64_t, uint64_t&) override { return false; }
   bool fetch_add(uint64_t, uint64_t, uint64_t&) override { return false; }
+  bool atomic_store(uint64_t, uint64_t) override { return false; }
 };
 
 TEST_CASE("rc errors: memory that fails the responder's access: an on-demand region's is an access error",
@@ -442,6 +443,16 @@ TEST_CASE("rc errors: memory that fails the responder's access: an on-demand reg
     fa.rkey = key;
     fa.compare_add = 5;
     REQUIRE(p.post_a(fa) == 0);
+  }
+  SECTION("ATOMIC WRITE") {
+    SendWr aw;
+    aw.wr_id = 1;
+    aw.opcode = WrOpcode::atomic_write;
+    aw.send_flags = send_signaled;
+    aw.remote_addr = 0x60000000 + 64;
+    aw.rkey = key;
+    aw.compare_add = 5;
+    REQUIRE(p.post_a(aw) == 0);
   }
   if (on_demand) {
     expect_refused(p, 1, WcStatus::rem_access_err, wire::NakCode::remote_access_error, EventType::qp_access_err);

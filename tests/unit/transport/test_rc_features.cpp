@@ -13,13 +13,6 @@ namespace {
 
 constexpr uint64_t a_base = Pair::a_base, b_base = Pair::b_base;
 
-std::vector<WorkCompletion> expect_success(Host& h, uint32_t cq, size_t n) {
-  auto wc = h.poll(cq);
-  CHECK(wc.size() == n);
-  for (const auto& c : wc) CHECK(c.status == WcStatus::success);
-  return wc;
-}
-
 bool is_read_request(const WireFrame& f) { return f.is(wire::Opcode::rc_rdma_read_request); }
 
 SendWr local_inv(uint64_t wr_id, uint32_t key, uint32_t send_flags = send_signaled) {

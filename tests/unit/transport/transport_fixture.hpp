@@ -193,6 +193,14 @@ inline SendWr rdma_wr(uint64_t id, WrOpcode op, uint64_t addr, uint32_t len, uin
   return wr;
 }
 
+// Polls `cq` and expects exactly `n` completions, all successful.
+inline std::vector<WorkCompletion> expect_success(Host& h, uint32_t cq, size_t n) {
+  auto wc = h.poll(cq);
+  CHECK(wc.size() == n);
+  for (const auto& c : wc) CHECK(c.status == WcStatus::success);
+  return wc;
+}
+
 // Recognisable bytes: pattern(n, seed)[i] differs between neighbours and between seeds.
 inline std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
   std::vector<uint8_t> v(n);

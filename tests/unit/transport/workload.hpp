@@ -19,7 +19,11 @@ struct WorkloadOp {
   uint64_t receive = 0;   // offset of the receive buffer it consumes (SEND, WRITE with immediate)
   bool signaled = true;
   uint32_t imm = 0;
-  uint64_t operand = 0, swap = 0, initial = 0;  // atomics
+  uint64_t operand = 0, swap = 0, initial = 0;  // atomics (ATOMIC WRITE: operand is the word it places)
+  bool is_atomic() const {
+    return opcode == WrOpcode::atomic_fetch_and_add || opcode == WrOpcode::atomic_cmp_and_swp ||
+           opcode == WrOpcode::atomic_write;
+  }
 };
 
 // Memory map (both buffers are `buffer_size` bytes):
@@ -34,7 +38,7 @@ class Workload {
     uint64_t src = 0, rcv = 0, wr = mib, rd_dst = mib, rd_src = 2 * mib, atom = 0;
     for (size_t i = 0; i < count; ++i) {
       WorkloadOp op;
-      const unsigned kind = unsigned(rng_() % 8);
+      const unsigned kind = unsigned(rng_() % 9);
       op.length = pick_length(max_length);
       op.signaled = rng_() % 4 != 0;
       op.imm = uint32_t(rng_());
@@ -46,9 +50,10 @@ class Workload {
         case 4: op.opcode = WrOpcode::rdma_write_with_imm; break;
         case 5: op.opcode = WrOpcode::rdma_read; break;
         case 6: op.opcode = WrOpcode::atomic_fetch_and_add; break;
-        default: op.opcode = WrOpcode::atomic_cmp_and_swp; break;
+        case 7: op.opcode = WrOpcode::atomic_cmp_and_swp; break;
+        default: op.opcode = WrOpcode::atomic_write; break;
       }
-      if (op.opcode == WrOpcode::atomic_fetch_and_add || op.opcode == WrOpcode::atomic_cmp_and_swp) {
+      if (op.is_atomic()) {
         op.length = 8;
         op.local = 2 * mib + atom * 8;
         op.remote = 3 * mib + atom * 8;
@@ -86,7 +91,7 @@ class Workload {
     randomize(requester.buffer(0), 0, used_source_);
     randomize(responder.buffer(0), 2 * mib, used_read_source_);
     for (const WorkloadOp& op : ops_) {
-      if (op.opcode == WrOpcode::atomic_fetch_and_add || op.opcode == WrOpcode::atomic_cmp_and_swp) {
+      if (op.is_atomic()) {
         std::memcpy(responder.buffer(0).data() + op.remote, &op.initial, 8);
       }
     }
@@ -106,6 +111,7 @@ class Workload {
     id = 0;
     for (const WorkloadOp& op : ops_) {
       SendWr wr = send_wr(++id, op.opcode, a_base + op.local, op.length, a_key, op.signaled);
+      if (op.opcode == WrOpcode::atomic_write) wr.sg_list.clear();  // its 8 bytes travel in compare_add
       wr.remote_addr = b_base + op.remote;
       wr.rkey = b_key;
       wr.imm_data = op.imm;
@@ -176,6 +182,12 @@ class Workload {
                                       ? op.initial + op.operand
                                       : (op.initial == op.operand ? op.swap : op.initial);
           CHECK(final_value == expect);
+          break;
+        }
+        case WrOpcode::atomic_write: {
+          uint64_t final_value = 0;
+          std::memcpy(&final_value, b.data() + op.remote, 8);
+          CHECK(final_value == op.operand);
           break;
         }
         default:

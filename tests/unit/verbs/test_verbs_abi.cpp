@@ -71,6 +71,7 @@ constexpr bool same_value(A ours, B theirs) {
   X(WcOpcode::fetch_add, IBV_WC_FETCH_ADD)                  \
   X(WcOpcode::bind_mw, IBV_WC_BIND_MW)                      \
   X(WcOpcode::local_inv, IBV_WC_LOCAL_INV)                  \
+  X(WcOpcode::atomic_write, IBV_WC_ATOMIC_WRITE)            \
   X(WcOpcode::recv, IBV_WC_RECV)                            \
   X(WcOpcode::recv_rdma_with_imm, IBV_WC_RECV_RDMA_WITH_IMM)
 
@@ -89,7 +90,8 @@ constexpr bool same_value(A ours, B theirs) {
   X(WrOpcode::atomic_fetch_and_add, IBV_WR_ATOMIC_FETCH_AND_ADD)  \
   X(WrOpcode::local_inv, IBV_WR_LOCAL_INV)                        \
   X(WrOpcode::bind_mw, IBV_WR_BIND_MW)                            \
-  X(WrOpcode::send_with_inv, IBV_WR_SEND_WITH_INV)
+  X(WrOpcode::send_with_inv, IBV_WR_SEND_WITH_INV)                \
+  X(WrOpcode::atomic_write, IBV_WR_ATOMIC_WRITE)
 
 #define SEND_FLAGS(X)                   \
   X(send_fence, IBV_SEND_FENCE)         \

@@ -31,9 +31,9 @@ static void tso(struct env *e, struct ibv_qp_ex *x) {
   char header[16] = {0};
   ibv_wr_send_tso(x, header, sizeof header, 1000);
 }
-static void atomic_write(struct env *e, struct ibv_qp_ex *x) {
+static void unaligned_atomic_write(struct env *e, struct ibv_qp_ex *x) {
   uint64_t value = 1;
-  ibv_wr_atomic_write(x, e->remote_mr->rkey, (uintptr_t)e->remote, &value);
+  ibv_wr_atomic_write(x, e->remote_mr->rkey, (uintptr_t)e->remote + 4, &value);
 }
 static void xrc(struct env *e, struct ibv_qp_ex *x) {
   (void)e;
@@ -101,7 +101,7 @@ void test_wr_errors(struct env *e, struct ibv_qp *a, struct ibv_cq_ex *cqa, stru
   } cases[] = {
       {bind_without_window, EINVAL, "BIND_MW without a window"},
       {tso, EOPNOTSUPP, "SEND with TSO"},
-      {atomic_write, EOPNOTSUPP, "ATOMIC_WRITE"},
+      {unaligned_atomic_write, EINVAL, "an ATOMIC_WRITE to an unaligned address"},
       {xrc, EOPNOTSUPP, "an XRC SRQ number on an RC QP"},
       {ud_addr_on_rc, EINVAL, "a UD address on an RC QP"},
       {too_many_sges, EINVAL, "5 SGEs on a QP of 4"},

@@ -21,9 +21,17 @@ void test_qp_ex_creation(struct env *e) {
       .pd = e->pd,
       .send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_TSO,
   };
-  /* TSO and atomic write are operations uroce cannot do: creation says so. */
+  /* TSO is an operation uroce cannot do: creation says so. ATOMIC WRITE exists on RC alone. */
   errno = 0;
   CHECK(ibv_create_qp_ex(e->ctx, &a) == NULL && errno == EOPNOTSUPP, "TSO accepted (errno %d)", errno);
+  a.qp_type = IBV_QPT_UC;
+  a.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_ATOMIC_WRITE;
+  errno = 0;
+  CHECK(ibv_create_qp_ex(e->ctx, &a) == NULL && errno == EOPNOTSUPP, "ATOMIC WRITE on UC accepted (errno %d)", errno);
+  a.qp_type = IBV_QPT_RC;
+  struct ibv_qp *with_atomic_write = ibv_create_qp_ex(e->ctx, &a);
+  CHECK(with_atomic_write != NULL, "ATOMIC WRITE on RC refused: %s", strerror(errno));
+  CHECK(ibv_destroy_qp(with_atomic_write) == 0, "destroy");
   /* A UD QP only sends (memory windows are bound on RC, UC and XRC initiators, mw.c). */
   a.qp_type = IBV_QPT_UD;
   a.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE;
@@ -146,13 +154,18 @@ void test_rc_rdma_and_atomics(struct env *e, struct ibv_qp *a, struct ibv_cq_ex 
   x->wr_id = 15; /* does not match: leaves the word alone */
   ibv_wr_atomic_cmp_swp(x, rkey, (uintptr_t)R + R_ATOMIC, initial, 0x3333333333333333ull);
   ibv_wr_set_sge(x, lkey, (uintptr_t)L + 48 * 1024 + 16, 8);
+  x->wr_id = 16; /* its 8 bytes are taken by the call: changing them before wr_complete changes nothing */
+  uint8_t word[8] = {0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7, 0xa8};
+  const uint8_t placed[8] = {0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7, 0xa8};
+  ibv_wr_atomic_write(x, rkey, (uintptr_t)R + R_ATOMIC + 8, word);
+  memset(word, 0, sizeof word);
   CHECK_EQ(ibv_wr_complete(x), 0);
 
-  struct wc_ex w[6];
-  poll_n(cqa, w, 6);
-  const enum ibv_wc_opcode ops[6] = {IBV_WC_RDMA_WRITE, IBV_WC_RDMA_WRITE, IBV_WC_RDMA_READ,
-                                     IBV_WC_COMP_SWAP,  IBV_WC_FETCH_ADD,  IBV_WC_COMP_SWAP};
-  for (int i = 0; i < 6; ++i) {
+  struct wc_ex w[7];
+  poll_n(cqa, w, 7);
+  const enum ibv_wc_opcode ops[7] = {IBV_WC_RDMA_WRITE, IBV_WC_RDMA_WRITE, IBV_WC_RDMA_READ,   IBV_WC_COMP_SWAP,
+                                     IBV_WC_FETCH_ADD,  IBV_WC_COMP_SWAP,  IBV_WC_ATOMIC_WRITE};
+  for (int i = 0; i < 7; ++i) {
     expect_success(&w[i], 10 + i, ops[i]);
     CHECK_EQ(w[i].qp_num, a->qp_num);
   }
@@ -175,7 +188,8 @@ void test_rc_rdma_and_atomics(struct env *e, struct ibv_qp *a, struct ibv_cq_ex 
   CHECK_EQ(got[1], 0x2222222222222222ull);  /* FETCH_ADD sees the swapped one */
   CHECK_EQ(got[2], 0x2222222222222227ull);  /* the failed CMP_SWP returns the current one */
   CHECK_EQ(remote, 0x2222222222222227ull);
-  printf("PASS qp_ex RDMA WRITE, WRITE_IMM, READ, CMP_SWP, FETCH_ADD\n");
+  CHECK(memcmp(R + R_ATOMIC + 8, placed, 8) == 0, "ATOMIC WRITE data");
+  printf("PASS qp_ex RDMA WRITE, WRITE_IMM, READ, CMP_SWP, FETCH_ADD, ATOMIC_WRITE\n");
 }
 
 /* LOCAL_INV of a local key, then a SEND gathering from it fails: the invalidation really happened. The QP
