@@ -253,6 +253,13 @@ int Device::dereg_mr(uint32_t key) {
   return 0;
 }
 
+int Device::query_mr(uint32_t key, RegionInfo& info) const {
+  const MemoryRegion* mr = impl_->mrs_.find(key);
+  if (mr == nullptr || mr->kind != KeyKind::region) return EINVAL;
+  info = {mr->pd, mr->iova, mr->length, mr->access};
+  return 0;
+}
+
 int Device::alloc_mw(uint32_t pd, MwType type, uint32_t& rkey) {
   DeviceImpl& d = *impl_;
   if (!d.pds_.contains(pd) || (type != MwType::type1 && type != MwType::type2)) return EINVAL;

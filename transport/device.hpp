@@ -169,6 +169,14 @@ class Device {
                std::shared_ptr<MemoryBackend> memory, uint64_t memory_offset, bool new_translation,
                uint32_t& new_key);
   int dereg_mr(uint32_t key);  // EINVAL while windows are bound to the region, as rxe
+  // What a region was registered with (ibv_import_mr); EINVAL if `key` is no region's.
+  struct RegionInfo {
+    uint32_t pd = 0;
+    uint64_t iova = 0;
+    uint64_t length = 0;
+    uint32_t access = 0;
+  };
+  int query_mr(uint32_t key, RegionInfo& info) const;
   // Memory windows (ibv_alloc_mw, ibv_dealloc_mw): an rkey of its own in `pd`, unbound until a BIND_MW work
   // request (post_send, WrOpcode::bind_mw) opens part of a region through it. Its number is rkey >> 8.
   // Deallocating unbinds it. EINVAL: no such PD or type; ENOMEM: the key table is full.

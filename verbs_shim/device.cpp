@@ -1,6 +1,8 @@
 // Finding uroced's device and describing it: ibv_get_device_list and friends, ibv_query_device(_ex),
 // ibv_query_port, GIDs and P_Keys. The device is whatever the uroced at $UROCE_SOCKET serves; no daemon
 // means no device, quietly, as with a machine that has no RDMA hardware.
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstring>
 #include <optional>
@@ -236,21 +238,11 @@ SHIM_EXPORT int ibv_get_device_index(ibv_device* device) {
   return 0;
 }
 
-SHIM_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
-  Device* d = to_shim(device);
-  auto* c = new (std::nothrow) Context{};
-  if (!c) {
-    errno = ENOMEM;
-    return nullptr;
-  }
-  const int rc = guarded("open_device", [&] {
-    c->impl = uroce::emulator::client::Context::open(d->socket, "uroce-verbs-shim").release();
-  });
-  if (rc) {
-    delete c;
-    errno = rc;
-    return nullptr;
-  }
+namespace {
+
+// A verbs context around `c->impl`, a client context just opened or imported (`cmd_fd`: ibv_context's,
+// the connection's own socket unless the application gave one).
+ibv_context* finish_context(Context* c, Device* d, int cmd_fd) {
   c->device = d;
   c->info = c->impl->device();
   c->objects_lock = new std::mutex;
@@ -275,8 +267,8 @@ SHIM_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
   v.free_dm = free_dm;
   v.reg_dm_mr = reg_dm_mr;
   ibv_context& ctx = v.context;
-  ctx.device = device;
-  ctx.cmd_fd = c->impl->control().fd();
+  ctx.device = &d->dev;
+  ctx.cmd_fd = cmd_fd;
   ctx.async_fd = c->impl->async_fd();
   ctx.num_comp_vectors = 1;
   pthread_mutex_init(&ctx.mutex, nullptr);
@@ -292,10 +284,48 @@ SHIM_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
   return &ctx;
 }
 
+// ibv_open_device and ibv_import_device: a client context from `open`, in a new shim context still to be
+// finished; null with errno if `open` failed.
+template <typename Open>
+Context* new_context(const char* what, Open open) {
+  auto* c = new (std::nothrow) Context{};
+  if (!c) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  if (const int rc = guarded(what, [&] { c->impl = open().release(); })) {
+    delete c;
+    errno = rc;
+    return nullptr;
+  }
+  return c;
+}
+
+}  // namespace
+
+SHIM_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
+  Device* d = to_shim(device);
+  Context* c = new_context("open_device", [&] { return client::Context::open(d->socket, "uroce-verbs-shim"); });
+  return c ? finish_context(c, d, c->impl->control().fd()) : nullptr;
+}
+
+// Another context on the objects of the context `cmd_fd` is the command descriptor of (a duplicate, or
+// one passed from another process), as Linux's import shares a uverbs file: objects either creates are
+// the other's too, and live until freed or until the last context on them closes. The context owns
+// `cmd_fd` from now on and closes it with itself, as rdma-core's imported contexts do.
+SHIM_EXPORT ibv_context* ibv_import_device(int cmd_fd) {
+  Context* c = new_context("import_device", [&] { return client::Context::import(cmd_fd, "uroce-verbs-shim"); });
+  if (!c) return nullptr;
+  c->owned_cmd_fd = cmd_fd;
+  return finish_context(c, find_or_add(c->impl->socket_path(), c->impl->device()), cmd_fd);
+}
+
 SHIM_EXPORT int ibv_close_device(ibv_context* context) {
   Context* c = to_shim(context);
-  // Closing the control connection makes uroced destroy whatever the application left behind.
+  // Closing the control connection makes uroced destroy whatever the application left behind (once no
+  // other context, imported or importing, is on the same objects).
   delete c->impl;
+  if (c->owned_cmd_fd >= 0) close(c->owned_cmd_fd);
   delete c->cqs;
   delete c->qps;
   delete c->srqs;

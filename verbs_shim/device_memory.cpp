@@ -40,6 +40,14 @@ int memcpy_from_dm(void* host_addr, ibv_dm* dm, uint64_t dm_offset, size_t lengt
   return 0;
 }
 
+ibv_dm* finish_dm(Dm* d, ibv_context* context) {
+  d->dm.context = context;
+  d->dm.memcpy_to_dm = memcpy_to_dm;
+  d->dm.memcpy_from_dm = memcpy_from_dm;
+  d->dm.handle = d->impl.dm;
+  return &d->dm;
+}
+
 }  // namespace
 
 ibv_dm* alloc_dm(ibv_context* context, ibv_alloc_dm_attr* attr) {
@@ -56,12 +64,25 @@ ibv_dm* alloc_dm(ibv_context* context, ibv_alloc_dm_attr* attr) {
     delete d;  // guarded set errno
     return nullptr;
   }
-  d->dm.context = context;
-  d->dm.memcpy_to_dm = memcpy_to_dm;
-  d->dm.memcpy_from_dm = memcpy_from_dm;
-  d->dm.handle = d->impl.dm;
-  return &d->dm;
+  return finish_dm(d, context);
 }
+
+// ibv_import_dm: the session's allocation `dm_handle`, mapped for this context's copies. Freeing it
+// through any context frees it for all; unimporting unmaps it here only.
+ibv_dm* import_dm(ibv_context* context, uint32_t dm_handle) {
+  auto* d = new (std::nothrow) Dm{};
+  if (d == nullptr) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  if (guarded("import_dm", [&] { d->impl = to_shim(context)->impl->import_dm(dm_handle); })) {
+    delete d;
+    return nullptr;
+  }
+  return finish_dm(d, context);
+}
+
+void unimport_dm(ibv_dm* dm) { delete to_dm(dm); }
 
 int free_dm(ibv_dm* dm) {
   Dm* d = to_dm(dm);
@@ -80,3 +101,8 @@ ibv_mr* reg_dm_mr(ibv_pd* pd, ibv_dm* dm, uint64_t dm_offset, size_t length, uns
 }
 
 }  // namespace uroce::shim
+
+using namespace uroce::shim;
+
+SHIM_EXPORT ibv_dm* ibv_import_dm(ibv_context* context, uint32_t dm_handle) { return import_dm(context, dm_handle); }
+SHIM_EXPORT void ibv_unimport_dm(ibv_dm* dm) { unimport_dm(dm); }

@@ -137,3 +137,38 @@ int advise_mr(ibv_pd* pd, ibv_advise_mr_advice advice, uint32_t flags, ibv_sge* 
 }
 
 }  // namespace uroce::shim
+
+// ibv_import_pd / ibv_import_mr (on a context from ibv_import_device, or any context of the session): a
+// handle of this context's on an object the session holds. Deallocating or deregistering through it frees
+// the object for every context; unimporting drops only the handle.
+SHIM_EXPORT ibv_pd* ibv_import_pd(ibv_context* context, uint32_t pd_handle) {
+  auto* p = new (std::nothrow) Pd{};
+  if (!p) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  if (guarded("import_pd", [&] { to_shim(context)->impl->import_pd(pd_handle); })) {
+    delete p;
+    return nullptr;
+  }
+  p->pd.context = context;
+  p->pd.handle = pd_handle;
+  return &p->pd;
+}
+
+SHIM_EXPORT void ibv_unimport_pd(ibv_pd* pd) { delete to_shim(pd); }
+
+// The region's address is its iova (where it starts as work requests name it; NULL for a zero-based one).
+// `pd` must be the region's own PD (EINVAL otherwise).
+SHIM_EXPORT ibv_mr* ibv_import_mr(ibv_pd* pd, uint32_t mr_handle) {
+  uroce::emulator::client::Context::ImportedRegion r;
+  if (guarded("import_mr", [&] { r = to_shim(pd->context)->impl->import_mr(mr_handle); })) return nullptr;
+  if (r.pd != pd->handle) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  return new_mr("import_mr", pd, reinterpret_cast<void*>(uintptr_t(r.iova)), r.length, r.access,
+                [&] { return uroce::emulator::client::MemoryRegion{r.key, r.key}; });
+}
+
+SHIM_EXPORT void ibv_unimport_mr(ibv_mr* mr) { delete to_shim(mr); }

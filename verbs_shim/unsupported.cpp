@@ -1,7 +1,6 @@
 // Entry points of libibverbs that uroce does not provide (yet). Each exists, so that programs and the
 // provider libraries they pull in load, and each fails the documented way: NULL with errno, or an error
-// number; never a pretended success. Void functions that undo something that can never have been done
-// (unimport of an object import could not create) are no-ops.
+// number; never a pretended success.
 #include <cstring>
 
 #include <infiniband/sa.h>
@@ -9,27 +8,6 @@
 #include "shim.hpp"
 
 SHIM_EXPORT int ibv_resolve_eth_l2_from_gid(ibv_context*, ibv_ah_attr*, uint8_t*, uint16_t*) { return EOPNOTSUPP; }
-
-// Sharing objects between processes through the kernel's command fd: there is no such fd.
-SHIM_EXPORT ibv_context* ibv_import_device(int) {
-  errno = EOPNOTSUPP;
-  return nullptr;
-}
-SHIM_EXPORT ibv_pd* ibv_import_pd(ibv_context*, uint32_t) {
-  errno = EOPNOTSUPP;
-  return nullptr;
-}
-SHIM_EXPORT void ibv_unimport_pd(ibv_pd*) {}
-SHIM_EXPORT ibv_mr* ibv_import_mr(ibv_pd*, uint32_t) {
-  errno = EOPNOTSUPP;
-  return nullptr;
-}
-SHIM_EXPORT void ibv_unimport_mr(ibv_mr*) {}
-SHIM_EXPORT ibv_dm* ibv_import_dm(ibv_context*, uint32_t) {
-  errno = EOPNOTSUPP;
-  return nullptr;
-}
-SHIM_EXPORT void ibv_unimport_dm(ibv_dm*) {}
 
 SHIM_EXPORT ibv_mr* ibv_reg_dmabuf_mr(ibv_pd*, uint64_t, size_t, uint64_t, int, int) {
   errno = EOPNOTSUPP;

@@ -31,6 +31,21 @@ void close_rest(std::vector<int>& fds) {
   }
 }
 
+// An allocation of device memory as alloc_dm and import_dm describe it, its memfd mapped.
+DeviceMemory map_device_memory(const json& reply, std::vector<int>& fds) {
+  DeviceMemory dm;
+  try {
+    dm.dm = reply.at("dm").get<uint32_t>();
+    dm.length = reply.at("length").get<uint64_t>();
+    dm.pages = protocol::SharedRegion::attach(take_fd(fds, 0), reply.at("size").get<size_t>());
+  } catch (...) {
+    close_rest(fds);
+    throw;
+  }
+  close_rest(fds);
+  return dm;
+}
+
 }  // namespace
 
 CompletionChannel::~CompletionChannel() {
@@ -40,21 +55,35 @@ CompletionChannel::~CompletionChannel() {
 std::unique_ptr<Context> Context::open(const std::string& socket_path, const std::string& client_name) {
   std::unique_ptr<Context> c(new Context);
   c->control_ = ControlConnection::connect(socket_path, client_name);
+  c->socket_path_ = socket_path;
+  c->open_device(false);
+  return c;
+}
+
+std::unique_ptr<Context> Context::import(int cmd_fd, const std::string& client_name) {
+  std::unique_ptr<Context> c(new Context);
+  c->socket_path_ = ControlConnection::daemon_path_of(cmd_fd);
+  c->control_ = ControlConnection::connect(c->socket_path_, client_name, cmd_fd);
+  c->open_device(true);
+  return c;
+}
+
+void Context::open_device(bool attach) {
   std::vector<int> fds;
   // "doorbell": this client bumps a session doorbell word whenever it posts (protocol/doorbell.hpp); a
   // daemon that knows it sends the page as a fourth descriptor, and one that does not scans our rings.
-  c->device_ = c->control_->call({{"op", "open_device"}, {"doorbell", true}}, &fds);
+  device_ = control_->call({{"op", "open_device"}, {"doorbell", true}, {"attach", attach}}, &fds);
   try {
-    c->async_fd_ = take_fd(fds, 0);
+    async_fd_ = take_fd(fds, 0);
     const int wake = take_fd(fds, 1);
     const int status = take_fd(fds, 2);
     protocol::SharedRegion status_page = protocol::SharedRegion::attach(status, sizeof(protocol::EngineStatus));
     protocol::SharedRegion session;
-    const json names = c->device_.value("fds", json::array());
+    const json names = device_.value("fds", json::array());
     if (std::find(names.begin(), names.end(), "doorbell") != names.end()) {
       session = protocol::SharedRegion::attach(take_fd(fds, 3), sizeof(protocol::SessionDoorbell));
     }
-    c->doorbell_ = Doorbell(std::move(status_page), wake, std::move(session));
+    doorbell_ = Doorbell(std::move(status_page), wake, std::move(session));
   } catch (...) {
     close_rest(fds);
     throw;
@@ -62,9 +91,8 @@ std::unique_ptr<Context> Context::open(const std::string& socket_path, const std
   close_rest(fds);
   // The daemon reads and writes registered memory with process_vm_readv/writev. Where Yama restricts
   // ptrace to descendants, that needs our consent (harmless elsewhere).
-  const long daemon = c->device_.value("daemon_pid", 0L);
+  const long daemon = device_.value("daemon_pid", 0L);
   if (daemon > 0) prctl(PR_SET_PTRACER, daemon, 0, 0, 0);
-  return c;
 }
 
 Context::~Context() {
@@ -141,15 +169,24 @@ DeviceMemory Context::alloc_dm(uint64_t length, uint32_t log_align_req) {
   std::vector<int> fds;
   const json reply =
       control_->call({{"op", "alloc_dm"}, {"length", length}, {"log_align_req", log_align_req}}, &fds);
-  DeviceMemory dm;
-  dm.dm = reply.at("dm").get<uint32_t>();
-  dm.length = reply.at("length").get<uint64_t>();
-  dm.pages = protocol::SharedRegion::attach(take_fd(fds, 0), reply.at("size").get<size_t>());
-  close_rest(fds);
-  return dm;
+  return map_device_memory(reply, fds);
 }
 
 void Context::free_dm(uint32_t dm) { control_->call({{"op", "free_dm"}, {"dm", dm}}); }
+
+void Context::import_pd(uint32_t pd) { control_->call({{"op", "import_pd"}, {"pd", pd}}); }
+
+Context::ImportedRegion Context::import_mr(uint32_t key) {
+  const json r = control_->call({{"op", "import_mr"}, {"key", key}});
+  return {r.at("key").get<uint32_t>(), r.at("pd").get<uint32_t>(), r.at("access").get<uint32_t>(),
+          r.at("iova").get<uint64_t>(), r.at("length").get<uint64_t>()};
+}
+
+DeviceMemory Context::import_dm(uint32_t number) {
+  std::vector<int> fds;
+  const json reply = control_->call({{"op", "import_dm"}, {"dm", number}}, &fds);
+  return map_device_memory(reply, fds);
+}
 
 MemoryRegion Context::reg_dm_mr(uint32_t pd, uint32_t dm, uint64_t offset, uint64_t length, uint32_t access) {
   const json reply = control_->call({{"op", "reg_dm_mr"}, {"pd", pd}, {"dm", dm}, {"offset", offset},

@@ -86,9 +86,15 @@ class Context {
   // Connects to uroced (socket: $UROCE_SOCKET or the default) and opens its device.
   static std::unique_ptr<Context> open(const std::string& socket_path = ControlConnection::default_socket_path(),
                                        const std::string& client_name = "liburoce_client");
+  // ibv_import_device: another context on the objects of the context whose command descriptor (its
+  // control socket, ibv_context::cmd_fd) `cmd_fd` is, in this process or one it was passed from. Its async
+  // events are the other's (either context may read them), as with contexts sharing a uverbs file.
+  // ControlError EPERM: the descriptor is no open uroce context's.
+  static std::unique_ptr<Context> import(int cmd_fd, const std::string& client_name = "liburoce_client");
   ~Context();
 
   const nlohmann::json& device() const { return device_; }  // what open_device said: limits, GIDs, MTU, ...
+  const std::string& socket_path() const { return socket_path_; }  // the daemon's control socket
   transport::DeviceLimits limits() const;
   ControlConnection& control() { return *control_; }
   // Call after posting (a batch of) work requests: wakes the engine if it sleeps.
@@ -112,6 +118,15 @@ class Context {
   std::vector<std::pair<uint64_t, uint64_t>> odp_ranges(uint32_t pd, bool for_write,
                                                         const std::vector<std::array<uint64_t, 3>>& sges);
   void dereg_mr(uint32_t key);  // EINVAL while memory windows are bound to the region
+  // ibv_import_pd, _mr, _dm: the session's object as the daemon describes it (EINVAL: none such). An
+  // imported allocation of device memory is mapped here again.
+  void import_pd(uint32_t pd);
+  struct ImportedRegion {
+    uint32_t key = 0, pd = 0, access = 0;
+    uint64_t iova = 0, length = 0;
+  };
+  ImportedRegion import_mr(uint32_t key);
+  DeviceMemory import_dm(uint32_t dm);
   // Device memory (ibv_alloc_dm): the daemon's memory, mapped here for ibv_memcpy_to_dm and _from_dm.
   DeviceMemory alloc_dm(uint64_t length, uint32_t log_align_req);
   void free_dm(uint32_t dm);  // EBUSY while memory regions are registered on it
@@ -159,8 +174,11 @@ class Context {
 
  private:
   Context() = default;
+  // open_device on the connected control_ ("attach": on the session it imported), and what comes of it.
+  void open_device(bool attach);
   MemoryRegion register_memory(nlohmann::json request, const void* addr, uint64_t length, bool on_demand);
   std::unique_ptr<ControlConnection> control_;
+  std::string socket_path_;
   nlohmann::json device_;
   Doorbell doorbell_;
   int async_fd_ = -1;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 
@@ -51,17 +52,36 @@ UniqueFd ControlConnection::open_socket(const std::string& path) {
   return socket;
 }
 
-std::unique_ptr<ControlConnection> ControlConnection::connect(const std::string& path,
-                                                              const std::string& client_name) {
+std::unique_ptr<ControlConnection> ControlConnection::connect(const std::string& path, const std::string& client_name,
+                                                              int import_session) {
   std::unique_ptr<ControlConnection> connection(new ControlConnection(open_socket(path)));
   connection->path_ = path;
   connection->client_name_ = client_name;
+  nlohmann::json hello = {{"op", "hello"}, {"client", client_name}};
+  std::vector<int> shown = {connection->socket_.get()};
+  if (import_session >= 0) {
+    hello["import"] = true;
+    shown.push_back(import_session);
+  }
   try {
-    connection->server_hello_ = connection->call({{"op", "hello"}, {"client", client_name}});
+    connection->server_hello_ = connection->call(hello, shown, nullptr);
   } catch (const ControlError& e) {
     throw ControlError(e.error_number(), "uroced at " + path + " refused the connection: " + e.what());
   }
   return connection;
+}
+
+std::string ControlConnection::daemon_path_of(int fd) {
+  sockaddr_un address{};
+  socklen_t length = sizeof address;
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    throw ControlError(errno, std::string("not a connection to uroced: ") + std::strerror(errno));
+  }
+  const size_t path_bytes = length > offsetof(sockaddr_un, sun_path) ? length - offsetof(sockaddr_un, sun_path) : 0;
+  if (address.sun_family != AF_UNIX || path_bytes == 0 || address.sun_path[0] == '\0') {
+    throw ControlError(EBADF, "not a connection to uroced's control socket");
+  }
+  return std::string(address.sun_path, strnlen(address.sun_path, path_bytes));
 }
 
 ControlConnection::ControlConnection(UniqueFd socket) : socket_(std::move(socket)), owner_(::getpid()) {}
@@ -96,8 +116,9 @@ void ControlConnection::rejoin() {
     events_.clear();  // the parent's
   }
   try {
-    call_locked({{"op", "hello"}, {"client", client_name_}, {"join", {{"session", *session}, {"token", token}}}}, {},
-                nullptr);
+    const int shown[] = {socket_.get()};  // this connection's own end, as every hello shows it (connect())
+    call_locked({{"op", "hello"}, {"client", client_name_}, {"join", {{"session", *session}, {"token", token}}}},
+                shown, nullptr);
   } catch (const ControlError& e) {
     closed_ = true;
     throw ControlError(EOPNOTSUPP, std::string("a child made by fork() could not join its parent's uroce session: ") +

@@ -48,9 +48,16 @@ class ControlConnection {
   static std::string default_socket_path();
 
   // Connects and says hello. Throws ControlError: "cannot reach uroced at PATH: ... (is uroced
-  // running?)", or the daemon's refusal of the hello (e.g. another protocol version).
+  // running?)", or the daemon's refusal of the hello (e.g. another protocol version). The hello shows the
+  // daemon this connection's own socket, so that a context on it can be imported. With `import_session`
+  // (a descriptor of another connection's socket, ibv_import_device's cmd_fd), the connection joins that
+  // connection's session instead of opening one.
   static std::unique_ptr<ControlConnection> connect(const std::string& path = default_socket_path(),
-                                                    const std::string& client_name = "liburoce_client");
+                                                    const std::string& client_name = "liburoce_client",
+                                                    int import_session = -1);
+  // The path of the daemon socket that `fd` (a connection to uroced) is connected to. ControlError EBADF
+  // (ENOTSOCK, ...) if it is no connected Unix socket.
+  static std::string daemon_path_of(int fd);
   ~ControlConnection();
   ControlConnection(const ControlConnection&) = delete;
   ControlConnection& operator=(const ControlConnection&) = delete;

@@ -128,7 +128,9 @@ void Session::handle_datagram(ReceivedDatagram datagram) {
     return;
   }
   if (checked.op == "hello") {
+    received_fds_ = std::move(datagram.fds);  // a hello may carry descriptors too (the handler's business)
     answer_hello(request, checked.id);
+    received_fds_.clear();
     return;
   }
   if (!said_hello_) {

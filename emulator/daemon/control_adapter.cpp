@@ -1,7 +1,9 @@
 #include "emulator/daemon/control_adapter.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <optional>
 #include <random>
 
 #include <spdlog/spdlog.h>
@@ -20,16 +22,61 @@ std::string new_token() {
   return token;
 }
 
+// A socket's identity (device and inode), as every descriptor of it shows it; none for anything else.
+std::optional<std::pair<dev_t, ino_t>> socket_identity(int fd) {
+  struct stat st {};
+  if (fd < 0 || fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) return std::nullopt;
+  return std::pair{st.st_dev, st.st_ino};
+}
+
 }  // namespace
 
 void ControlAdapter::on_hello(control::Session& session, const nlohmann::json& request, control::Reply& reply) {
   reply.body["daemon_pid"] = getpid();
-  if (const auto j = request.find("join"); j != request.end()) return join(session, *j, reply);
-  service_.open_session(session.id(), session.pid(), session.uid());
-  Opened& o = opened_[session.id()];
-  o.token = new_token();
-  o.uid = session.uid();
-  reply.body["join_token"] = o.token;
+  const auto imported = request.find("import");
+  if (imported != request.end() && !imported->is_boolean()) return reply.fail(EINVAL, "\"import\" must be a boolean");
+  if (const auto j = request.find("join"); j != request.end()) {
+    join(session, *j, reply);
+  } else if (imported != request.end() && imported->get<bool>()) {
+    import(session, reply);
+  } else {
+    service_.open_session(session.id(), session.pid(), session.uid());
+    Opened& o = opened_[session.id()];
+    o.token = new_token();
+    o.uid = session.uid();
+    reply.body["join_token"] = o.token;
+  }
+  if (!reply.failed()) remember_client_end(session);
+}
+
+void ControlAdapter::remember_client_end(control::Session& session) {
+  const auto& fds = session.received_fds();
+  if (fds.empty()) return;
+  const auto end = socket_identity(fds[0].get());
+  // The first connection to show an end keeps it: a later one showing the same end got it from that one.
+  if (!end || client_ends_.contains(*end)) return;
+  client_ends_[*end] = session.id();
+  client_end_of_[session.id()] = *end;
+}
+
+void ControlAdapter::import(control::Session& session, control::Reply& reply) {
+  const auto& fds = session.received_fds();
+  const auto end = fds.size() >= 2 ? socket_identity(fds[1].get()) : std::nullopt;
+  if (!end) return reply.fail(EBADF, "\"import\" needs a uroce context's command descriptor (the second one)");
+  const auto it = client_ends_.find(*end);
+  if (it == client_ends_.end() || !opened_.contains(effective(it->second))) {
+    spdlog::warn("control: session {} (pid {}) refused: its descriptor is no open uroce context's", session.id(),
+                 session.pid());
+    return reply.fail(EPERM, "that descriptor is no open uroce context's");
+  }
+  attach_to(session, effective(it->second), reply);
+}
+
+void ControlAdapter::attach_to(control::Session& session, uint64_t target, control::Reply& reply) {
+  ++opened_.at(target).connections;
+  joined_[session.id()] = target;
+  reply.body["joined"] = target;
+  spdlog::info("client {} (pid {}) joined client {}", session.id(), session.pid(), target);
 }
 
 void ControlAdapter::join(control::Session& session, const nlohmann::json& join, control::Reply& reply) {
@@ -45,10 +92,7 @@ void ControlAdapter::join(control::Session& session, const nlohmann::json& join,
                  session.pid(), number->dump(), session.uid());
     return reply.fail(EPERM, "no such session to join");
   }
-  ++it->second.connections;
-  joined_[session.id()] = it->first;
-  reply.body["joined"] = it->first;
-  spdlog::info("client {} (pid {}) joined client {}", session.id(), session.pid(), it->first);
+  attach_to(session, it->first, reply);
 }
 
 uint64_t ControlAdapter::effective(uint64_t connection) const {
@@ -81,6 +125,10 @@ void ControlAdapter::handle(control::Session& session, const nlohmann::json& req
 
 void ControlAdapter::on_close(control::Session& session) {
   uint64_t id = session.id();
+  if (const auto e = client_end_of_.find(id); e != client_end_of_.end()) {
+    client_ends_.erase(e->second);
+    client_end_of_.erase(e);
+  }
   if (const auto j = joined_.find(id); j != joined_.end()) {
     id = j->second;
     joined_.erase(j);

@@ -6,11 +6,19 @@
 // opens a session is answered with a token; a hello that presents the session's number and token (and
 // comes from the same user) joins it. Requests on a joined connection act on the session's objects; the
 // session ends when the last of its connections closes, as a uverbs context when its last file is closed.
+//
+// A connection may also import a session (ibv_import_device): its hello says "import" and carries a
+// descriptor of another connection's socket, the client's end. Holding that descriptor is the authority,
+// as holding a uverbs file is in Linux, whichever process it was passed to. To know which connection a
+// client end belongs to, every client shows its own end with its hello (the hello's first descriptor).
 #pragma once
+
+#include <sys/types.h>
 
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 
 #include "emulator/control/handler.hpp"
 #include "emulator/daemon/cm_service.hpp"
@@ -33,7 +41,13 @@ class ControlAdapter final : public control::Handler {
     uid_t uid = 0;
     uint32_t connections = 1;  // its own and those that joined it
   };
+  using SocketId = std::pair<dev_t, ino_t>;
   void join(control::Session& session, const nlohmann::json& join, control::Reply& reply);
+  void import(control::Session& session, control::Reply& reply);
+  // The connection becomes one more of session `target`'s.
+  void attach_to(control::Session& session, uint64_t target, control::Reply& reply);
+  // Notes the client's end of the connection, shown as the hello's first descriptor (if it shows one).
+  void remember_client_end(control::Session& session);
   // The session a connection's requests act on: its own, or the one it joined.
   uint64_t effective(uint64_t connection) const;
 
@@ -41,6 +55,8 @@ class ControlAdapter final : public control::Handler {
   CmService* cm_ = nullptr;
   std::map<uint64_t, Opened> opened_;    // sessions, by the connection that opened them
   std::map<uint64_t, uint64_t> joined_;  // connection -> the session it joined
+  std::map<SocketId, uint64_t> client_ends_;   // a client's end of a connection -> that connection
+  std::map<uint64_t, SocketId> client_end_of_;  // and back, to forget it when the connection closes
 };
 
 }  // namespace uroce::emulator

@@ -72,6 +72,9 @@ VerbsService::VerbsService(EngineAccess& engine, PortDescription port, transport
                {"alloc_dm", &VerbsService::alloc_dm},
                {"free_dm", &VerbsService::free_dm},
                {"reg_dm_mr", &VerbsService::reg_dm_mr},
+               {"import_pd", &VerbsService::import_pd},
+               {"import_mr", &VerbsService::import_mr},
+               {"import_dm", &VerbsService::import_dm},
                {"alloc_mw", &VerbsService::alloc_mw},
                {"dealloc_mw", &VerbsService::dealloc_mw},
                {"create_comp_channel", &VerbsService::create_comp_channel},
@@ -144,25 +147,36 @@ void VerbsService::engine_call(const std::string& what, const std::function<int(
 
 json VerbsService::open_device(Session& s, uint64_t id, const json& r, std::vector<int>& fds) {
   const bool doorbell = r.value("doorbell", false);  // checked before anything is set up
-  if (s.async_write_fd < 0) {
+  const bool attach = r.value("attach", false);
+  if (s.async_write_fd >= 0 && !attach) throw ServiceError(EBUSY, "device already open in this session");
+  if (s.async_write_fd < 0 && attach) throw ServiceError(EINVAL, "no device open in this session to attach to");
+  if (attach) {
+    // Another context on the session's objects (ibv_import_device): the same async event pipe, which
+    // either context may read, as contexts that share a uverbs file share its async event file.
+    fds.push_back(dup_cloexec(s.async_read_fd));
+  } else {
     const auto [rd, wr] = event_pipe();
     s.async_write_fd = wr;
+    s.async_read_fd = dup_cloexec(rd);
     // Captured through a plain variable: clang before 16 cannot capture a structured binding.
     const int write_end = wr;
     engine_.run_on_engine([&](EngineContext& c) { c.queues.set_event_pipe(id, write_end); });
     fds.push_back(rd);
-  } else {
-    throw ServiceError(EBUSY, "device already open in this session");
   }
   fds.push_back(dup_cloexec(wake_fd_));
   fds.push_back(dup_cloexec(status_fd_));
   json names = {"async_events", "wake", "engine_status"};
   // A client that rings a session doorbell (protocol/doorbell.hpp) gets its page, and the engine then
   // looks at its rings only when it rings; a client that does not ask has its rings scanned every turn.
-  if (doorbell) {
+  // An attached context rings the session's page, if it has one.
+  if (doorbell && !attach) {
     SharedRegion page = protocol::make_session_doorbell();
     fds.push_back(page.dup_fd());
+    s.doorbell_fd = page.dup_fd();
     engine_.run_on_engine([&](EngineContext& c) { c.queues.attach_doorbell(id, std::move(page)); });
+    names.push_back("doorbell");
+  } else if (doorbell && s.doorbell_fd >= 0) {
+    fds.push_back(dup_cloexec(s.doorbell_fd));
     names.push_back("doorbell");
   }
   json reply = query_device(s, id, {}, fds);
@@ -761,7 +775,9 @@ void VerbsService::close_session(uint64_t id) {
     c.queues.set_event_pipe(id, -1);
     c.queues.detach_session(id);
   });
-  if (s.async_write_fd >= 0) close(s.async_write_fd);
+  for (int fd : {s.async_write_fd, s.async_read_fd, s.doorbell_fd}) {
+    if (fd >= 0) close(fd);
+  }
   for (auto& [n, ch] : s.channels) close(ch.write_fd);
   spdlog::info("client {} (pid {}) gone; {} objects it left were freed", id, s.pid, objects);
   sessions_.erase(it);

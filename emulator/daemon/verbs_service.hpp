@@ -99,6 +99,8 @@ class VerbsService {
     uid_t uid = 0;
     std::shared_ptr<ClientLiveness> liveness = std::make_shared<ClientLiveness>();
     int async_write_fd = -1;
+    int async_read_fd = -1;  // kept for contexts that attach (ibv_import_device): each gets a duplicate
+    int doorbell_fd = -1;    // the session doorbell page's memfd, likewise (-1: the client rings none)
     std::set<uint32_t> pds, mrs, mws, cqs, srqs, ahs, qps;  // mws: memory windows, by number
     std::map<uint32_t, Channel> channels;
     std::map<uint32_t, uint32_t> cq_channel;  // CQ -> the completion channel it signals
@@ -136,6 +138,11 @@ class VerbsService {
   nlohmann::json free_dm(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
   nlohmann::json reg_dm_mr(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
   void release_dm(Session& s, std::map<uint32_t, DeviceMemory>::iterator it);
+  // ibv_import_pd, _mr, _dm (import_objects.cpp): what a context attached to the session needs to know of
+  // an object the session holds. Nothing changes hands: the object stays the session's.
+  nlohmann::json import_pd(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json import_mr(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json import_dm(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
   void forget_dm_region(Session& s, uint32_t key);
   nlohmann::json alloc_mw(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
   nlohmann::json dealloc_mw(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);

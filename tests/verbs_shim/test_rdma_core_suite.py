@@ -46,9 +46,6 @@ ACCEPTED_SKIPS = [
     # uroce has no kernel network device for rdma_cm's tests to read an address from (sysfs
     # /sys/class/infiniband/DEV/device/net); rdma_cm itself is covered by rping, ucmatose and friends.
     (r"\.test_(mlx5_)?rdmacm\.", r"Device \S+ doesn't have net interface"),
-    # ibv_import_device / _pd / _mr / _dm: not offered (docs/daemon.md, "Known limitations").
-    (r"\.test_shared_pd\.", r"Importing a device is not supported"),
-    (r"\.test_device\.SharedDMTest\.", r"Some object imports are not supported"),
 ]
 
 TEST_LINE = re.compile(r"^(test\w+) \(([\w.]+)\)")

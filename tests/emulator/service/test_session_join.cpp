@@ -8,79 +8,17 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <filesystem>
-#include <future>
 #include <thread>
 
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
-
 #include "emulator/client/control_connection.hpp"
-#include "emulator/control/control_server.hpp"
-#include "emulator/daemon/control_adapter.hpp"
-#include "tests/emulator/service/service_fixture.hpp"
+#include "tests/emulator/service/served_harness.hpp"
 
 namespace uroce::test::service {
 namespace {
 
-// The verbs service of a ServiceHarness behind a ControlServer on its own thread.
-struct ServedHarness {
-  ServedHarness() : work(boost::asio::make_work_guard(io)) {
-    char pattern[] = "/tmp/uroce-join-XXXXXX";
-    REQUIRE(mkdtemp(pattern) != nullptr);
-    dir = pattern;
-    path = dir + "/uroced.sock";
-    server.emplace(io, path, adapter);
-    thread = std::thread([this] { io.run(); });
-  }
-  ~ServedHarness() {
-    on_server_thread([this] { server->stop(); });
-    work.reset();
-    thread.join();
-    std::filesystem::remove_all(dir);
-  }
-  void on_server_thread(const std::function<void()>& task) {
-    std::promise<void> done;
-    boost::asio::post(io, [&] {
-      task();
-      done.set_value();
-    });
-    done.get_future().wait();
-  }
-  size_t sessions() {
-    size_t n = 0;
-    on_server_thread([&] { n = h.service->session_count(); });
-    return n;
-  }
-
-  ServiceHarness h;
-  emulator::ControlAdapter adapter{*h.service};
-  std::string dir, path;
-  boost::asio::io_context io;
-  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work;
-  std::optional<emulator::control::ControlServer> server;
-  std::thread thread;
-};
-
-// A hello sent by hand (the client library only says the plain one, or joins with its own token); the
-// answer's errno, 0 for success.
-int hello_errno(const std::string& path, const json& join) {
-  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  std::snprintf(address.sun_path, sizeof address.sun_path, "%s", path.c_str());
-  REQUIRE(connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0);
-  const std::string hello = json{{"v", 1}, {"id", 1}, {"op", "hello"}, {"client", "t"}, {"join", join}}.dump();
-  REQUIRE(send(fd, hello.data(), hello.size(), 0) == ssize_t(hello.size()));
-  char answer[4096];
-  const ssize_t n = recv(fd, answer, sizeof answer, 0);
-  close(fd);
-  REQUIRE(n > 0);
-  const json reply = json::parse(std::string(answer, size_t(n)));
-  return reply.value("ok", false) ? 0 : reply.value("errno", -1);
-}
+// A hello that joins `join` (the client library only joins with its own token); the answer's errno, 0 for
+// success.
+int hello_errno(const std::string& path, const json& join) { return errno_of(hello_by_hand(path, {{"join", join}}, {})); }
 
 // Runs `body` in a child made by fork(), which exits 0 if it returned true, 1 if not or if it threw.
 pid_t in_child(const std::function<bool()>& body) {

@@ -121,6 +121,34 @@ void connect_rc(struct env *e, struct ibv_qp *a, struct ibv_qp *b) {
   qp_to_rts(e, b, a->qp_num);
 }
 
+struct rc_pair rc_pair_open(struct env *e) {
+  struct rc_pair p;
+  p.cqa = make_cq_ex(e, 16, NULL);
+  p.cqb = make_cq_ex(e, 16, NULL);
+  p.a = make_qp(e, IBV_QPT_RC, p.cqa, 0);
+  p.b = make_qp(e, IBV_QPT_RC, p.cqb, 0);
+  connect_rc(e, p.a, p.b);
+  return p;
+}
+
+void rc_pair_close(struct rc_pair *p) {
+  CHECK(ibv_destroy_qp(p->a) == 0 && ibv_destroy_qp(p->b) == 0, "destroy qp");
+  CHECK(ibv_destroy_cq(ibv_cq_ex_to_cq(p->cqa)) == 0 && ibv_destroy_cq(ibv_cq_ex_to_cq(p->cqb)) == 0, "destroy cq");
+}
+
+void rdma_and_wait(struct rc_pair *p, enum ibv_wr_opcode op, uint64_t wr_id, void *local, uint32_t lkey, void *remote,
+                   uint32_t rkey, uint32_t length) {
+  struct ibv_sge s = {.addr = (uintptr_t)local, .length = length, .lkey = lkey};
+  struct ibv_send_wr wr = {.wr_id = wr_id, .sg_list = &s, .num_sge = 1, .opcode = op, .send_flags = IBV_SEND_SIGNALED},
+                     *bad = NULL;
+  wr.wr.rdma.remote_addr = (uintptr_t)remote;
+  wr.wr.rdma.rkey = rkey;
+  CHECK(ibv_post_send(p->a, &wr, &bad) == 0, "post the %s", op == IBV_WR_RDMA_READ ? "READ" : "WRITE");
+  struct wc_ex w;
+  poll_n(p->cqa, &w, 1);
+  expect_success(&w, wr_id, op == IBV_WR_RDMA_READ ? IBV_WC_RDMA_READ : IBV_WC_RDMA_WRITE);
+}
+
 void ready_ud(struct ibv_qp *qp) {
   struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1, .qkey = QKEY};
   modify(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY);

@@ -67,6 +67,17 @@ struct ibv_qp *make_qp(struct env *e, enum ibv_qp_type type, struct ibv_cq_ex *c
 /* One QP to RTS facing remote_qpn on the same port (RC, or either half of XRC). */
 void qp_to_rts(struct env *e, struct ibv_qp *qp, uint32_t remote_qpn);
 void connect_rc(struct env *e, struct ibv_qp *a, struct ibv_qp *b);
+/* Two RC QPs on e->ctx and e->pd connected to each other, each with a cq_ex of its own. */
+struct rc_pair {
+  struct ibv_cq_ex *cqa, *cqb;
+  struct ibv_qp *a, *b;
+};
+struct rc_pair rc_pair_open(struct env *e);
+void rc_pair_close(struct rc_pair *p);
+/* One signalled RDMA WRITE or READ from p->a between `local` and `remote`; fails the test unless it
+ * completes successfully. */
+void rdma_and_wait(struct rc_pair *p, enum ibv_wr_opcode op, uint64_t wr_id, void *local, uint32_t lkey, void *remote,
+                   uint32_t rkey, uint32_t length);
 void ready_ud(struct ibv_qp *qp);
 void post_recv(struct ibv_qp *qp, uint64_t wr_id, void *addr, uint32_t length, uint32_t lkey);
 /* Collects exactly n completions within TIMEOUT_MS (reading every field through the ibv_wc_read_*
@@ -95,6 +106,7 @@ void test_xrc(struct env *e);
 void test_open_qp(struct env *e);
 void test_mw(struct env *e);
 void test_fork(struct env *e);
+void test_import(struct env *e);
 void test_full_receive_queues(struct env *e);
 
 #endif

@@ -27,27 +27,13 @@ static int child(struct env *e, const uint8_t *expected) {
   memset(mine + SPAN, 0, SPAN);
   struct ibv_mr *mr = ibv_reg_mr(pd, mine, 2 * SPAN, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
   if (mr == NULL) return 5;
-  struct ibv_pd *saved = e->pd;
-  e->pd = pd;
-  struct ibv_cq_ex *cqa = make_cq_ex(e, 16, NULL), *cqb = make_cq_ex(e, 16, NULL);
-  struct ibv_qp *a = make_qp(e, IBV_QPT_RC, cqa, 0), *b = make_qp(e, IBV_QPT_RC, cqb, 0);
-  e->pd = saved;
-  connect_rc(e, a, b);
-  struct ibv_sge s = {.addr = (uintptr_t)mine, .length = SPAN, .lkey = mr->lkey};
-  struct ibv_send_wr wr = {.wr_id = 7, .sg_list = &s, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
-                           .send_flags = IBV_SEND_SIGNALED},
-                     *bad = NULL;
-  wr.wr.rdma.remote_addr = (uintptr_t)(mine + SPAN);
-  wr.wr.rdma.rkey = mr->rkey;
-  if (ibv_post_send(a, &wr, &bad) != 0) return 6;
-  struct wc_ex w;
-  poll_n(cqa, &w, 1);
-  if (w.status != IBV_WC_SUCCESS || w.wr_id != 7) return 7;
+  struct env own = *e;
+  own.pd = pd;
+  struct rc_pair p = rc_pair_open(&own);
+  rdma_and_wait(&p, IBV_WR_RDMA_WRITE, 7, mine, mr->lkey, mine + SPAN, mr->rkey, SPAN);
   if (memcmp(mine, mine + SPAN, SPAN) != 0) return 8; /* the WRITE did not land in the child's buffer */
-  if (ibv_destroy_qp(a) || ibv_destroy_qp(b) || ibv_destroy_cq(ibv_cq_ex_to_cq(cqa)) ||
-      ibv_destroy_cq(ibv_cq_ex_to_cq(cqb)) || ibv_dereg_mr(mr) || ibv_dealloc_pd(pd)) {
-    return 9;
-  }
+  rc_pair_close(&p);
+  if (ibv_dereg_mr(mr) || ibv_dealloc_pd(pd)) return 9;
   return 0;
 }
 
@@ -65,30 +51,14 @@ void test_fork(struct env *e) {
   CHECK(memcmp(e->remote, before, SPAN) == 0, "the child's writes landed in its parent's registered memory");
 
   /* The parent's region is still the one uroced reaches: a WRITE into it and a READ out of it. */
-  struct ibv_cq_ex *cqa = make_cq_ex(e, 16, NULL), *cqb = make_cq_ex(e, 16, NULL);
-  struct ibv_qp *a = make_qp(e, IBV_QPT_RC, cqa, 0), *b = make_qp(e, IBV_QPT_RC, cqb, 0);
-  connect_rc(e, a, b);
+  struct rc_pair p = rc_pair_open(e);
   fill_pattern(e->local, SPAN, 3);
-  struct ibv_sge s = {.addr = (uintptr_t)e->local, .length = SPAN, .lkey = e->local_mr->lkey};
-  struct ibv_send_wr wr = {.wr_id = 1, .sg_list = &s, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
-                           .send_flags = IBV_SEND_SIGNALED},
-                     *bad = NULL;
-  wr.wr.rdma.remote_addr = (uintptr_t)e->remote;
-  wr.wr.rdma.rkey = e->remote_mr->rkey;
-  CHECK(ibv_post_send(a, &wr, &bad) == 0, "post the WRITE");
-  struct wc_ex w;
-  poll_n(cqa, &w, 1);
-  expect_success(&w, 1, IBV_WC_RDMA_WRITE);
+  rdma_and_wait(&p, IBV_WR_RDMA_WRITE, 1, e->local, e->local_mr->lkey, e->remote, e->remote_mr->rkey, SPAN);
   CHECK(memcmp(e->remote, e->local, SPAN) == 0, "the WRITE after fork did not land in the parent's region");
   fill_pattern(e->remote, SPAN, 4);
-  wr.wr_id = 2;
-  wr.opcode = IBV_WR_RDMA_READ;
-  CHECK(ibv_post_send(a, &wr, &bad) == 0, "post the READ");
-  poll_n(cqa, &w, 1);
-  expect_success(&w, 2, IBV_WC_RDMA_READ);
+  rdma_and_wait(&p, IBV_WR_RDMA_READ, 2, e->local, e->local_mr->lkey, e->remote, e->remote_mr->rkey, SPAN);
   CHECK(memcmp(e->local, e->remote, SPAN) == 0, "the READ after fork did not return the parent's bytes");
-  CHECK(ibv_destroy_qp(a) == 0 && ibv_destroy_qp(b) == 0, "destroy qp");
-  CHECK(ibv_destroy_cq(ibv_cq_ex_to_cq(cqa)) == 0 && ibv_destroy_cq(ibv_cq_ex_to_cq(cqb)) == 0, "destroy cq");
+  rc_pair_close(&p);
   printf("PASS fork: the child had private copies of the registered pages and used its parent's context; "
          "the parent's RDMA after fork, both ways\n");
 }
