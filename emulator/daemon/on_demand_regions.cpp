@@ -12,6 +12,7 @@
 
 #include "emulator/daemon/request_fields.hpp"
 #include "emulator/daemon/verbs_service.hpp"
+#include "transport/memory/mr_table.hpp"
 
 namespace uroce::emulator {
 
@@ -70,7 +71,7 @@ json VerbsService::odp_ranges(Session& s, uint64_t, const json& r, std::vector<i
     if (for_write && !(m.access & verbs::access_local_write)) {
       throw ServiceError(EPERM, "a write prefetch needs local write access");
     }
-    if (addr < m.iova || addr - m.iova > m.length || length > m.length - (addr - m.iova)) {
+    if (!transport::range_within(m.iova, m.length, addr, length)) {
       throw ServiceError(EFAULT, "the range lies outside the region");
     }
     ranges.push_back({m.addr + (addr - m.iova), length});

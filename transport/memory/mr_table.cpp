@@ -124,9 +124,7 @@ int MrTable::bind_window(uint32_t mw, uint32_t qp_pd, uint32_t qpn, const Window
     if ((b.access & (access_remote_write | access_remote_atomic)) && !(mr->access & access_local_write)) {
       return EINVAL;                                                                     // C10-74
     }
-    if (b.addr < mr->iova || b.addr - mr->iova > mr->length || b.length > mr->length - (b.addr - mr->iova)) {
-      return EINVAL;                                                                     // C10-75
-    }
+    if (!range_within(mr->iova, mr->length, b.addr, b.length)) return EINVAL;           // C10-75
   }
   unbind(*w);
   Slot& s = slots_[mw];

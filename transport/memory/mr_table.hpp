@@ -51,6 +51,12 @@ struct WindowBind {
   uint32_t access = 0;    // verbs::AccessFlags: remote rights, and zero_based (addresses count from 0)
 };
 
+// Whether [addr, addr + len) lies within [start, start + length): written so that no sum can wrap, whatever
+// a request names (a region's, a window's or a prefetch's range).
+constexpr bool range_within(uint64_t start, uint64_t length, uint64_t addr, uint64_t len) {
+  return addr >= start && addr - start <= length && len <= length - (addr - start);
+}
+
 // The outcome of a key check; each maps to one verbs error (local protection / remote access ...).
 enum class KeyCheck : uint8_t { ok, bad_key, invalidated, wrong_pd, out_of_bounds, no_access };
 std::string_view to_string(KeyCheck k);
@@ -119,9 +125,7 @@ class MrTable {
                               const MemoryRegion** region) {
     if (!r.valid) return KeyCheck::invalidated;
     if (r.pd != pd) return KeyCheck::wrong_pd;
-    if (len != 0 && (addr < r.iova || addr - r.iova > r.length || len > r.length - (addr - r.iova))) {
-      return KeyCheck::out_of_bounds;
-    }
+    if (len != 0 && !range_within(r.iova, r.length, addr, len)) return KeyCheck::out_of_bounds;
     if ((r.access & access) != access) return KeyCheck::no_access;
     if (region != nullptr) *region = &r;
     return KeyCheck::ok;
