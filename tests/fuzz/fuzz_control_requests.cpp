@@ -1,0 +1,227 @@
+// libFuzzer target: hostile control requests into the verbs service (emulator/daemon/verbs_service.hpp),
+// what any local process may send uroced. The input is turned into a sequence of requests from two
+// sessions: an op (every one the service has, or an unknown one), then fields named as the handlers name
+// them, each given a value of any JSON type (numbers biased towards the handles earlier answers gave, so
+// that requests reach deep into the handlers), sometimes with a descriptor attached. Checks: no crash and
+// no undefined behaviour (the sanitizers); every failure is a ServiceError with an errno, never another
+// exception (which the control server would turn into "internal error"); no descriptor is left open once
+// the sessions close, and none is handed out by a failed request.
+#include <dirent.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "emulator/daemon/engine_access.hpp"
+#include "emulator/daemon/verbs_service.hpp"
+#include "emulator/engine/queue_service.hpp"
+#include "emulator/protocol/doorbell.hpp"
+#include "emulator/protocol/shared_region.hpp"
+#include "transport/device.hpp"
+#include "transport/sim/device_endpoint.hpp"
+#include "transport/sim/sim_network.hpp"
+
+using namespace uroce;
+using nlohmann::json;
+
+namespace {
+
+const char* const ops[] = {
+    "open_device", "query_device", "query_port", "alloc_pd", "dealloc_pd", "reg_mr", "rereg_mr", "dereg_mr",
+    "odp_ranges", "alloc_dm", "free_dm", "reg_dm_mr", "import_pd", "import_mr", "import_dm", "alloc_mw",
+    "dealloc_mw", "create_comp_channel", "destroy_comp_channel", "create_cq", "resize_cq", "destroy_cq",
+    "open_xrcd", "open_qp", "close_xrcd", "create_srq", "modify_srq", "destroy_srq", "resolve_neighbour",
+    "create_ah", "destroy_ah", "create_qp", "modify_qp", "query_qp", "destroy_qp", "attach_mcast",
+    "detach_mcast", "stats", "no_such_op"};
+
+// Every field a handler reads, at the top level ...
+const char* const fields[] = {
+    "access", "addr", "ah", "attr_mask", "channel", "cq", "cqe", "dm", "key", "length", "log_align_req", "max_sge",
+    "max_wr", "mw", "offset", "pd", "qp_num", "qp_type", "recv_cq", "send_cq", "shared_offset", "srq", "srq_limit",
+    "type", "xrcd", "ah_attr", "attach", "attr", "cap", "create", "doorbell", "exclusive", "file", "gid", "iova",
+    "on_demand", "sges", "sq_sig_all", "translation", "write", "qp", "mgid", "comp_vector", "solicited_only"};
+// ... and inside "attr", "ah_attr" and "cap" (emulator/protocol/verbs_json.cpp).
+const char* const inner_fields[] = {
+    "qp_state", "cur_qp_state", "path_mtu", "qkey", "rq_psn", "sq_psn", "dest_qp_num", "qp_access_flags",
+    "pkey_index", "max_rd_atomic", "max_dest_rd_atomic", "min_rnr_timer", "port_num", "timeout", "retry_cnt",
+    "rnr_retry", "en_sqd_async_notify", "dgid", "sgid_index", "flow_label", "hop_limit", "traffic_class", "sl",
+    "max_send_wr", "max_recv_wr", "max_send_sge", "max_recv_sge", "max_inline_data"};
+
+template <size_t N>
+constexpr size_t count(const char* const (&)[N]) {
+  return N;
+}
+
+// The fuzz input, read a byte or a word at a time; zeros once it runs out.
+class Reader {
+ public:
+  Reader(const uint8_t* data, size_t size) : data_(data), size_(size) {}
+  bool more() const { return at_ < size_; }
+  uint8_t byte() { return at_ < size_ ? data_[at_++] : 0; }
+  uint64_t word(unsigned bytes) {
+    uint64_t v = 0;
+    for (unsigned i = 0; i < bytes; ++i) v = v << 8 | byte();
+    return v;
+  }
+
+ private:
+  const uint8_t* data_;
+  size_t size_;
+  size_t at_ = 0;
+};
+
+// Numbers the service answered with (object handles, keys), for requests to name.
+std::vector<uint64_t> handles = {0, 1};
+
+void note_handles(const json& reply) {
+  if (reply.is_object()) {
+    for (const auto& [name, value] : reply.items()) {
+      if (value.is_number_unsigned() && handles.size() < 256) handles.push_back(value.get<uint64_t>());
+    }
+  }
+}
+
+json value(Reader& in, int depth);
+
+json object(Reader& in, int depth, bool inner) {
+  json o = json::object();
+  const unsigned n = in.byte() % 6;
+  for (unsigned i = 0; i < n; ++i) {
+    const char* name = inner ? inner_fields[in.byte() % count(inner_fields)] : fields[in.byte() % count(fields)];
+    o[name] = value(in, depth + 1);
+  }
+  return o;
+}
+
+json value(Reader& in, int depth) {
+  switch (in.byte() % 12) {
+    case 0:
+    case 1:
+    case 2: return handles[in.byte() % handles.size()];
+    case 3: return in.word(1);
+    case 4: return in.word(4);
+    case 5: return in.word(8);
+    case 6: return -int64_t(in.word(4)) - 1;
+    case 7: return in.byte() % 2 == 0;
+    case 8: return std::string(in.byte() % 20, char('0' + in.byte() % 75));
+    case 9: return depth < 3 ? object(in, depth, true) : json(nullptr);
+    case 10: {
+      json a = json::array();
+      for (unsigned i = in.byte() % 4; i > 0 && depth < 3; --i) a.push_back(value(in, depth + 1));
+      return a;
+    }
+    default: return 1.5 * double(in.word(2));
+  }
+}
+
+size_t open_descriptors() {
+  size_t n = 0;
+  if (DIR* d = opendir("/proc/self/fd")) {
+    while (readdir(d) != nullptr) ++n;
+    closedir(d);
+  }
+  return n;
+}
+
+class InlineEngine final : public emulator::EngineAccess {
+ public:
+  InlineEngine(transport::Device& device, emulator::engine::QueueService& queues) : context_{device, queues, 0} {}
+  void run_on_engine(const std::function<void(emulator::EngineContext&)>& fn) override { fn(context_); }
+
+ private:
+  emulator::EngineContext context_;
+};
+
+// A device on a simulated network behind a verbs service, as the daemon has one behind its control socket.
+struct Served {
+  Served() {
+    node = net.add_node({.addresses = {address}});
+    device = std::make_unique<transport::Device>(net.sink(node), transport::DeviceLimits{});
+    device->set_gids({address});
+    endpoint = std::make_unique<sim::DeviceEndpoint>(*device);
+    net.set_endpoint(node, *endpoint);
+    queues = std::make_unique<emulator::engine::QueueService>(*device);
+    engine = std::make_unique<InlineEngine>(*device, *queues);
+    wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    status = emulator::protocol::SharedRegion::create("uroce-fuzz-status", sizeof(emulator::protocol::EngineStatus));
+    emulator::PortDescription port;
+    port.port_name = "sim";
+    port.gids = {address};
+    service = std::make_unique<emulator::VerbsService>(*engine, port, transport::DeviceLimits{}, wake_fd, status.fd());
+  }
+  ~Served() {
+    service.reset();  // first: closing its sessions still needs the engine and the device
+    close(wake_fd);
+  }
+
+  wire::IpAddress address = wire::IpAddress::from_v4(0x0a000001);
+  sim::SimNetwork net{1};
+  sim::NodeId node;
+  std::unique_ptr<transport::Device> device;
+  std::unique_ptr<sim::DeviceEndpoint> endpoint;
+  std::unique_ptr<emulator::engine::QueueService> queues;
+  std::unique_ptr<InlineEngine> engine;
+  int wake_fd = -1;
+  emulator::protocol::SharedRegion status;
+  std::unique_ptr<emulator::VerbsService> service;
+};
+
+}  // namespace
+
+// The service logs every session and refusal: millions of lines that would only slow the fuzzer down.
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  spdlog::set_level(spdlog::level::off);
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const size_t descriptors_before = open_descriptors();
+  {
+    Served s;
+    handles = {0, 1};
+    s.service->open_session(1, getpid(), getuid());
+    s.service->open_session(2, getpid(), getuid());
+    Reader in(data, size);
+    for (int requests = 0; in.more() && requests < 64; ++requests) {
+      const uint64_t session = 1 + in.byte() % 2;
+      json request = object(in, 0, false);
+      request["op"] = ops[in.byte() % count(ops)];
+      // What a client may attach: a memfd (shared pages, an XRC domain's file), or something else.
+      std::vector<int> received;
+      switch (in.byte() % 4) {
+        case 0: received.push_back(memfd_create("uroce-fuzz", MFD_CLOEXEC)); break;
+        case 1: received.push_back(eventfd(0, EFD_CLOEXEC)); break;
+        default: break;
+      }
+      if (!received.empty() && received[0] >= 0 && in.byte() % 2 == 0) {
+        if (ftruncate(received[0], 1 << 16) != 0) {
+          // An eventfd cannot be sized: it goes as it is.
+        }
+      }
+      // Through text, as the control server hands requests over (a non-negative number parses unsigned).
+      const json parsed = json::parse(request.dump());
+      std::vector<int> fds;
+      try {
+        note_handles(s.service->handle(session, parsed, fds, received));
+      } catch (const emulator::ServiceError& e) {
+        if (e.error <= 0 || !fds.empty()) __builtin_trap();  // an errno, and no descriptor handed out
+      }
+      for (int fd : fds) close(fd);
+      for (int fd : received) {
+        if (fd >= 0) close(fd);
+      }
+    }
+    s.service->close_session(1);
+    s.service->close_session(2);
+  }
+  if (open_descriptors() != descriptors_before) __builtin_trap();  // a descriptor leaked
+  return 0;
+}
