@@ -140,6 +140,26 @@ std::optional<ConformanceChecker::OpenMessage> ConformanceChecker::follow(uint64
   return done;
 }
 
+void ConformanceChecker::check_atomic_operand(uint64_t n, const wire::Frame& f) {
+  const wire::Operation op = f.roce.info->operation;
+  const auto& h = f.roce.headers;
+  if (op == wire::Operation::compare_swap || op == wire::Operation::fetch_add) {
+    if (h.atomic_eth.va & 7) {
+      add_violation("atomic_operand", n, f, fmt::format("{} at 0x{:x}: atomics need an 8-byte aligned address",
+                                                        f.roce.info->name, h.atomic_eth.va));
+    }
+  } else if (op == wire::Operation::atomic_write) {
+    // Its answer is an empty READ RESPONSE at its PSN: read_response_length holds it to 0 bytes.
+    reads_[{f.src_ip().bytes, f.dst_ip().bytes}][h.bth.psn] = 0;
+    if ((h.reth.va & 7) || h.reth.dma_length != 8 || f.roce.payload.size() != 8) {
+      add_violation("atomic_operand", n, f,
+                    fmt::format("ATOMIC WRITE of {} bytes (RETH DMA length {}) at 0x{:x}: it places 8 bytes at "
+                                "an 8-byte aligned address",
+                                f.roce.payload.size(), h.reth.dma_length, h.reth.va));
+    }
+  }
+}
+
 void ConformanceChecker::check_request(uint64_t n, const wire::Frame& f) {
   const wire::OpcodeInfo& info = *f.roce.info;
   const auto& h = f.roce.headers;
@@ -155,6 +175,7 @@ void ConformanceChecker::check_request(uint64_t n, const wire::Frame& f) {
     return;
   }
   if (info.operation != wire::Operation::send && info.operation != wire::Operation::rdma_write) {
+    check_atomic_operand(n, f);
     follow(n, f, s, 1, std::nullopt);  // atomics and the rest: one packet, one PSN
     return;
   }

@@ -9,7 +9,10 @@
 // - payload_size: a FIRST or MIDDLE payload that is not a path MTU (256, 512, ..., 4096 bytes) or differs
 //   from the flow's other FIRST and MIDDLE payloads; a LAST or ONLY payload larger than that MTU.
 // - write_length: an RDMA WRITE whose payloads do not add up to its RETH's DMA length.
-// - read_response_length: READ response packets that do not add up to what the READ request asked for.
+// - read_response_length: READ response packets that do not add up to what the READ request asked for (an
+//   ATOMIC WRITE's answer, a READ response at its PSN, carries none).
+// - atomic_operand: a CMP_SWAP, FETCH_ADD or ATOMIC WRITE whose address is not 8-byte aligned, or an ATOMIC
+//   WRITE whose payload or RETH DMA length is not 8 bytes (IBTA 9.4.5, A19.4.2).
 // - pause_destination: a PAUSE or PFC frame not sent to 01:80:c2:00:00:01 (no link partner acts on it).
 // - pfc_enable_vector: a PFC frame whose class-enable vector has its reserved upper byte set.
 //
@@ -76,6 +79,7 @@ class ConformanceChecker {
   std::optional<OpenMessage> follow(uint64_t n, const wire::Frame& f, FlowState& s, uint32_t psn_span,
                                     std::optional<uint64_t> dma_length);
   void add_violation(std::string rule, uint64_t n, const wire::Frame& f, std::string text);
+  void check_atomic_operand(uint64_t n, const wire::Frame& f);
 
   uint64_t frames_ = 0, roce_ = 0;
   std::map<Key, FlowState> requests_;

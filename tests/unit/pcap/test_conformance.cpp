@@ -26,16 +26,19 @@ struct Flow {
     parse_frame(bytes, f);
     checker.add(++frame, f);
   }
-  Bytes make(Opcode op, uint32_t psn, size_t len, bool response = false, uint32_t dma_length = 0) {
+  // Addresses are 8-byte aligned unless `va` says otherwise.
+  Bytes make(Opcode op, uint32_t psn, size_t len, bool response = false, uint32_t dma_length = 0,
+             uint64_t va = 0x10000) {
     FrameSpec s = make_spec(uint8_t(op), IpVersion::v4, false, std::span<const uint8_t>(payload.data(), len));
     if (response) std::swap(s.ipv4.src, s.ipv4.dst);
     s.headers.bth.dest_qp = response ? requester_qp : responder_qp;
     s.headers.bth.psn = psn & psn_mask;
     s.headers.reth.dma_length = dma_length;
+    s.headers.reth.va = s.headers.atomic_eth.va = va;
     return build_bytes(s);
   }
-  void request(Opcode op, uint32_t psn, size_t len, uint32_t dma_length = 0) {
-    feed(make(op, psn, len, false, dma_length));
+  void request(Opcode op, uint32_t psn, size_t len, uint32_t dma_length = 0, uint64_t va = 0x10000) {
+    feed(make(op, psn, len, false, dma_length, va));
   }
   void response(Opcode op, uint32_t psn, size_t len) { feed(make(op, psn, len, true)); }
 
@@ -65,6 +68,10 @@ TEST_CASE("check: messages in sequence keep every rule", "[pcap][check]") {
   f.response(Opcode::rc_rdma_read_response_last, 109, 452);
   f.request(Opcode::rc_send_only, 110, 0);
   f.response(Opcode::rc_acknowledge, 110, 0);
+  f.request(Opcode::rc_fetch_add, 111, 0);
+  f.response(Opcode::rc_atomic_acknowledge, 111, 0);
+  f.request(Opcode::rc_atomic_write, 112, 8, 8);
+  f.response(Opcode::rc_rdma_read_response_only, 112, 0);  // an ATOMIC WRITE's answer
   CHECK(f.rules() == Rules{});
   CHECK(f.checker.flows() == 1);
 }
@@ -161,6 +168,29 @@ TEST_CASE("check: READ responses against the request", "[pcap][check]") {
     Flow f;
     f.request(Opcode::rc_rdma_read_request, 50, 0, 64);
     f.response(Opcode::rc_rdma_read_response_only, 50, 32);
+    CHECK(f.rules() == Rules{"read_response_length"});
+  }
+}
+
+TEST_CASE("check: atomic operands", "[pcap][check]") {
+  SECTION("an unaligned CMP_SWAP or FETCH_ADD") {
+    Flow f;
+    f.request(Opcode::rc_compare_swap, 1, 0, 0, 0x10004);
+    f.request(Opcode::rc_fetch_add, 2, 0, 0, 0x10001);
+    CHECK(f.rules() == Rules{"atomic_operand", "atomic_operand"});
+  }
+  SECTION("an ATOMIC WRITE of other than 8 bytes, or unaligned") {
+    Flow f;
+    f.request(Opcode::rc_atomic_write, 1, 4, 8);
+    f.request(Opcode::rc_atomic_write, 2, 8, 16);
+    f.request(Opcode::rc_atomic_write, 3, 8, 8, 0x10004);
+    CHECK(f.rules() == Rules{"atomic_operand", "atomic_operand", "atomic_operand"});
+    CHECK_THAT(f.checker.violations()[0].text, Catch::Contains("ATOMIC WRITE of 4 bytes (RETH DMA length 8)"));
+  }
+  SECTION("an ATOMIC WRITE answered with data") {
+    Flow f;
+    f.request(Opcode::rc_atomic_write, 7, 8, 8);
+    f.response(Opcode::rc_rdma_read_response_only, 7, 8);
     CHECK(f.rules() == Rules{"read_response_length"});
   }
 }
