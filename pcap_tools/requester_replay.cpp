@@ -152,6 +152,7 @@ verbs::WcOpcode completion_opcode(verbs::WrOpcode op) {
     case verbs::WrOpcode::rdma_read: return verbs::WcOpcode::rdma_read;
     case verbs::WrOpcode::atomic_cmp_and_swp: return verbs::WcOpcode::comp_swap;
     case verbs::WrOpcode::atomic_fetch_and_add: return verbs::WcOpcode::fetch_add;
+    case verbs::WrOpcode::atomic_write: return verbs::WcOpcode::atomic_write;
     default: return verbs::WcOpcode::send;
   }
 }
@@ -286,6 +287,17 @@ class ConnectionReader {
         room = 8;
         break;
       }
+      case wire::Operation::atomic_write:
+        // Its 8 bytes travel in the work request (the replay posts what the capture carried).
+        if (f.roce.payload.size() != 8) {
+          error = fmt::format("PSN {}: an ATOMIC WRITE of {} bytes (it carries 8)", h.bth.psn, f.roce.payload.size());
+          return false;
+        }
+        m.wr.opcode = verbs::WrOpcode::atomic_write;
+        m.wr.remote_addr = h.reth.va;
+        m.wr.rkey = h.reth.rkey;
+        std::memcpy(&m.wr.compare_add, f.roce.payload.data(), 8);
+        break;
       default:
         error = fmt::format("PSN {}: {} is no request a uroce work request sends", h.bth.psn,
                             wire::opcode_name(f.roce.bth().opcode));
