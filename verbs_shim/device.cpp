@@ -3,6 +3,7 @@
 // means no device, quietly, as with a machine that has no RDMA hardware.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <optional>
@@ -58,6 +59,13 @@ Device* find_or_add(const std::string& socket, const nlohmann::json& info) {
 
 wire::IpAddress gid_at(const Context& c, size_t index) { return c.info.at("gids").at(index).get<wire::IpAddress>(); }
 
+// The port's GID table has at least this many entries, its addresses first. As on a NIC (mlx5 has 256, rxe
+// 1024), an entry without an address reads as the zero GID from ibv_query_gid, as ENODATA from
+// ibv_query_gid_ex, and as a RoCE v1 entry from ibv_query_gid_type (rdma-core's reading of the kernel's
+// EINVAL for it): programs that walk the table, perftest's GID choice among them, expect such entries.
+constexpr size_t gid_table_min = 16;
+size_t gid_table_length(const nlohmann::json& info) { return std::max(gid_table_min, info.at("gids").size()); }
+
 }  // namespace
 
 // uroce's LIDs, an extension (shim.hpp): the low 16 bits of the port's first IPv4 address.
@@ -98,7 +106,7 @@ void fill_port_attr(Context& c, ibv_port_attr& a) {
   a.state = up ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
   a.max_mtu = IBV_MTU_4096;
   a.active_mtu = ibv_mtu(info.value("active_mtu", uint32_t(IBV_MTU_1024)));
-  a.gid_tbl_len = int(info.at("gids").size());
+  a.gid_tbl_len = int(gid_table_length(info));
   a.port_cap_flags = 0;
   a.max_msg_sz = 1u << 31;
   a.pkey_tbl_len = 1;
@@ -348,9 +356,13 @@ SHIM_EXPORT int ibv_query_port(ibv_context* context, uint8_t port_num, _compat_i
 
 SHIM_EXPORT int ibv_query_gid(ibv_context* context, uint8_t port_num, int index, ibv_gid* gid) {
   Context* c = to_shim(context);
-  if (port_num != 1 || index < 0 || size_t(index) >= c->info.at("gids").size()) {
+  if (port_num != 1 || index < 0 || size_t(index) >= gid_table_length(c->info)) {
     errno = EINVAL;
     return -1;
+  }
+  if (size_t(index) >= c->info.at("gids").size()) {  // an entry without an address
+    std::memset(gid->raw, 0, sizeof gid->raw);
+    return 0;
   }
   // GIDs are held as IPv6 bytes, IPv4 ones v4-mapped (::ffff:a.b.c.d): exactly RoCE v2's GID.
   const auto ip = gid_at(*c, size_t(index));
@@ -364,6 +376,7 @@ SHIM_EXPORT int _ibv_query_gid_ex(ibv_context* context, uint32_t port_num, uint3
   if (entry_size < sizeof(ibv_gid_entry)) return EINVAL;
   ibv_gid gid;
   if (port_num > 255 || ibv_query_gid(context, uint8_t(port_num), int(gid_index), &gid)) return EINVAL;
+  if (gid_index >= to_shim(context)->info.at("gids").size()) return ENODATA;  // in the table, but empty
   std::memset(entry, 0, entry_size);
   entry->gid = gid;
   entry->gid_index = gid_index;
@@ -387,11 +400,12 @@ SHIM_EXPORT ssize_t _ibv_query_gid_table(ibv_context* context, ibv_gid_entry* en
 
 // rdma-core's private enum ibv_gid_type_sysfs (not in the installed headers): 0 IB/RoCE v1, 1 RoCE v2.
 SHIM_EXPORT int ibv_query_gid_type(ibv_context* context, uint8_t port_num, unsigned int index, int* type) {
-  if (port_num != 1 || index >= to_shim(context)->info.at("gids").size()) {
+  const nlohmann::json& info = to_shim(context)->info;
+  if (port_num != 1 || index >= gid_table_length(info)) {
     errno = EINVAL;
     return -1;
   }
-  *type = 1;
+  *type = index < info.at("gids").size() ? 1 : 0;  // an empty entry reads as RoCE v1, as from rdma-core
   return 0;
 }
 

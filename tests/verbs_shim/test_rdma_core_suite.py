@@ -42,7 +42,6 @@ ACCEPTED_SKIPS = [
     (r"", r"There are no huge pages of size 2M allocated"),
     (r"", r"Allocating dmabuf is not supported by /dev/dri/\S+"),  # no GPU here
     (r"", r"cuda-python 12\.0\+ must be installed to run CUDA tests"),
-    (r"\.test_device\.", r"All gid indices populated, cannot check bad flow"),
     # uroce has no kernel network device for rdma_cm's tests to read an address from (sysfs
     # /sys/class/infiniband/DEV/device/net); rdma_cm itself is covered by rping, ucmatose and friends.
     (r"\.test_(mlx5_)?rdmacm\.", r"Device \S+ doesn't have net interface"),
