@@ -67,23 +67,6 @@ ibv_dm* alloc_dm(ibv_context* context, ibv_alloc_dm_attr* attr) {
   return finish_dm(d, context);
 }
 
-// ibv_import_dm: the session's allocation `dm_handle`, mapped for this context's copies. Freeing it
-// through any context frees it for all; unimporting unmaps it here only.
-ibv_dm* import_dm(ibv_context* context, uint32_t dm_handle) {
-  auto* d = new (std::nothrow) Dm{};
-  if (d == nullptr) {
-    errno = ENOMEM;
-    return nullptr;
-  }
-  if (guarded("import_dm", [&] { d->impl = to_shim(context)->impl->import_dm(dm_handle); })) {
-    delete d;
-    return nullptr;
-  }
-  return finish_dm(d, context);
-}
-
-void unimport_dm(ibv_dm* dm) { delete to_dm(dm); }
-
 int free_dm(ibv_dm* dm) {
   Dm* d = to_dm(dm);
   if (int rc = guarded("free_dm", [&] { to_shim(dm->context)->impl->free_dm(d->impl.dm); })) return rc;
@@ -104,5 +87,19 @@ ibv_mr* reg_dm_mr(ibv_pd* pd, ibv_dm* dm, uint64_t dm_offset, size_t length, uns
 
 using namespace uroce::shim;
 
-SHIM_EXPORT ibv_dm* ibv_import_dm(ibv_context* context, uint32_t dm_handle) { return import_dm(context, dm_handle); }
-SHIM_EXPORT void ibv_unimport_dm(ibv_dm* dm) { unimport_dm(dm); }
+// ibv_import_dm: the session's allocation `dm_handle`, mapped for this context's copies. Freeing it
+// through any context frees it for all; unimporting unmaps it here only.
+SHIM_EXPORT ibv_dm* ibv_import_dm(ibv_context* context, uint32_t dm_handle) {
+  auto* d = new (std::nothrow) Dm{};
+  if (d == nullptr) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  if (guarded("import_dm", [&] { d->impl = to_shim(context)->impl->import_dm(dm_handle); })) {
+    delete d;
+    return nullptr;
+  }
+  return finish_dm(d, context);
+}
+
+SHIM_EXPORT void ibv_unimport_dm(ibv_dm* dm) { delete to_dm(dm); }

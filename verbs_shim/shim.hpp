@@ -242,8 +242,6 @@ int bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* mw_bind);
 int advise_mr(ibv_pd* pd, ibv_advise_mr_advice advice, uint32_t flags, ibv_sge* sg_list, uint32_t num_sge);
 ibv_dm* alloc_dm(ibv_context* context, ibv_alloc_dm_attr* attr);  // device_memory.cpp
 int free_dm(ibv_dm* dm);
-ibv_dm* import_dm(ibv_context* context, uint32_t dm_handle);
-void unimport_dm(ibv_dm* dm);
 ibv_mr* reg_dm_mr(ibv_pd* pd, ibv_dm* dm, uint64_t dm_offset, size_t length, unsigned int access);
 int bind_entry(emulator::protocol::SendEntry& e, const ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info& info);
 // XRC (xrc.cpp).

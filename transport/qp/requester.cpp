@@ -143,32 +143,27 @@ void DeviceImpl::run_requester(QueuePair& qp, Nanos now) {
       ++qp.req.next;
       qp.req.packets_since_ackreq = 0;
       transmit(qp, packet);
-    } else if (w.wr.opcode == WrOpcode::atomic_cmp_and_swp || w.wr.opcode == WrOpcode::atomic_fetch_and_add) {
-      const bool cas = w.wr.opcode == WrOpcode::atomic_cmp_and_swp;
-      h.bth.opcode = uint8_t(cas ? Opcode::rc_compare_swap : Opcode::rc_fetch_add);
+    } else if (w.takes_responder_resource()) {
+      // The atomics and ATOMIC WRITE: one packet, answered by a response of its own.
+      if (w.wr.opcode == WrOpcode::atomic_write) {
+        // IBTA 1.5 A19: a RETH for the 8 bytes and the bytes themselves, answered by an empty READ
+        // RESPONSE (not an ACK) once every earlier request has been carried out. The bytes were taken when
+        // the request was posted (compare_add), so a retry sends the same ones.
+        h.bth.opcode = uint8_t(Opcode::rc_atomic_write);
+        h.reth.va = w.wr.remote_addr;
+        h.reth.rkey = w.wr.rkey;
+        h.reth.dma_length = 8;
+        packet.payload = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&w.wr.compare_add), 8);
+      } else {
+        const bool cas = w.wr.opcode == WrOpcode::atomic_cmp_and_swp;
+        h.bth.opcode = uint8_t(cas ? Opcode::rc_compare_swap : Opcode::rc_fetch_add);
+        h.atomic_eth.va = w.wr.remote_addr;
+        h.atomic_eth.rkey = w.wr.rkey;
+        h.atomic_eth.swap_add = cas ? w.wr.swap : w.wr.compare_add;
+        h.atomic_eth.compare = cas ? w.wr.compare_add : 0;
+      }
       h.bth.psn = w.first_psn;
       h.bth.ack_req = true;
-      h.atomic_eth.va = w.wr.remote_addr;
-      h.atomic_eth.rkey = w.wr.rkey;
-      h.atomic_eth.swap_add = cas ? w.wr.swap : w.wr.compare_add;
-      h.atomic_eth.compare = cas ? w.wr.compare_add : 0;
-      w.last_psn = w.first_psn;
-      qp.req.psn = (w.first_psn + 1) & wire::psn_mask;
-      w.state = WqeState::pending;
-      ++qp.req.next;
-      qp.req.packets_since_ackreq = 0;
-      transmit(qp, packet);
-    } else if (w.wr.opcode == WrOpcode::atomic_write) {
-      // IBTA 1.5 A19: one packet, a RETH for the 8 bytes and the bytes themselves, answered by an empty
-      // READ RESPONSE (not an ACK) once every earlier request has been carried out. The bytes were taken
-      // when the request was posted (compare_add), so a retry sends the same ones.
-      h.bth.opcode = uint8_t(Opcode::rc_atomic_write);
-      h.bth.psn = w.first_psn;
-      h.bth.ack_req = true;
-      h.reth.va = w.wr.remote_addr;
-      h.reth.rkey = w.wr.rkey;
-      h.reth.dma_length = 8;
-      packet.payload = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&w.wr.compare_add), 8);
       w.last_psn = w.first_psn;
       qp.req.psn = (w.first_psn + 1) & wire::psn_mask;
       w.state = WqeState::pending;
