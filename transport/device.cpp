@@ -193,6 +193,8 @@ Device::~Device() = default;
 
 void Device::set_gids(std::vector<wire::IpAddress> gids) { impl_->gids_ = std::move(gids); }
 void Device::set_active_mtu(Mtu mtu) { impl_->active_mtu_ = mtu; }
+void Device::set_max_raw_frame(uint32_t bytes) { impl_->max_raw_frame_ = bytes; }
+uint32_t Device::max_raw_frame() const { return impl_->max_raw_frame_; }
 const DeviceLimits& Device::limits() const { return impl_->limits_; }
 
 int Device::alloc_pd(uint32_t& pd) {
@@ -360,7 +362,7 @@ int Device::modify_srq(uint32_t srqn, uint32_t limit) {
 int Device::destroy_srq(uint32_t srqn) {
   DeviceImpl& d = *impl_;
   const auto it = d.srqs_.find(srqn);
-  if (it == d.srqs_.end()) return EINVAL;
+  if (it == d.srqs_.end() || it->second.work_queue) return EINVAL;  // a work queue goes by destroy_wq
   for (const auto& [n, qp] : d.qps_) {
     // An XRC target only names the SRQ its last message used; nothing holds an XRC SRQ but itself.
     if (qp->srq == srqn && qp->type != QpType::xrc_recv) return EBUSY;
@@ -393,20 +395,30 @@ int Device::create_qp(const QpInitAttr& a, uint32_t& qpn) {
   DeviceImpl& d = *impl_;
   const DeviceLimits& l = d.limits_;
   const bool target = a.type == QpType::xrc_recv, initiator = a.type == QpType::xrc_send;
-  if (a.type != QpType::rc && a.type != QpType::uc && a.type != QpType::ud && !target && !initiator) return EINVAL;
-  if (target) {
+  const bool rss = a.ind_table != 0;
+  if (a.type != QpType::rc && a.type != QpType::uc && a.type != QpType::ud && a.type != QpType::raw_packet &&
+      !target && !initiator) {
+    return EINVAL;
+  }
+  if (rss) {
+    if (int e = d.check_rss_qp(a)) return e;
+  } else if (target) {
     // An XRC target has a domain and nothing else: PD, CQ and SRQ come from the SRQ each message names.
     if (!d.xrcds_.contains(a.xrcd)) return EINVAL;
   } else {
     if (!d.pds_.contains(a.pd) || !d.cqs_.contains(a.send_cq)) return EINVAL;
-    // An XRC initiator has no receive side.
-    if (!initiator && (!d.cqs_.contains(a.recv_cq) || (a.srq != 0 && !d.srqs_.contains(a.srq)))) return EINVAL;
+    // An XRC initiator has no receive side. A work queue is no SRQ.
+    if (!initiator && (!d.cqs_.contains(a.recv_cq) || (a.srq != 0 && (!d.srqs_.contains(a.srq) ||
+                                                                     d.srqs_.at(a.srq).work_queue)))) {
+      return EINVAL;
+    }
   }
-  if (!target && (a.cap.max_send_wr > l.max_qp_wr || a.cap.max_send_sge > l.max_sge ||
-                  a.cap.max_inline_data > l.max_inline_data)) {
+  if (!target && !rss && (a.cap.max_send_wr > l.max_qp_wr || a.cap.max_send_sge > l.max_sge ||
+                          a.cap.max_inline_data > l.max_inline_data)) {
     return EINVAL;
   }
-  if (!target && !initiator && a.srq == 0 && (a.cap.max_recv_wr > l.max_qp_wr || a.cap.max_recv_sge > l.max_sge)) {
+  if (!target && !initiator && !rss && a.srq == 0 &&
+      (a.cap.max_recv_wr > l.max_qp_wr || a.cap.max_recv_sge > l.max_sge)) {
     return EINVAL;
   }
   if (d.qps_.size() >= l.max_qp) return ENOMEM;
@@ -420,7 +432,14 @@ int Device::create_qp(const QpInitAttr& a, uint32_t& qpn) {
   qp->type = a.type;
   qp->sq_sig_all = a.sq_sig_all;
   qp->attr.cap = a.cap;
-  if (target) {
+  if (rss) {
+    // No queues and no CQs: its table's work queues receive, and it sends nothing.
+    qp->rss = std::make_unique<RssConfig>(RssConfig{a.ind_table, a.rx_hash_fields, a.rx_hash_key});
+    qp->attr.cap = {};
+    qp->pd = a.pd;
+    ++d.ind_tables_.at(a.ind_table).users;
+    ++d.pds_[a.pd];
+  } else if (target) {
     qp->xrcd = a.xrcd;
     qp->attr.cap = {};
     ++d.xrcds_[a.xrcd];
@@ -562,9 +581,13 @@ int Device::destroy_qp(uint32_t qpn) {
   DeviceImpl& d = *impl_;
   QueuePair* qp = d.find_qp(qpn);
   if (qp == nullptr) return EINVAL;
+  if (qp->flows != 0) return EBUSY;  // its flow rules first (ib_destroy_qp_user: the QP is in use)
   std::erase(d.run_list_, qp);
   std::erase(d.ack_list_, qp);
   if (qp->multicast_groups != 0) d.multicast_.detach_everywhere(qpn);  // as uverbs does on destroy
+  if (qp->rss) {
+    if (const auto t = d.ind_tables_.find(qp->rss->table); t != d.ind_tables_.end()) --t->second.users;
+  }
   if (qp->type == QpType::xrc_recv) {
     --d.xrcds_[qp->xrcd];  // its pd is borrowed from the SRQ in use
   } else {
@@ -610,6 +633,10 @@ int Device::post_send(uint32_t qpn, const SendWr& wr, Nanos now) {
           op != WrOpcode::rdma_write_with_imm && op != WrOpcode::local_inv && op != WrOpcode::bind_mw) {
         return EINVAL;
       }
+      break;
+    case QpType::raw_packet:
+      // A raw frame is sent as posted: a SEND and nothing else (mlx5 also takes TSO, which uroce has not).
+      if (op != WrOpcode::send) return EINVAL;
       break;
     case QpType::rc:
     case QpType::xrc_send:
@@ -662,6 +689,7 @@ int Device::post_srq_recv(uint32_t srqn, const RecvWr& wr) {
   if (q.wrs.size() >= q.max_wr) return ENOMEM;
   q.wrs.push_back(wr);
   q.peak = std::max(q.peak, uint32_t(q.wrs.size()));
+  if (q.work_queue && q.wq_state == uint8_t(WqState::error)) d.flush_wq(srqn, q);  // as posting to a QP in ERR
   return 0;
 }
 

@@ -13,8 +13,10 @@
 #include <vector>
 
 #include "transport/dcqcn.hpp"
+#include "transport/flow/flow_rule.hpp"
 #include "transport/memory/memory_backend.hpp"
 #include "transport/packet_io.hpp"
+#include "transport/receive_queue.hpp"
 #include "transport/verbs/work.hpp"
 #include "transport/wire/address.hpp"
 
@@ -37,6 +39,7 @@ struct DeviceLimits {
   uint32_t max_mcast_grp = 8192;                 // multicast groups with at least one QP (rxe's limits)
   uint32_t max_mcast_qp_attach = 56;             // QPs in one group
   uint32_t max_total_mcast_qp_attach = 0x70000;  // attachments over every group
+  uint32_t max_flows = 65536;                    // flow steering rules (ibv_create_flow) on the port
 };
 
 // Congestion control as RoCE NICs do it (DCQCN), both halves:
@@ -65,6 +68,12 @@ struct QpInitAttr {
   verbs::QpCap cap;
   verbs::QpType type = verbs::QpType::rc;
   bool sq_sig_all = false;
+  // An RSS QP (raw packet, IBV_QP_INIT_ATTR_IND_TABLE and RX_HASH): no queues of its own; the frames its
+  // flow rules take go to the work queue of `ind_table` the Toeplitz hash (transport/flow/rss_hash.hpp) of
+  // the selected fields picks.
+  uint32_t ind_table = 0;
+  uint64_t rx_hash_fields = 0;
+  std::vector<uint8_t> rx_hash_key;
 };
 
 struct AsyncEvent {
@@ -110,6 +119,15 @@ struct DeviceCounters {
   uint64_t rx_cnp = 0;
   uint64_t rate_cuts = 0;
   uint64_t paced_stops = 0;
+  // Raw packet QPs: frames delivered to one (a frame two QPs take counts twice), frames a flow rule
+  // steered to a QP that had no receive posted or was not ready (lost, as on a NIC), frames dropped by a
+  // rule's drop action, frames sent, and frames refused at sending (too short or longer than the port's
+  // MTU allows: the work request completes with a length error).
+  uint64_t rx_raw = 0;
+  uint64_t rx_raw_no_receive = 0;
+  uint64_t rx_raw_dropped_by_rule = 0;
+  uint64_t tx_raw = 0;
+  uint64_t tx_raw_bad_length = 0;
 };
 
 // What one queue pair did (`uroce stats` per QP). NAKs by their code: PSN sequence error, invalid request,
@@ -156,6 +174,10 @@ class Device {
   // Addressing: the port's GID table (index 0 first) and its active MTU.
   void set_gids(std::vector<wire::IpAddress> gids);
   void set_active_mtu(verbs::Mtu mtu);
+  // The longest Ethernet frame a raw packet QP may send or the port takes: its IP MTU plus the Ethernet
+  // header and one 802.1Q tag (1518 for the usual 1500).
+  void set_max_raw_frame(uint32_t bytes);
+  uint32_t max_raw_frame() const;
   const DeviceLimits& limits() const;
 
   // Control verbs.
@@ -194,6 +216,19 @@ class Device {
   int create_xrc_srq(uint32_t pd, uint32_t xrcd, uint32_t cq, uint32_t max_wr, uint32_t max_sge, uint32_t limit,
                      uint32_t& srqn);
   int modify_srq(uint32_t srqn, uint32_t limit);  // arms the limit event
+  // Receive work queues (ibv_create_wq, IBV_WQT_RQ): receive queues with a CQ of their own, numbered with
+  // the SRQs (post_srq_recv posts to them), created in RESET. modify_wq: RESET from any state (posted
+  // receives are dropped), RDY from RESET or RDY, ERR from anywhere (posted receives complete with
+  // IBV_WC_WR_FLUSH_ERR); EINVAL otherwise. destroy_wq: EBUSY while an indirection table holds it.
+  int create_wq(uint32_t pd, uint32_t cq, uint32_t max_wr, uint32_t max_sge, uint32_t& wqn);
+  int modify_wq(uint32_t wqn, WqState state);
+  int query_wq_state(uint32_t wqn, WqState& state) const;
+  int destroy_wq(uint32_t wqn);
+  // Indirection tables (ibv_create_rwq_ind_table): 2^n work queues (n <= log_max_ind_table). destroy:
+  // EBUSY while an RSS QP uses it.
+  static constexpr unsigned log_max_ind_table = 12;
+  int create_rwq_ind_table(const std::vector<uint32_t>& wqs, uint32_t& table);
+  int destroy_rwq_ind_table(uint32_t table);
   int destroy_srq(uint32_t srqn);
   int create_ah(uint32_t pd, const verbs::AddressVector& av, uint32_t& ahn);
   int destroy_ah(uint32_t ahn);
@@ -224,6 +259,24 @@ class Device {
   int post_srq_recv(uint32_t srqn, const verbs::RecvWr& wr);
   // Takes up to out.size() completions; returns how many, or -errno.
   int poll_cq(uint32_t cqn, std::span<verbs::WorkCompletion> out);
+
+  // Flow steering (ibv_create_flow, ibv_destroy_flow): rules that give raw packet QPs the frames the port
+  // receives (transport/flow/flow_table.hpp says how a frame is steered). create_flow: EINVAL if there is
+  // no such QP or it is not a raw packet QP, or the rule is malformed (specs on a default or sniffer rule);
+  // EOPNOTSUPP for an egress rule; ENOMEM past limits().max_flows. A QP with rules cannot be destroyed
+  // (EBUSY), as in the kernel, where each rule holds its QP.
+  int create_flow(uint32_t qpn, flow::FlowRule rule, uint32_t& handle);
+  int destroy_flow(uint32_t handle);
+  bool has_flows() const;
+  bool has_sniffers() const;
+  // A frame the port received, or a raw frame one of its QPs (`sender`) sent that loops back: sniffer
+  // rules get a copy, normal rules may take it. True if a rule trapped or dropped it: the port's own
+  // stack (the caller) must leave it alone.
+  bool steer(std::span<const uint8_t> frame, Nanos now, uint32_t sender = 0);
+  // A frame neither a rule nor the port's stack took: the default rules' (ALL_DEFAULT, MC_DEFAULT).
+  void steer_unclaimed(std::span<const uint8_t> frame, Nanos now, uint32_t sender = 0);
+  // A frame the port sends: the sniffer rules' copy.
+  void sniff_sent(std::span<const uint8_t> frame, Nanos now);
 
   // The engine.
   void receive(std::span<const uint8_t> frame, Nanos now);  // one Ethernet frame from the port

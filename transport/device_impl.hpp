@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "transport/completion_queue.hpp"
+#include "transport/flow/flow_table.hpp"
 #include "transport/device.hpp"
 #include "transport/memory/mr_table.hpp"
 #include "transport/use_counts.hpp"
@@ -29,6 +30,7 @@ inline bool transport_matches(verbs::QpType type, wire::Transport t) {
     case verbs::QpType::rc: return t == wire::Transport::rc;
     case verbs::QpType::uc: return t == wire::Transport::uc;
     case verbs::QpType::ud: return t == wire::Transport::ud;
+    case verbs::QpType::raw_packet: return false;  // takes frames only through flow rules
     case verbs::QpType::xrc_send:
     case verbs::QpType::xrc_recv: return t == wire::Transport::xrc;
   }
@@ -58,6 +60,12 @@ const verbs::Sge* sge_holding(const verbs::SgeList& sges, uint32_t& offset, size
 // carries PSN `psn`, found as the completer finds it; sq.size() if none is, or an older READ or atomic is
 // still unanswered (qp/completer.cpp).
 size_t read_answered_by(const QueuePair& qp, uint32_t psn);
+
+// Moves the next receive WQE from the QP's queue or its SRQ into `into` (qp/responder.cpp); false if there
+// is none.
+bool take_receive(DeviceImpl& d, QueuePair& qp, std::optional<verbs::RecvWr>& into);
+// The bytes a receive WQE's scatter list holds (at most 2^32 - 1).
+uint32_t sge_total(const verbs::RecvWr& r);
 
 // Where early placement copied a payload: the responder's copy of exactly these bytes to exactly there
 // is skipped (DeviceImpl::write_payload). memory == nullptr: nothing placed.
@@ -120,6 +128,32 @@ class DeviceImpl {
   void run_rates(QueuePair& qp, Nanos now);
   Nanos now_ = 0;  // the time of the entry point that is running (receive, run, post_send)
   MulticastGroups multicast_;               // UD multicast (multicast.cpp)
+  // Indirection tables (qp/work_queues.cpp): their work queues and how many RSS QPs use each.
+  struct IndirectionTable {
+    std::vector<uint32_t> wqs;
+    uint32_t users = 0;
+  };
+  std::unordered_map<uint32_t, IndirectionTable> ind_tables_;
+  uint32_t next_ind_table_ = 1;
+  // Whether `a` describes a valid RSS QP: a raw packet QP with a PD, an existing table, a Toeplitz key of
+  // 40 bytes (mlx5's length, enough for two IPv6 addresses and two ports) and known hash fields, TCP's or
+  // UDP's ports but not both (as mlx5).
+  int check_rss_qp(const QpInitAttr& a) const;
+  // Completes every receive posted to work queue `wqn` with IBV_WC_WR_FLUSH_ERR.
+  void flush_wq(uint32_t wqn, ReceiveQueue& q);
+  // An RSS QP's frame: to the work queue its hash picks.
+  void deliver_rss(QueuePair& qp, std::span<const uint8_t> frame);
+  // Raw packet QPs (qp/raw_packet.cpp): the flow rules, the frame being sent, the QPs a frame goes to.
+  flow::FlowTable flows_;
+  uint32_t flow_count_ = 0;
+  uint32_t max_raw_frame_ = 1518;
+  std::vector<uint8_t> raw_frame_;
+  std::vector<uint32_t> steered_;
+  // Sends the raw frame a work request holds (run_requester's part for raw packet QPs).
+  void send_raw(QueuePair& qp, SendWqe& w);
+  // Gives `frame` to raw packet QP `qpn`'s next receive, if it is ready and has one.
+  void deliver_raw(uint32_t qpn, std::span<const uint8_t> frame, Nanos now);
+  void deliver_raw_to(std::span<const uint8_t> frame, Nanos now);  // to every QP in steered_
   void on_multicast(const wire::Frame& f, size_t frame_size, Nanos now);
 
   // The checks every frame to a QP passes (P_Key, transport, QP state) and then the QP's responder or

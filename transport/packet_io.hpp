@@ -29,6 +29,13 @@ class PacketSink {
  public:
   virtual ~PacketSink() = default;
   virtual void transmit(const OutPacket& packet) = 0;
+  // A whole Ethernet frame a raw packet QP (`sender`) sends, as posted: it goes on the wire as it is, and
+  // back to the port's own flow rules where a NIC would loop it back (Device::steer). `frame` is valid
+  // only during the call. A sink with no wire for such frames (a test's) drops them.
+  virtual void transmit_frame(uint32_t sender, std::span<const uint8_t> frame) {
+    (void)sender;
+    (void)frame;
+  }
 };
 
 }  // namespace uroce::transport

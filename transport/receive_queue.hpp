@@ -27,7 +27,15 @@ struct ReceiveQueue {
   // In the device's list of queues that gave up requests (Device::take_retired_receives for a QP's own,
   // take_retired_srq_receives for an SRQ).
   bool retired_listed = false;
+  // A receive work queue (ibv_create_wq), kept with the SRQs: a queue with a CQ of its own that RSS QPs
+  // fill through an indirection table. Its state (ibv_wq_state: RESET, RDY, ERR) and how many tables hold it.
+  bool work_queue = false;
+  uint8_t wq_state = 0;
+  uint32_t tables = 0;
 };
+
+// enum ibv_wq_state.
+enum class WqState : uint8_t { reset = 0, ready = 1, error = 2 };
 
 // A queue counts as running low when it falls to half of a peak of at least this many receives: an
 // application that keeps one or a few receives posted (a ping-pong) is never reported.

@@ -78,6 +78,13 @@ struct ResponderResource {
   uint32_t msn = 0;           // MSN the response carried
 };
 
+// An RSS QP's hashing (Device::create_qp with an indirection table).
+struct RssConfig {
+  uint32_t table = 0;
+  uint64_t fields = 0;
+  std::vector<uint8_t> key;
+};
+
 struct QueuePair {
   uint32_t qpn = 0;
   QpCounters counters;
@@ -91,6 +98,8 @@ struct QueuePair {
   verbs::QpAttr attr;          // as last set by modify_qp (state included)
   uint16_t udp_src_port = 0xc000;
   uint32_t multicast_groups = 0;  // groups this (UD) QP is attached to (in what was padding)
+  uint32_t flows = 0;             // flow steering rules that deliver to this (raw packet) QP
+  std::unique_ptr<RssConfig> rss;  // an RSS QP's table and hash; none for every other QP
   Nanos cnp_sent_at = never;      // the last CNP this QP sent (congestion.cpp)
   // DCQCN's rate for this QP while CNPs keep it below line rate; none (no cost) otherwise. rate_blocked:
   // the requester stopped because the rate said "not yet" (run() resumes it).
@@ -98,7 +107,7 @@ struct QueuePair {
   bool rate_blocked = false;
 
   // RC, UC or either half of XRC: a QP with one peer QP (congestion control's unit; UD has none).
-  bool connected() const { return type != verbs::QpType::ud; }
+  bool connected() const { return type != verbs::QpType::ud && type != verbs::QpType::raw_packet; }
 
   RingQueue<SendWqe> sq;       // posted and not yet completed, oldest first
   ReceiveQueue rq;             // own receive queue (unused with an SRQ)

@@ -93,6 +93,10 @@ void DeviceImpl::run_requester(QueuePair& qp, Nanos now) {
       complete_finished(qp);
       continue;
     }
+    if (qp.type == QpType::raw_packet) {
+      send_raw(qp, w);  // a frame as posted: no transport headers, nothing to wait for
+      continue;
+    }
     if (is_reliable(qp.type)) {
       // Counting outstanding READs/atomics walks the send queue, so it is done only for the WQEs it gates.
       const bool fenced = fresh && (w.wr.send_flags & send_fence);

@@ -17,6 +17,9 @@ namespace {
 
 bool starts_message(Position p) { return p == Position::first || p == Position::only; }
 bool ends_message(Position p) { return p == Position::last || p == Position::only; }
+
+}  // namespace
+
 uint32_t sge_total(const RecvWr& r) {
   uint64_t n = 0;
   for (const Sge& s : r.sg_list) n += s.length;
@@ -45,8 +48,6 @@ bool take_receive(DeviceImpl& d, QueuePair& qp, std::optional<RecvWr>& into) {
   }
   return true;
 }
-
-}  // namespace
 
 namespace {
 
@@ -677,6 +678,7 @@ void DeviceImpl::on_request(QueuePair& qp, const wire::Frame& f, Nanos now) {
     case QpType::xrc_send: break;  // an initiator takes no requests (dispatch() drops them)
     case QpType::uc: handle_uc(*this, qp, f); break;
     case QpType::ud: handle_ud(*this, qp, f); break;
+    case QpType::raw_packet: break;  // (dispatch() drops RoCE packets to it: transport_matches)
   }
 }
 

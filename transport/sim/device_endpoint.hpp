@@ -16,7 +16,10 @@ class DeviceEndpoint final : public Endpoint {
  public:
   explicit DeviceEndpoint(transport::Device& device) : device_(device) {}
 
-  void receive(std::span<const uint8_t> frame, Nanos now) override { device_.receive(frame, now); }
+  // Flow rules first, as a NIC's flow tables come before its RoCE engine (raw packet QPs).
+  void receive(std::span<const uint8_t> frame, Nanos now) override {
+    if (!device_.steer(frame, now)) device_.receive(frame, now);
+  }
   void run(Nanos now) override { device_.run(now); }
   Nanos next_deadline() const override { return device_.next_deadline(); }
   bool has_pending_work() const override { return device_.has_pending_work(); }

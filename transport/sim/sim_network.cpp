@@ -12,6 +12,7 @@ class SimNetwork::NodeSink final : public transport::PacketSink {
  public:
   NodeSink(SimNetwork& net, NodeId id) : net_(net), id_(id) {}
   void transmit(const transport::OutPacket& packet) override { net_.transmit(id_, packet); }
+  void transmit_frame(uint32_t, std::span<const uint8_t> frame) override { net_.transmit_frame(id_, frame); }
 
  private:
   SimNetwork& net_;
@@ -179,7 +180,31 @@ void SimNetwork::transmit(NodeId from, const transport::OutPacket& packet) {
     capture(CapturePoint::dropped, from, to, DropReason::unknown_destination, false, frame);
     return;
   }
+  offer(from, to, std::move(frame));
+}
 
+// A raw packet QP's frame goes where its destination MAC says: the node with that MAC, or every other
+// node for a multicast or broadcast one, as a switch floods it.
+void SimNetwork::transmit_frame(NodeId from, std::span<const uint8_t> frame) {
+  ++stats_.transmitted;
+  const bool multicast = !frame.empty() && (frame[0] & 1) != 0;
+  std::vector<NodeId> to;
+  for (NodeId n = 0; n < nodes_.size(); ++n) {
+    if (n == from) continue;
+    if (multicast || (frame.size() >= 6 && std::equal(frame.begin(), frame.begin() + 6, nodes_[n]->mac.bytes.begin()))) {
+      to.push_back(n);
+    }
+  }
+  capture(CapturePoint::transmitted, from, to.size() == 1 ? to[0] : no_node, DropReason::none, false, frame);
+  if (to.empty()) {
+    ++stats_.dropped_unknown_destination;
+    capture(CapturePoint::dropped, from, no_node, DropReason::unknown_destination, false, frame);
+    return;
+  }
+  for (const NodeId n : to) offer(from, n, std::vector<uint8_t>(frame.begin(), frame.end()));
+}
+
+void SimNetwork::offer(NodeId from, NodeId to, std::vector<uint8_t> frame) {
   const LinkProfile& profile = link_profile(from, to);
   Link& l = link(from, to);
   const Link::Decision d = l.offer(frame.size(), now_, profile, path_down(from, to));

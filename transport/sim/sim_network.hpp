@@ -136,6 +136,9 @@ class SimNetwork {
   };
 
   void transmit(NodeId from, const transport::OutPacket& packet);
+  void transmit_frame(NodeId from, std::span<const uint8_t> frame);  // a raw packet QP's
+  // The link from `from` to `to` takes the frame (or drops, delays, duplicates, corrupts it).
+  void offer(NodeId from, NodeId to, std::vector<uint8_t> frame);
   Link& link(NodeId from, NodeId to);
   bool path_down(NodeId from, NodeId to) const;
   void settle_instant();

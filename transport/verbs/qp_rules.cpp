@@ -111,13 +111,21 @@ constexpr QpTransition explicit_rows[] = {
      m::port | m::av | m::timeout | m::dest_rd_atomic | m::alt_path | m::access | m::pkey | m::rnr_timer |
          m::mig_state},
 
+    // Raw packet QPs, as the kernel's table has them: a port to go to INIT, nothing for RTR, a rate limit
+    // allowed from RTR on; no SQD. (The rate limit is accepted and not enforced.)
+    {S::reset, S::init, T::raw_packet, m::port, 0},
+    {S::init, S::init, T::raw_packet, 0, m::port},
+    {S::init, S::rtr, T::raw_packet, 0, 0},
+    {S::rtr, S::rts, T::raw_packet, 0, attr_rate_limit},
+    {S::rts, S::rts, T::raw_packet, 0, attr_rate_limit},
+
     // Recovery from a send queue error (UC and UD only, see above).
     {S::sqe, S::rts, T::uc, 0, m::cur_state | m::access},
     {S::sqe, S::rts, T::ud, 0, m::cur_state | m::qkey},
 };
 
 constexpr QpState all_states[] = {S::reset, S::init, S::rtr, S::rts, S::sqd, S::sqe, S::err};
-constexpr QpType all_types[] = {T::rc, T::uc, T::ud, T::xrc_send, T::xrc_recv};
+constexpr QpType all_types[] = {T::rc, T::uc, T::ud, T::raw_packet, T::xrc_send, T::xrc_recv};
 
 constexpr auto build_table() {
   std::array<QpTransition, std::size(explicit_rows) + std::size(all_states) * 2 * std::size(all_types)> t{};
@@ -144,7 +152,7 @@ constexpr bool table_is_consistent() {
 static_assert(table_is_consistent(), "a (from, to, type) appears twice, or a row's bit sets overlap");
 
 bool valid_type(QpType t) {
-  return t == T::rc || t == T::uc || t == T::ud || t == T::xrc_send || t == T::xrc_recv;
+  return t == T::rc || t == T::uc || t == T::ud || t == T::raw_packet || t == T::xrc_send || t == T::xrc_recv;
 }
 bool valid_state(QpState s) { return static_cast<unsigned>(s) <= static_cast<unsigned>(S::err); }
 
@@ -153,6 +161,7 @@ std::string_view type_name(QpType t) {
     case T::rc: return "RC";
     case T::uc: return "UC";
     case T::ud: return "UD";
+    case T::raw_packet: return "RAW_PACKET";
     case T::xrc_send: return "XRC_SEND";
     case T::xrc_recv: return "XRC_RECV";
   }
@@ -199,7 +208,7 @@ int evaluate_modify(QpType type, QpState current, QpState next, uint32_t mask, s
     return EINVAL;
   };
   if (!valid_type(type))
-    return refuse("QP type " + std::to_string(unsigned(type)) + " is not RC, UC, UD, XRC_SEND or XRC_RECV");
+    return refuse("QP type " + std::to_string(unsigned(type)) + " is not RC, UC, UD, RAW_PACKET, XRC_SEND or XRC_RECV");
   if (!valid_state(current))
     return refuse("current QP state " + std::to_string(unsigned(current)) + " does not exist");
   const bool stays = (mask & attr_state) == 0;

@@ -11,7 +11,8 @@ namespace uroce::verbs {
 
 // rdma-core's values. XRC splits a reliable connection in two: the initiator (xrc_send) only sends, each
 // request naming an XRC SRQ at the target; the target (xrc_recv) only receives, into that SRQ.
-enum class QpType : uint8_t { rc = 2, uc = 3, ud = 4, xrc_send = 9, xrc_recv = 10 };
+// raw_packet: whole Ethernet frames, sent as posted and received by flow steering rules (transport/flow).
+enum class QpType : uint8_t { rc = 2, uc = 3, ud = 4, raw_packet = 8, xrc_send = 9, xrc_recv = 10 };
 
 // RC and both halves of XRC: acknowledged, retransmitted, with RC's protocol (XRC's opcodes are RC's + 0xA0).
 constexpr bool is_reliable(QpType t) { return t == QpType::rc || t == QpType::xrc_send || t == QpType::xrc_recv; }
@@ -59,6 +60,7 @@ enum class WcOpcode : uint8_t {
 enum WcFlags : uint32_t {
   wc_grh = 1u << 0,
   wc_with_imm = 1u << 1,
+  wc_ip_csum_ok = 1u << 2,  // raw packet QPs: an IPv4 frame whose IP and TCP/UDP checksums were checked
   wc_with_inv = 1u << 3,
 };
 
@@ -85,6 +87,7 @@ enum SendFlags : uint32_t {
   send_signaled = 1u << 1,
   send_solicited = 1u << 2,
   send_inline = 1u << 3,
+  send_ip_csum = 1u << 4,  // raw packet QPs: the device fills in the IPv4 and TCP/UDP checksums
 };
 
 enum AccessFlags : uint32_t {

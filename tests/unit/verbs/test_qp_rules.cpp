@@ -205,6 +205,8 @@ TEST_CASE("perftest's modify_qp calls are accepted", "[verbs][qp_rules]") {
   // With --rate_limit_type=PP perftest adds IBV_QP_RATE_LIMIT to the RTS mask: the kernel allows it on
   // raw packet QPs only, so it is refused here as on any RC/UC/UD QP.
   CHECK(check_modify_qp(T::rc, S::rtr, S::rts, rc_to_rts | IBV_QP_RATE_LIMIT) == EINVAL);
+  CHECK(check_modify_qp(T::raw_packet, S::rtr, S::rts, IBV_QP_STATE | IBV_QP_RATE_LIMIT) == 0);
+  CHECK(check_modify_qp(T::raw_packet, S::rts, S::rts, IBV_QP_STATE | IBV_QP_RATE_LIMIT) == 0);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -448,10 +450,10 @@ TEST_CASE("IBV_QP_CUR_STATE is handled as the kernel does", "[verbs][qp_rules]")
 }
 
 TEST_CASE("values outside the enums are refused", "[verbs][qp_rules]") {
-  CHECK(check_modify_qp(static_cast<QpType>(8), S::reset, S::init, rc_to_init) == EINVAL);  // IBV_QPT_RAW_PACKET
+  CHECK(check_modify_qp(static_cast<QpType>(7), S::reset, S::init, rc_to_init) == EINVAL);  // no QP type 7 in verbs.h
   CHECK(check_modify_qp(static_cast<QpType>(11), S::reset, S::init, rc_to_init) == EINVAL);  // IBV_QPT_DRIVER is 0xff
-  CHECK(explain_modify_qp(static_cast<QpType>(8), S::reset, S::init, rc_to_init) ==
-        "QP type 8 is not RC, UC, UD, XRC_SEND or XRC_RECV");
+  CHECK(explain_modify_qp(static_cast<QpType>(7), S::reset, S::init, rc_to_init) ==
+        "QP type 7 is not RC, UC, UD, RAW_PACKET, XRC_SEND or XRC_RECV");
   // XRC's two halves are types of their own (IBV_QPT_XRC_SEND 9, IBV_QPT_XRC_RECV 10), with RC's bring-up.
   CHECK(check_modify_qp(T::xrc_send, S::reset, S::init, rc_to_init) == 0);
   CHECK(check_modify_qp(T::xrc_recv, S::reset, S::init, rc_to_init) == 0);
