@@ -142,8 +142,11 @@ static void fill_device_attr(Context& c, ibv_device_attr& a) {
   a.max_qp_wr = int(l.max_qp_wr);
   // No SRQ_RESIZE: modify_srq cannot resize yet. Memory windows of both types, type 2 as rxe's (2B: bound
   // to the QP that binds it).
+  // Raw packet QPs fill in IPv4 and TCP/UDP checksums (IBV_SEND_IP_CSUM) and check them on receipt
+  // (IBV_WC_IP_CSUM_OK), and take flow steering rules (ibv_create_flow).
   a.device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_XRC |
-                       IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
+                       IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B | IBV_DEVICE_RAW_IP_CSUM |
+                       IBV_DEVICE_MANAGED_FLOW_STEERING;
   a.max_sge = int(l.max_sge);
   a.max_sge_rd = int(l.max_sge);
   a.max_cq = int(l.max_cq);
@@ -189,7 +192,17 @@ int query_device_ex(ibv_context* context, const ibv_query_device_ex_input* input
   a.hca_core_clock = device_clock_khz;
   // Device memory: uroced's own, shared by every client (emulator/daemon/device_memory.cpp).
   a.max_dm_size = to_shim(context)->info.value("max_dm_size", uint64_t(0));
-  a.phys_port_cnt_ex = a.orig_attr.phys_port_cnt;  // the 32-bit count, for devices with more than 255 ports
+  a.phys_port_cnt_ex = a.orig_attr.phys_port_cnt;
+  a.raw_packet_caps = IBV_RAW_PACKET_CAP_IP_CSUM;
+  // RSS over receive work queues (wq.cpp): raw packet QPs, Toeplitz over IPv4/IPv6 addresses and TCP/UDP ports.
+  a.rss_caps.supported_qpts = 1u << IBV_QPT_RAW_PACKET;
+  a.rss_caps.max_rwq_indirection_tables = to_shim(context)->info.at("limits").value("max_srq", 1024u);
+  a.rss_caps.max_rwq_indirection_table_size = 1u << uroce::transport::Device::log_max_ind_table;
+  a.rss_caps.rx_hash_fields_mask = IBV_RX_HASH_SRC_IPV4 | IBV_RX_HASH_DST_IPV4 | IBV_RX_HASH_SRC_IPV6 |
+                                   IBV_RX_HASH_DST_IPV6 | IBV_RX_HASH_SRC_PORT_TCP | IBV_RX_HASH_DST_PORT_TCP |
+                                   IBV_RX_HASH_SRC_PORT_UDP | IBV_RX_HASH_DST_PORT_UDP;
+  a.rss_caps.rx_hash_function = IBV_RX_HASH_FUNC_TOEPLITZ;
+  a.max_wq_type_rq = to_shim(context)->info.at("limits").value("max_srq", 1024u);  // the 32-bit count, for devices with more than 255 ports
   // The other extended capabilities (TSO, RSS, packet pacing, ...) are none: zero is the honest answer.
   std::memset(attr, 0, attr_size);
   std::memcpy(attr, &a, std::min(attr_size, sizeof a));
@@ -274,6 +287,8 @@ ibv_context* finish_context(Context* c, Device* d, int cmd_fd) {
   v.alloc_dm = alloc_dm;
   v.free_dm = free_dm;
   v.reg_dm_mr = reg_dm_mr;
+  install_flow_ops(v);
+  install_work_queue_ops(v);
   ibv_context& ctx = v.context;
   ctx.device = &d->dev;
   ctx.cmd_fd = cmd_fd;

@@ -131,6 +131,7 @@ uint64_t send_opcodes_of(ibv_qp_type type) {
     case IBV_QPT_XRC_SEND: return xrc;
     case IBV_QPT_UC: return uc;
     case IBV_QPT_UD: return ud;
+    case IBV_QPT_RAW_PACKET: return send_opcode_bit(IBV_WR_SEND);  // the frame as posted
     default: return 0;
   }
 }
@@ -157,46 +158,37 @@ int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   return rc;
 }
 
+int post_receive_chain(client::RecvRing& ring, std::mutex& lock, ibv_context* context, ibv_recv_wr* wr,
+                       ibv_recv_wr** bad_wr) {
+  int rc = 0;
+  bool posted = false;
+  {
+    std::lock_guard g(lock);
+    for (; wr; wr = wr->next) {
+      if (wr->num_sge < 0 || (rc = ring.post(wr->wr_id, sges(wr->sg_list, wr->num_sge)))) {
+        if (!rc) rc = EINVAL;
+        *bad_wr = wr;
+        break;
+      }
+      posted = true;
+    }
+  }
+  if (posted) to_shim(context)->impl->ring_doorbell();
+  return rc;
+}
+
 int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
   Qp* q = to_shim(qp);
   if (!q->impl->recv || qp->state == IBV_QPS_RESET) {  // the QP receives through its SRQ, or is in RESET
     *bad_wr = wr;
     return EINVAL;
   }
-  int rc = 0;
-  bool posted = false;
-  {
-    std::lock_guard g(q->recv_lock);
-    for (; wr; wr = wr->next) {
-      if (wr->num_sge < 0 || (rc = q->impl->recv->post(wr->wr_id, sges(wr->sg_list, wr->num_sge)))) {
-        if (!rc) rc = EINVAL;
-        *bad_wr = wr;
-        break;
-      }
-      posted = true;
-    }
-  }
-  if (posted) to_shim(qp->context)->impl->ring_doorbell();
-  return rc;
+  return post_receive_chain(*q->impl->recv, q->recv_lock, qp->context, wr, bad_wr);
 }
 
 int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
   Srq* s = to_shim(srq);
-  int rc = 0;
-  bool posted = false;
-  {
-    std::lock_guard g(s->lock);
-    for (; wr; wr = wr->next) {
-      if (wr->num_sge < 0 || (rc = s->impl->ring.post(wr->wr_id, sges(wr->sg_list, wr->num_sge)))) {
-        if (!rc) rc = EINVAL;
-        *bad_wr = wr;
-        break;
-      }
-      posted = true;
-    }
-  }
-  if (posted) to_shim(srq->context)->impl->ring_doorbell();
-  return rc;
+  return post_receive_chain(s->impl->ring, s->lock, srq->context, wr, bad_wr);
 }
 
 }  // namespace uroce::shim

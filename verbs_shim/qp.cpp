@@ -48,18 +48,34 @@ void cap_to(const verbs::QpCap& c, ibv_qp_cap& o) {
   o.max_inline_data = c.max_inline_data;
 }
 
+// An RSS QP's table and hash, from ibv_create_qp_ex's attributes. Toeplitz is the one hash function (as on
+// every provider that has RSS); uroced checks the key's length and the fields.
+int rss_fields(const ibv_qp_init_attr_ex& a, client::QpCreate& create) {
+  const ibv_rx_hash_conf& h = a.rx_hash_conf;
+  if (!a.rwq_ind_tbl || h.rx_hash_function != IBV_RX_HASH_FUNC_TOEPLITZ || (h.rx_hash_key_len && !h.rx_hash_key)) {
+    return EINVAL;
+  }
+  if (h.rx_hash_fields_mask & (IBV_RX_HASH_IPSEC_SPI | IBV_RX_HASH_INNER)) return EOPNOTSUPP;
+  create.ind_table = uint32_t(a.rwq_ind_tbl->ind_tbl_num);
+  create.rx_hash_fields = h.rx_hash_fields_mask;
+  create.rx_hash_key.assign(h.rx_hash_key, h.rx_hash_key + h.rx_hash_key_len);
+  create.cap = {};
+  return 0;
+}
+
 // `xrcd`: the domain of an XRC target (IBV_QPT_XRC_RECV), which has no PD, CQs or SRQ of its own; an XRC
-// initiator (IBV_QPT_XRC_SEND) has a PD and a send CQ only.
+// initiator (IBV_QPT_XRC_SEND) has a PD and a send CQ only. `rss`: an RSS QP's table and hash (ibv_create_qp_ex
+// with IBV_QP_INIT_ATTR_IND_TABLE and RX_HASH): a raw packet QP with a PD and no CQs or queues.
 ibv_qp* create_qp(ibv_context* context, ibv_pd* pd, const ibv_qp_init_attr& attr, ibv_qp_cap& cap_out,
-                  ibv_xrcd* xrcd = nullptr) {
+                  ibv_xrcd* xrcd = nullptr, const ibv_qp_init_attr_ex* rss = nullptr) {
   Context* c = to_shim(context);
   const bool target = attr.qp_type == IBV_QPT_XRC_RECV, initiator = attr.qp_type == IBV_QPT_XRC_SEND;
-  if (attr.qp_type != IBV_QPT_RC && attr.qp_type != IBV_QPT_UC && attr.qp_type != IBV_QPT_UD && !target &&
-      !initiator) {
-    errno = EOPNOTSUPP;  // raw packet, driver QPs
+  if (attr.qp_type != IBV_QPT_RC && attr.qp_type != IBV_QPT_UC && attr.qp_type != IBV_QPT_UD &&
+      attr.qp_type != IBV_QPT_RAW_PACKET && !target && !initiator) {
+    errno = EOPNOTSUPP;  // driver QPs
     return nullptr;
   }
-  if (target ? !xrcd : (!pd || !attr.send_cq || (!initiator && !attr.recv_cq))) {
+  if (target ? !xrcd : rss ? !pd : (!pd || !attr.send_cq || (!initiator && !attr.recv_cq))) {
     errno = EINVAL;
     return nullptr;
   }
@@ -69,18 +85,25 @@ ibv_qp* create_qp(ibv_context* context, ibv_pd* pd, const ibv_qp_init_attr& attr
     return nullptr;
   }
   client::QpCreate create;
+  create.cap = cap_from(attr.cap);
   if (target) {
     create.xrcd = xrcd_number(xrcd);
+  } else if (rss) {
+    create.pd = pd->handle;
+    if (int rc = rss_fields(*rss, create)) {
+      delete q;
+      errno = rc;
+      return nullptr;
+    }
   } else {
     create.pd = pd->handle;
     create.send_cq = attr.send_cq->handle;
   }
-  if (!target && !initiator) {
+  if (!target && !initiator && !rss) {
     create.recv_cq = attr.recv_cq->handle;
     create.srq = attr.srq ? attr.srq->handle : 0;
   }
   create.type = verbs::QpType(attr.qp_type);
-  create.cap = cap_from(attr.cap);
   create.sq_sig_all = attr.sq_sig_all != 0;
   if (guarded("create_qp", [&] { q->impl = c->impl->create_qp(create); })) {
     delete q;
@@ -91,9 +114,9 @@ ibv_qp* create_qp(ibv_context* context, ibv_pd* pd, const ibv_qp_init_attr& attr
   qp.context = context;
   qp.qp_context = attr.qp_context;
   qp.pd = target ? nullptr : pd;
-  qp.send_cq = target ? nullptr : attr.send_cq;
-  qp.recv_cq = target || initiator ? nullptr : attr.recv_cq;
-  qp.srq = target || initiator ? nullptr : attr.srq;
+  qp.send_cq = target || rss ? nullptr : attr.send_cq;
+  qp.recv_cq = target || initiator || rss ? nullptr : attr.recv_cq;
+  qp.srq = target || initiator || rss ? nullptr : attr.srq;
   qp.handle = q->impl->qpn;
   qp.qp_num = q->impl->qpn;
   qp.state = IBV_QPS_RESET;
@@ -112,7 +135,7 @@ ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   // The ibv_wr_* API (send_ops_flags) and XRC are there; RSS, TSO and creation flags are not. An XRC
   // target names its domain instead of a PD.
   const uint32_t known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS |
-                         IBV_QP_INIT_ATTR_CREATE_FLAGS;
+                         IBV_QP_INIT_ATTR_CREATE_FLAGS | IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH;
   const bool target = attr->qp_type == IBV_QPT_XRC_RECV;
   const uint32_t needed = target ? IBV_QP_INIT_ATTR_XRCD : IBV_QP_INIT_ATTR_PD;
   if ((attr->comp_mask & ~known) || !(attr->comp_mask & needed) ||
@@ -135,7 +158,15 @@ ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   basic.cap = attr->cap;
   basic.qp_type = attr->qp_type;
   basic.sq_sig_all = attr->sq_sig_all;
-  ibv_qp* qp = create_qp(context, target ? nullptr : attr->pd, basic, attr->cap, target ? attr->xrcd : nullptr);
+  // RSS: both the table and the hash, on a raw packet QP (the kernel refuses one without the other).
+  const uint32_t rss_mask = IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH;
+  const bool rss = attr->comp_mask & rss_mask;
+  if (rss && ((attr->comp_mask & rss_mask) != rss_mask || attr->qp_type != IBV_QPT_RAW_PACKET || wr_api)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  ibv_qp* qp = create_qp(context, target ? nullptr : attr->pd, basic, attr->cap, target ? attr->xrcd : nullptr,
+                         rss ? attr : nullptr);
   if (qp && wr_api) {
     if (int rc = enable_wr_api(*to_shim(qp))) {
       ibv_destroy_qp(qp);

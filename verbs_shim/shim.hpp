@@ -229,6 +229,10 @@ uint64_t send_opcodes_of(ibv_qp_type type);
 int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr);
 int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
 int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
+// Writes a chain of receive requests into `ring` (each ring is single-producer: under `lock`) and rings the
+// context's doorbell once; a QP's, an SRQ's or a work queue's (wq.cpp).
+int post_receive_chain(client::RecvRing& ring, std::mutex& lock, ibv_context* context, ibv_recv_wr* wr,
+                       ibv_recv_wr** bad_wr);
 ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr);
 ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr);
 ibv_srq* create_srq_ex(ibv_context* context, ibv_srq_init_attr_ex* attr);
@@ -249,5 +253,9 @@ ibv_xrcd* open_xrcd(ibv_context* context, ibv_xrcd_init_attr* attr);
 ibv_qp* open_qp(ibv_context* context, ibv_qp_open_attr* attr);
 int close_xrcd(ibv_xrcd* xrcd);
 int get_srq_num(ibv_srq* srq, uint32_t* srq_num);
+// Flow steering (flow.cpp): sets the verbs_context slots ibv_create_flow and ibv_destroy_flow call.
+void install_flow_ops(verbs_context& v);
+// Receive work queues and indirection tables (wq.cpp), likewise.
+void install_work_queue_ops(verbs_context& v);
 
 }  // namespace uroce::shim

@@ -10,6 +10,7 @@
 
 #include "emulator/client/shared_pages.hpp"
 #include "emulator/protocol/doorbell.hpp"
+#include "emulator/protocol/flow_json.hpp"
 #include "emulator/protocol/verbs_json.hpp"
 
 namespace uroce::emulator::client {
@@ -249,16 +250,25 @@ std::unique_ptr<SharedReceiveQueue> Context::create_srq(uint32_t pd, uint32_t ma
     request["xrcd"] = xrcd;
     request["cq"] = cq;
   }
-  const json reply = control_->call(request, &fds);
-  auto srq = std::make_unique<SharedReceiveQueue>();
-  srq->srqn = reply.at("srq").get<uint32_t>();
-  srq->max_wr = reply.at("max_wr").get<uint32_t>();
-  srq->max_sge = reply.at("max_sge").get<uint32_t>();
-  srq->ring = RecvRing(take_fd(fds, 0), reply.at("ring_bytes").get<size_t>(), srq->max_wr,
-                       reply.at("entry_size").get<uint32_t>(), srq->max_sge);
-  srq->ring.use_doorbell(doorbell_.session_word());
+  return receive_queue_from(control_->call(request, &fds), "srq", fds);
+}
+
+std::unique_ptr<SharedReceiveQueue> Context::receive_queue_from(const json& reply, const char* number,
+                                                                std::vector<int>& fds) {
+  auto q = std::make_unique<SharedReceiveQueue>();
+  try {
+    q->srqn = reply.at(number).get<uint32_t>();
+    q->max_wr = reply.at("max_wr").get<uint32_t>();
+    q->max_sge = reply.at("max_sge").get<uint32_t>();
+    q->ring = RecvRing(take_fd(fds, 0), reply.at("ring_bytes").get<size_t>(), q->max_wr,
+                       reply.at("entry_size").get<uint32_t>(), q->max_sge);
+  } catch (...) {
+    close_rest(fds);
+    throw;
+  }
+  q->ring.use_doorbell(doorbell_.session_word());
   close_rest(fds);
-  return srq;
+  return q;
 }
 
 void Context::modify_srq(SharedReceiveQueue& srq, uint32_t limit) {
@@ -266,6 +276,27 @@ void Context::modify_srq(SharedReceiveQueue& srq, uint32_t limit) {
 }
 
 void Context::destroy_srq(SharedReceiveQueue& srq) { control_->call({{"op", "destroy_srq"}, {"srq", srq.srqn}}); }
+
+std::unique_ptr<SharedReceiveQueue> Context::create_wq(uint32_t pd, uint32_t cq, uint32_t max_wr, uint32_t max_sge) {
+  std::vector<int> fds;
+  const json reply = control_->call(
+      {{"op", "create_wq"}, {"pd", pd}, {"cq", cq}, {"max_wr", max_wr}, {"max_sge", max_sge}}, &fds);
+  return receive_queue_from(reply, "wq", fds);
+}
+
+void Context::modify_wq(const SharedReceiveQueue& wq, uint32_t state) {
+  control_->call({{"op", "modify_wq"}, {"wq", wq.srqn}, {"state", state}});
+}
+
+void Context::destroy_wq(const SharedReceiveQueue& wq) { control_->call({{"op", "destroy_wq"}, {"wq", wq.srqn}}); }
+
+uint32_t Context::create_rwq_ind_table(const std::vector<uint32_t>& wqs) {
+  return control_->call({{"op", "create_rwq_ind_table"}, {"wqs", wqs}}).at("ind_table").get<uint32_t>();
+}
+
+void Context::destroy_rwq_ind_table(uint32_t table) {
+  control_->call({{"op", "destroy_rwq_ind_table"}, {"ind_table", table}});
+}
 
 // Linux resolves a RoCE destination's MAC before it makes an address handle or gives a connected QP an
 // address vector, and waits for it (ib_resolve_eth_dmac -> rdma_addr_find_l2_eth_by_grh: 1000 ms, then
@@ -301,13 +332,18 @@ std::unique_ptr<QueuePair> Context::create_qp(const QpCreate& a) {
             {"srq", a.srq},      {"qp_type", uint32_t(a.type)}, {"sq_sig_all", a.sq_sig_all}, {"cap", a.cap}};
   const bool target = a.type == verbs::QpType::xrc_recv;
   if (target) r["xrcd"] = a.xrcd;
+  if (a.ind_table != 0) {
+    r["ind_table"] = a.ind_table;
+    r["rx_hash_fields"] = a.rx_hash_fields;
+    r["rx_hash_key"] = a.rx_hash_key;
+  }
   const json reply = control_->call(r, &fds);
   auto qp = std::make_unique<QueuePair>();
   try {
     qp->qpn = reply.at("qp_num").get<uint32_t>();
     qp->type = a.type;
     qp->cap = reply.at("cap").get<verbs::QpCap>();
-    if (!target) {
+    if (reply.contains("send_ring_bytes")) {  // not an XRC target's, not an RSS QP's
       qp->send = SendRing(take_fd(fds, 0), reply.at("send_ring_bytes").get<size_t>(), qp->cap.max_send_wr,
                           reply.at("send_entry_size").get<uint32_t>(), qp->cap.max_send_sge, qp->cap.max_inline_data);
       qp->send.use_doorbell(doorbell_.session_word());
@@ -353,6 +389,14 @@ void Context::attach_mcast(const QueuePair& qp, const wire::IpAddress& gid) {
 void Context::detach_mcast(const QueuePair& qp, const wire::IpAddress& gid) {
   control_->call({{"op", "detach_mcast"}, {"qp_num", qp.qpn}, {"gid", gid}});
 }
+
+uint32_t Context::create_flow(const QueuePair& qp, uint8_t port, const transport::flow::FlowRule& rule) {
+  return control_->call({{"op", "create_flow"}, {"qp_num", qp.qpn}, {"port", port}, {"attr", rule}})
+      .at("flow")
+      .get<uint32_t>();
+}
+
+void Context::destroy_flow(uint32_t flow) { control_->call({{"op", "destroy_flow"}, {"flow", flow}}); }
 
 json Context::stats() { return control_->call({{"op", "stats"}}); }
 

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "emulator/client/control_connection.hpp"
+#include "transport/flow/flow_rule.hpp"
 #include "emulator/client/queues.hpp"
 #include "transport/device.hpp"
 #include "transport/verbs/work.hpp"
@@ -79,6 +80,10 @@ struct QpCreate {
   verbs::QpType type = verbs::QpType::rc;
   verbs::QpCap cap;
   bool sq_sig_all = false;
+  // An RSS QP (raw packet): its indirection table and Toeplitz hash; it gets no queues.
+  uint32_t ind_table = 0;
+  uint64_t rx_hash_fields = 0;
+  std::vector<uint8_t> rx_hash_key;
 };
 
 class Context {
@@ -151,6 +156,13 @@ class Context {
                                                  uint32_t xrcd = 0, uint32_t cq = 0);
   void modify_srq(SharedReceiveQueue& srq, uint32_t limit);
   void destroy_srq(SharedReceiveQueue& srq);
+  // Receive work queues (ibv_create_wq): a receive ring like an SRQ's (its srqn is the WQ's number), whose
+  // receives complete to `cq`. state: ibv_wq_state.
+  std::unique_ptr<SharedReceiveQueue> create_wq(uint32_t pd, uint32_t cq, uint32_t max_wr, uint32_t max_sge);
+  void modify_wq(const SharedReceiveQueue& wq, uint32_t state);
+  void destroy_wq(const SharedReceiveQueue& wq);
+  uint32_t create_rwq_ind_table(const std::vector<uint32_t>& wqs);
+  void destroy_rwq_ind_table(uint32_t table);
   // Both wait first for the destination's MAC, as Linux does (wait_for_neighbour): modify_qp when it gives
   // a connected QP (RC, UC, XRC) an address vector.
   uint32_t create_ah(uint32_t pd, const verbs::AddressVector& av);
@@ -165,6 +177,9 @@ class Context {
   void destroy_qp(QueuePair& qp);
   void attach_mcast(const QueuePair& qp, const wire::IpAddress& gid);
   void detach_mcast(const QueuePair& qp, const wire::IpAddress& gid);
+  // ibv_create_flow / ibv_destroy_flow on raw packet QP `qp`: the rule's handle.
+  uint32_t create_flow(const QueuePair& qp, uint8_t port, const transport::flow::FlowRule& rule);
+  void destroy_flow(uint32_t flow);
   nlohmann::json stats();
   // Returns once the port knows the link-layer address `av` leads to (ARP, neighbour discovery), starting
   // the resolution if none runs. Throws ControlError ETIMEDOUT if no answer came in
@@ -173,6 +188,10 @@ class Context {
   void wait_for_neighbour(const verbs::AddressVector& av);
 
  private:
+  // The receive ring a create_srq or create_wq reply describes (its number under `number`), from the
+  // descriptor in `fds`; every descriptor in `fds` is closed.
+  std::unique_ptr<SharedReceiveQueue> receive_queue_from(const nlohmann::json& reply, const char* number,
+                                                         std::vector<int>& fds);
   Context() = default;
   // open_device on the connected control_ ("attach": on the session it imported), and what comes of it.
   void open_device(bool attach);

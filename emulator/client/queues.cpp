@@ -102,6 +102,7 @@ int SendRing::post(const SendEntry& wr, std::span<const WireSge> sges, std::span
 }
 
 int SendRing::stage(const SendEntry& wr, std::span<const WireSge> sges, std::span<const uint8_t> inline_data) {
+  if (region_.data() == nullptr) return EINVAL;  // a QP with no send queue (an RSS QP): nothing to post to
   const bool is_inline = (wr.send_flags & (1u << 3)) != 0;  // IBV_SEND_INLINE
   if (is_inline ? inline_data.size() > max_inline_ : sges.size() > max_sge_) return EINVAL;
   if (ring_.writable(staged_, consumer_seen_) == 0) return ENOMEM;

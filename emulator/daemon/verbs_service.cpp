@@ -22,6 +22,12 @@ using protocol::RingView;
 using protocol::SharedRegion;
 using namespace uroce::verbs;
 
+SharedRegion make_ring(const std::string& name, uint32_t capacity, uint32_t entry_size) {
+  SharedRegion r = SharedRegion::create(name, protocol::ring_bytes(capacity, entry_size));
+  RingView::format(r.data(), capacity, entry_size);
+  return r;
+}
+
 namespace {
 
 int dup_cloexec(int fd) { return fcntl(fd, F_DUPFD_CLOEXEC, 0); }
@@ -33,12 +39,6 @@ std::pair<int, int> event_pipe() {
   if (pipe2(p, O_CLOEXEC) != 0) throw ServiceError(errno, "pipe2 for an event channel failed");
   fcntl(p[1], F_SETFL, fcntl(p[1], F_GETFL) | O_NONBLOCK);
   return {p[0], p[1]};
-}
-
-SharedRegion make_ring(const std::string& name, uint32_t capacity, uint32_t entry_size) {
-  SharedRegion r = SharedRegion::create(name, protocol::ring_bytes(capacity, entry_size));
-  RingView::format(r.data(), capacity, entry_size);
-  return r;
 }
 
 // A completion ring for at least `cqe` entries (a power of two), as create_cq and resize_cq make one, and
@@ -97,6 +97,13 @@ VerbsService::VerbsService(EngineAccess& engine, PortDescription port, transport
                {"destroy_qp", &VerbsService::destroy_qp},
                {"attach_mcast", &VerbsService::attach_mcast},
                {"detach_mcast", &VerbsService::detach_mcast},
+               {"create_flow", &VerbsService::create_flow},
+               {"create_wq", &VerbsService::create_wq},
+               {"modify_wq", &VerbsService::modify_wq},
+               {"destroy_wq", &VerbsService::destroy_wq},
+               {"create_rwq_ind_table", &VerbsService::create_rwq_ind_table},
+               {"destroy_rwq_ind_table", &VerbsService::destroy_rwq_ind_table},
+               {"destroy_flow", &VerbsService::destroy_flow},
                {"stats", &VerbsService::stats}};
 }
 
@@ -501,11 +508,16 @@ json VerbsService::destroy_ah(Session& s, uint64_t, const json& r, std::vector<i
 json VerbsService::create_qp(Session& s, uint64_t id, const json& r, std::vector<int>& fds) {
   transport::QpInitAttr init;
   init.type = QpType(need_u32(r, "qp_type"));
+  if (init.type == QpType::raw_packet) require_net_raw(s, "a raw packet QP");
   init.sq_sig_all = r.value("sq_sig_all", false);
   init.cap = r.at("cap").get<QpCap>();
-  // XRC: an initiator has a send queue only; a target has neither queue, only its domain.
+  // XRC: an initiator has a send queue only; a target has neither queue, only its domain. An RSS QP has
+  // neither either, only its PD and indirection table (work_queues.cpp).
   const bool target = init.type == QpType::xrc_recv, initiator = init.type == QpType::xrc_send;
-  if (target) {
+  const bool rss = r.contains("ind_table");
+  if (rss) {
+    rss_request(s, r, init);
+  } else if (target) {
     init.xrcd = need_u32(r, "xrcd");
     require_owned(s.xrcds, init.xrcd, "XRC domain");
     init.cap = {};
@@ -515,13 +527,13 @@ json VerbsService::create_qp(Session& s, uint64_t id, const json& r, std::vector
     require_owned(s.pds, init.pd, "protection domain");
     require_owned(s.cqs, init.send_cq, "completion queue");
   }
-  if (!target && !initiator) {
+  if (!target && !initiator && !rss) {
     init.recv_cq = need_u32(r, "recv_cq");
     init.srq = opt_u32(r, "srq", 0);
     require_owned(s.cqs, init.recv_cq, "completion queue");
     if (init.srq != 0) require_owned(s.srqs, init.srq, "shared receive queue");
   }
-  const bool own_recv = !target && !initiator && init.srq == 0;
+  const bool own_recv = !target && !initiator && !rss && init.srq == 0;
   QpCap& cap = init.cap;
   if (cap.max_send_wr > limits_.max_qp_wr || cap.max_recv_wr > limits_.max_qp_wr || cap.max_send_sge > limits_.max_sge ||
       cap.max_recv_sge > limits_.max_sge || cap.max_inline_data > limits_.max_inline_data) {
@@ -530,7 +542,7 @@ json VerbsService::create_qp(Session& s, uint64_t id, const json& r, std::vector
   // Queues are rings of a power-of-two size; the QP gets what it asked for, rounded up, as a NIC does.
   uint32_t send_entry = 0;
   SharedRegion send;
-  if (!target) {
+  if (!target && !rss) {
     cap.max_send_wr = protocol::round_up_pow2(std::max(cap.max_send_wr, 1u));
     cap.max_send_sge = std::max(cap.max_send_sge, 1u);
     // As rxe (rxe_qp_init_req): inline data may use the room of the SGEs a slot holds anyway, so a QP
@@ -552,7 +564,7 @@ json VerbsService::create_qp(Session& s, uint64_t id, const json& r, std::vector
     cap.max_recv_wr = cap.max_recv_sge = 0;
   }
   std::vector<int> client_fds;
-  if (!target) client_fds.push_back(send.dup_fd());
+  if (!target && !rss) client_fds.push_back(send.dup_fd());
   if (own_recv) client_fds.push_back(recv.dup_fd());
   uint32_t qpn = 0;
   try {
@@ -571,7 +583,7 @@ json VerbsService::create_qp(Session& s, uint64_t id, const json& r, std::vector
   if (target) add_target(s, qpn, init.xrcd);
   fds.insert(fds.end(), client_fds.begin(), client_fds.end());
   json reply = {{"qp_num", qpn}, {"cap", cap}};
-  if (!target) {
+  if (!target && !rss) {
     reply["send_ring_bytes"] = protocol::ring_bytes(cap.max_send_wr, send_entry);
     reply["send_entry_size"] = send_entry;
   }
@@ -708,11 +720,17 @@ void VerbsService::destroy_everything(Session& s) {
     }
   }
   const std::set<uint32_t> qps = s.qps, srqs = s.srqs, cqs = s.cqs, ahs = s.ahs, mws = s.mws, mrs = s.mrs,
-                           pds = s.pds;
+                           pds = s.pds, flows = s.flows, tables = s.ind_tables, wqs = s.wqs;
   engine_.run_on_engine([&](EngineContext& c) {
+    for (uint32_t f : flows) c.device.destroy_flow(f);  // first: a QP with rules cannot go
     for (uint32_t q : qps) {
       c.device.destroy_qp(q);
       c.queues.detach_qp(q);
+    }
+    for (uint32_t t : tables) c.device.destroy_rwq_ind_table(t);  // after the RSS QPs that use them
+    for (uint32_t w : wqs) {
+      c.device.destroy_wq(w);
+      c.queues.detach_srq(w);
     }
     for (uint32_t q : srqs) {
       c.device.destroy_srq(q);
@@ -750,6 +768,9 @@ void VerbsService::destroy_everything(Session& s) {
       s.xrcds.erase(s.xrcds.begin());
     }
   }
+  s.flows.clear();
+  s.ind_tables.clear();
+  s.wqs.clear();
   s.qps.clear();
   s.srqs.clear();
   s.cqs.clear();

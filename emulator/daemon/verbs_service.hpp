@@ -52,6 +52,12 @@ struct PortDescription {
   cm::EgressQosMap egress_qos_map{};
 };
 
+// A shared-memory ring of `capacity` entries of `entry_size` bytes, formatted (a queue's, a CQ's).
+protocol::SharedRegion make_ring(const std::string& name, uint32_t capacity, uint32_t entry_size);
+
+// Whether process `pid` has CAP_NET_RAW in its effective set (flow_steering.cpp).
+bool process_has_net_raw(pid_t pid);
+
 class VerbsService {
  public:
   // `wake_fd`: the engine's eventfd that clients write when they post while it sleeps; `status_fd`: the
@@ -102,6 +108,8 @@ class VerbsService {
     int async_read_fd = -1;  // kept for contexts that attach (ibv_import_device): each gets a duplicate
     int doorbell_fd = -1;    // the session doorbell page's memfd, likewise (-1: the client rings none)
     std::set<uint32_t> pds, mrs, mws, cqs, srqs, ahs, qps;  // mws: memory windows, by number
+    std::set<uint32_t> flows;                               // flow steering rules (ibv_create_flow)
+    std::set<uint32_t> wqs, ind_tables;                     // receive work queues, indirection tables
     std::map<uint32_t, Channel> channels;
     std::map<uint32_t, uint32_t> cq_channel;  // CQ -> the completion channel it signals
     std::map<uint32_t, uint32_t> xrcds;       // XRC domain -> how many times this session opened it
@@ -176,6 +184,18 @@ class VerbsService {
   nlohmann::json attach_mcast(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
   nlohmann::json detach_mcast(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
   nlohmann::json stats(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
+  // Flow steering (flow_steering.cpp), and the capability it and raw packet QPs need (EPERM without).
+  nlohmann::json create_flow(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json destroy_flow(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
+  void require_net_raw(Session& s, const char* what);
+  // Receive work queues, indirection tables and RSS QPs (work_queues.cpp).
+  nlohmann::json create_wq(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json modify_wq(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json destroy_wq(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json create_rwq_ind_table(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json destroy_rwq_ind_table(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
+  // An RSS QP's part of a create_qp request: its PD, table and hash, checked against the session.
+  void rss_request(Session& s, const nlohmann::json& r, transport::QpInitAttr& init);
 
   std::shared_ptr<transport::MemoryBackend> memory_for(Session& s, const nlohmann::json& r, uint64_t addr,
                                                        uint64_t length);

@@ -80,6 +80,7 @@ Engine::Engine(port::DpdkPort& port, EngineConfig config)
   }
   active_mtu_ = mtu;
   device_.set_active_mtu(mtu);
+  device_.set_max_raw_frame(ip_mtu + wire::ethernet_header_size + wire::vlan_tag_size);
   if (!config_.capture_path.empty()) capture_ = std::make_unique<Capture>(config_.capture_path);
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake_fd_ < 0) throw std::system_error(errno, std::generic_category(), "eventfd");
@@ -95,6 +96,8 @@ Engine::Engine(port::DpdkPort& port, EngineConfig config)
 Engine::~Engine() {
   for (rte_mbuf* m : tx_) rte_pktmbuf_free(m);
   for (rte_mbuf* m : local_) rte_pktmbuf_free(m);
+  for (auto& [m, sender] : raw_local_) rte_pktmbuf_free(m);
+  for (rte_mbuf* m : sniffed_) rte_pktmbuf_free(m);
   for (auto& held : held_) {
     for (rte_mbuf* m : held) rte_pktmbuf_free(m);
   }
@@ -280,7 +283,8 @@ bool Engine::turn(transport::Nanos now) {
   // Work the transport scheduled while it ran (a requester it could not finish in one go) is not idle.
   // Held frames are not: they wait for their pause to end, a deadline like a timer's (held_deadline), so
   // a paused port sleeps as an idle one does instead of spinning for the pause's length.
-  pending = pending || device_.has_pending_work() || !local_.empty();
+  pending = pending || device_.has_pending_work() || !local_.empty() || !raw_local_.empty() ||
+            !sniffed_.empty();
   drop_log_.maybe_report(now, net_counters_, device_.counters());
   conflict_log_.maybe_report(now, conflicts_);
   return work != 0 || pending;
@@ -299,7 +303,25 @@ unsigned Engine::receive_burst(transport::Nanos now) {
 }
 
 unsigned Engine::receive_local(transport::Nanos now) {
-  if (local_.empty()) return 0;
+  unsigned raw = 0;
+  if (!sniffed_.empty()) {
+    sniffed_turn_.swap(sniffed_);
+    for (rte_mbuf* m : sniffed_turn_) {
+      device_.sniff_sent(port::frame_of(m, scratch_), now);
+      rte_pktmbuf_free(m);
+    }
+    sniffed_turn_.clear();
+  }
+  if (!raw_local_.empty()) {
+    raw_local_turn_.swap(raw_local_);
+    for (auto& [m, sender] : raw_local_turn_) {
+      handle_frame(port::frame_of(m, scratch_), now, true, sender);
+      rte_pktmbuf_free(m);
+    }
+    raw = unsigned(raw_local_turn_.size());
+    raw_local_turn_.clear();
+  }
+  if (local_.empty()) return raw;
   local_turn_.swap(local_);  // what these frames make the transport send goes to the next turn
   for (rte_mbuf* m : local_turn_) {
     handle_frame(port::frame_of(m, scratch_), now, true);
@@ -307,11 +329,13 @@ unsigned Engine::receive_local(transport::Nanos now) {
   }
   const unsigned n = unsigned(local_turn_.size());
   local_turn_.clear();
-  return n;
+  return n + raw;
 }
 
-void Engine::handle_frame(std::span<const uint8_t> frame, transport::Nanos now, bool captured) {
+void Engine::handle_frame(std::span<const uint8_t> frame, transport::Nanos now, bool captured, uint32_t sender) {
   if (capture_ && config_.capture_received && !captured) capture_->write(frame, realtime_now());
+  // Flow rules first, as a NIC's flow tables come before its stack: a rule may take ARP or RoCE too.
+  if (device_.has_flows() && device_.steer(frame, now, sender)) return;
   const net::Classification c = net::classify(frame, addresses_);
   net::count(net_counters_, c);
   switch (c.kind) {
@@ -367,6 +391,11 @@ void Engine::handle_frame(std::span<const uint8_t> frame, transport::Nanos now, 
       return;
     }
     case net::FrameClass::drop:
+      // What the port's stack has no use for goes to the default rules, if it passed the MAC and VLAN
+      // filters a NIC applies before them.
+      if (c.reason != net::DropReason::not_for_our_mac && c.reason != net::DropReason::other_vlan) {
+        device_.steer_unclaimed(frame, now, sender);
+      }
       spdlog::trace("dropped a frame: {}", net::to_string(c.reason));
       return;
   }
@@ -529,6 +558,21 @@ void Engine::transmit(const transport::OutPacket& p) {
   send_or_hold(m);  // (its PCP is the SL on a VLAN, its DSCP the traffic class's)
 }
 
+void Engine::transmit_frame(uint32_t sender, std::span<const uint8_t> frame) {
+  const bool ours = frame.size() >= 6 && std::equal(frame.begin(), frame.begin() + 6, addresses_.mac.bytes.begin());
+  const bool multicast = !frame.empty() && (frame[0] & 1) != 0;  // broadcast too
+  if (ours || (multicast && !config_.wire_loops_back)) {
+    rte_mbuf* copy = port::copy_frame_into_mbuf(port_.mempool(), frame);
+    if (copy == nullptr) {
+      ++counters_.tx_no_mbuf;
+    } else {
+      if (ours && capture_) capture_->write(frame, realtime_now());
+      raw_local_.emplace_back(copy, sender);
+    }
+  }
+  if (!ours) queue_copy(frame);
+}
+
 void Engine::hold(unsigned priority, rte_mbuf* m) {
   if (held_count_ >= max_held) {
     rte_pktmbuf_free(m);
@@ -570,6 +614,15 @@ unsigned Engine::flush_tx() {
   if (capture_) {
     const uint64_t t = realtime_now();
     for (rte_mbuf* m : tx_) capture_->write(port::frame_of(m, scratch_), t);
+  }
+  // Sniffer rules get a copy of what the port sends, at the next turn: flush_tx also runs from inside the
+  // transport (transmit()), which must not be entered again.
+  if (device_.has_sniffers()) {
+    for (rte_mbuf* m : tx_) {
+      if (rte_mbuf* copy = port::copy_frame_into_mbuf(port_.mempool(), port::frame_of(m, scratch_))) {
+        sniffed_.push_back(copy);
+      }
+    }
   }
   const unsigned n = unsigned(tx_.size());
   counters_.tx_frames += port_.send_or_drop(tx_.data(), uint16_t(n));

@@ -19,7 +19,9 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "emulator/daemon/engine_access.hpp"
@@ -114,6 +116,9 @@ class Engine final : public transport::PacketSink, public EngineAccess {
 
   // The PacketSink the transport transmits through (engine thread only).
   void transmit(const transport::OutPacket& packet) override;
+  // A raw packet QP's frame: to the wire, and back to the port's own flow rules where a NIC's switch would
+  // loop it back (a frame to the port's MAC never leaves; a multicast one goes both ways).
+  void transmit_frame(uint32_t sender, std::span<const uint8_t> frame) override;
 
  private:
   struct Command {
@@ -124,7 +129,8 @@ class Engine final : public transport::PacketSink, public EngineAccess {
   bool turn(transport::Nanos now);
   unsigned receive_burst(transport::Nanos now);
   unsigned receive_local(transport::Nanos now);
-  void handle_frame(std::span<const uint8_t> frame, transport::Nanos now, bool captured);
+  // `sender`: the raw packet QP that sent a frame looping back (0: any other frame).
+  void handle_frame(std::span<const uint8_t> frame, transport::Nanos now, bool captured, uint32_t sender = 0);
   unsigned run_commands(transport::Nanos now);
   void queue_copy(std::span<const uint8_t> frame);
   unsigned flush_tx();
@@ -191,6 +197,12 @@ class Engine final : public transport::PacketSink, public EngineAccess {
   // as a NIC loops back traffic between two of its own QPs (and as rxe does).
   std::vector<rte_mbuf*> local_;
   std::vector<rte_mbuf*> local_turn_;
+  // Raw packet QPs' frames looping back to the port's flow rules, with the QP that sent each (which does
+  // not get its own frame back).
+  std::vector<std::pair<rte_mbuf*, uint32_t>> raw_local_;
+  std::vector<std::pair<rte_mbuf*, uint32_t>> raw_local_turn_;
+  std::vector<rte_mbuf*> sniffed_;  // copies of sent frames for the sniffer rules (flush_tx)
+  std::vector<rte_mbuf*> sniffed_turn_;
   std::vector<uint8_t> scratch_;
   std::vector<uint32_t> low_receive_queues_;  // Device::take_low_receive_queues' scratch
   bool receiver_starving_ = false;            // the last turn saw a receive queue run low (back_off.hpp)

@@ -134,7 +134,12 @@ void to_json(nlohmann::json& j, const DeviceCounters& c) {
        {"rnr_naks_received", c.rnr_naks_received},
        {"receive_queues_low", c.receive_queues_low},
        {"timeouts", c.timeouts},
-       {"cq_overflows", c.cq_overflows}};
+       {"cq_overflows", c.cq_overflows},
+       {"rx_raw", c.rx_raw},
+       {"rx_raw_no_receive", c.rx_raw_no_receive},
+       {"rx_raw_dropped_by_rule", c.rx_raw_dropped_by_rule},
+       {"tx_raw", c.tx_raw},
+       {"tx_raw_bad_length", c.tx_raw_bad_length}};
 }
 
 }  // namespace uroce::transport

@@ -36,9 +36,6 @@ ACCEPTED_SKIPS = [
     (r"\.test_(mlx5|efa)", r"PCI device must be passed by the user"),  # VFIO
     (r"\.test_tag_matching\.", r"Extended CQ is not supported"),  # tag matching's CQ flags: an mlx5 offload
     (r"\.test_parent_domain\.", r"Parent Domain is not supported on this device"),  # only mlx5 has them
-    # Raw packet QPs (type 8): flow steering of whole Ethernet frames.
-    (r"", r"Create QP type 8 is not supported"),
-    (r"", r"Create Raw Packet QP (with|without) (extended )?attrs is not supported"),
     (r"", r"There are no huge pages of size 2M allocated"),
     (r"", r"Allocating dmabuf is not supported by /dev/dri/\S+"),  # no GPU here
     (r"", r"cuda-python 12\.0\+ must be installed to run CUDA tests"),

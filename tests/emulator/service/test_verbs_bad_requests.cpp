@@ -26,7 +26,7 @@ TEST_CASE("malformed requests are refused with EINVAL or EOPNOTSUPP", "[verbs][b
   json no_cap = qp_request(pd, cq, cq);
   no_cap.erase("cap");
   json bad_type = qp_request(pd, cq, cq);
-  bad_type["qp_type"] = 8;  // IBV_QPT_RAW_PACKET
+  bad_type["qp_type"] = 7;  // no such QP type in verbs.h
   json xrc_target_without_domain = qp_request(pd, cq, cq);
   xrc_target_without_domain["qp_type"] = 10;  // IBV_QPT_XRC_RECV names an XRC domain, not a PD
   json xrc_target_foreign_domain = xrc_target_without_domain;
