@@ -25,6 +25,7 @@
 #include "emulator/engine/queue_service.hpp"
 #include "emulator/protocol/doorbell.hpp"
 #include "emulator/protocol/shared_region.hpp"
+#include "tests/fuzz/fuzz_input.hpp"
 #include "transport/device.hpp"
 #include "transport/sim/device_endpoint.hpp"
 #include "transport/sim/sim_network.hpp"
@@ -40,43 +41,34 @@ const char* const ops[] = {
     "dealloc_mw", "create_comp_channel", "destroy_comp_channel", "create_cq", "resize_cq", "destroy_cq",
     "open_xrcd", "open_qp", "close_xrcd", "create_srq", "modify_srq", "destroy_srq", "resolve_neighbour",
     "create_ah", "destroy_ah", "create_qp", "modify_qp", "query_qp", "destroy_qp", "attach_mcast",
-    "detach_mcast", "stats", "no_such_op"};
+    "detach_mcast", "create_flow", "destroy_flow", "create_wq", "modify_wq", "destroy_wq", "create_rwq_ind_table",
+    "destroy_rwq_ind_table", "stats", "no_such_op"};
 
 // Every field a handler reads, at the top level ...
 const char* const fields[] = {
     "access", "addr", "ah", "attr_mask", "channel", "cq", "cqe", "dm", "key", "length", "log_align_req", "max_sge",
     "max_wr", "mw", "offset", "pd", "qp_num", "qp_type", "recv_cq", "send_cq", "shared_offset", "srq", "srq_limit",
     "type", "xrcd", "ah_attr", "attach", "attr", "cap", "create", "doorbell", "exclusive", "file", "gid", "iova",
-    "on_demand", "sges", "sq_sig_all", "translation", "write", "qp", "mgid", "comp_vector", "solicited_only"};
-// ... and inside "attr", "ah_attr" and "cap" (emulator/protocol/verbs_json.cpp).
+    "on_demand", "sges", "sq_sig_all", "translation", "write", "qp", "mgid", "comp_vector", "solicited_only",
+    "flow", "port", "wq", "wqs", "state", "ind_table", "rx_hash_fields", "rx_hash_key"};
+// ... and inside "attr", "ah_attr" and "cap" (emulator/protocol/verbs_json.cpp), and a flow rule's "attr"
+// and its specs (emulator/protocol/flow_json.cpp).
 const char* const inner_fields[] = {
     "qp_state", "cur_qp_state", "path_mtu", "qkey", "rq_psn", "sq_psn", "dest_qp_num", "qp_access_flags",
     "pkey_index", "max_rd_atomic", "max_dest_rd_atomic", "min_rnr_timer", "port_num", "timeout", "retry_cnt",
     "rnr_retry", "en_sqd_async_notify", "dgid", "sgid_index", "flow_label", "hop_limit", "traffic_class", "sl",
-    "max_send_wr", "max_recv_wr", "max_send_sge", "max_recv_sge", "max_inline_data"};
+    "max_send_wr", "max_recv_wr", "max_send_sge", "max_recv_sge", "max_inline_data", "type", "priority", "flags",
+    "specs", "dst_mac", "dst_mac_mask", "src_mac", "ether_type", "ether_type_mask", "vlan_tag", "src_ip",
+    "dst_ip_mask", "proto", "tos_mask", "next_hdr", "dst_port", "src_port_mask"};
+// Strings the handlers look for (a flow spec's type), beside random ones.
+const char* const words[] = {"eth", "ipv4", "ipv6", "tcp", "udp", "drop"};
 
 template <size_t N>
 constexpr size_t count(const char* const (&)[N]) {
   return N;
 }
 
-// The fuzz input, read a byte or a word at a time; zeros once it runs out.
-class Reader {
- public:
-  Reader(const uint8_t* data, size_t size) : data_(data), size_(size) {}
-  bool more() const { return at_ < size_; }
-  uint8_t byte() { return at_ < size_ ? data_[at_++] : 0; }
-  uint64_t word(unsigned bytes) {
-    uint64_t v = 0;
-    for (unsigned i = 0; i < bytes; ++i) v = v << 8 | byte();
-    return v;
-  }
-
- private:
-  const uint8_t* data_;
-  size_t size_;
-  size_t at_ = 0;
-};
+using fuzz::Reader;
 
 // Numbers the service answered with (object handles, keys), for requests to name.
 std::vector<uint64_t> handles = {0, 1};
@@ -111,7 +103,9 @@ json value(Reader& in, int depth) {
     case 5: return in.word(8);
     case 6: return -int64_t(in.word(4)) - 1;
     case 7: return in.byte() % 2 == 0;
-    case 8: return std::string(in.byte() % 20, char('0' + in.byte() % 75));
+    case 8:
+      if (in.byte() % 2 == 0) return words[in.byte() % count(words)];
+      return std::string(in.byte() % 20, char('0' + in.byte() % 75));
     case 9: return depth < 3 ? object(in, depth, true) : json(nullptr);
     case 10: {
       json a = json::array();
