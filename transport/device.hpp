@@ -268,6 +268,7 @@ class Device {
   int create_flow(uint32_t qpn, flow::FlowRule rule, uint32_t& handle);
   int destroy_flow(uint32_t handle);
   bool has_flows() const;
+  uint32_t flow_count() const;  // the rules in the table (`uroce stats`: flow_rules)
   bool has_sniffers() const;
   // A frame the port received, or a raw frame one of its QPs (`sender`) sent that loops back: sniffer
   // rules get a copy, normal rules may take it. True if a rule trapped or dropped it: the port's own

@@ -660,6 +660,7 @@ json VerbsService::stats(Session&, uint64_t, const json&, std::vector<int>&) {
   json out;
   engine_.run_on_engine([&](EngineContext& c) {
     out["device"] = c.device.counters();
+    out["device"]["flow_rules"] = c.device.flow_count();  // a gauge: the rules in force now
     json qps = json::object();
     c.device.for_each_qp_counters([&](uint32_t qpn, const transport::QpCounters& q) {
       const auto naks = [](const std::array<uint64_t, 5>& n) {

@@ -391,11 +391,9 @@ void Engine::handle_frame(std::span<const uint8_t> frame, transport::Nanos now, 
       return;
     }
     case net::FrameClass::drop:
-      // What the port's stack has no use for goes to the default rules, if it passed the MAC and VLAN
-      // filters a NIC applies before them.
-      if (c.reason != net::DropReason::not_for_our_mac && c.reason != net::DropReason::other_vlan) {
-        device_.steer_unclaimed(frame, now, sender);
-      }
+      // What the port's stack has no use for goes to the default rules: ALL_DEFAULT is a NIC's promiscuous
+      // mode (every such frame, another station's too), MC_DEFAULT its all-multicast mode.
+      device_.steer_unclaimed(frame, now, sender);
       spdlog::trace("dropped a frame: {}", net::to_string(c.reason));
       return;
   }

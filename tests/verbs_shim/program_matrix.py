@@ -16,6 +16,7 @@ the memif setup's ports have IP MTU 1500, so active MTU 1024 (DPDK 22.11's memif
 MTU: uroced --mtu fails there with "Operation not supported").
 """
 import contextlib
+import json
 import os
 import re
 import subprocess
@@ -184,6 +185,93 @@ class Perftest:
         yield lambda program, extra: perftest(uroce_run, server_socket, client_socket, program, extra)
 
 
+# --- perftest's raw Ethernet programs ------------------------------------------------------------------
+# raw_ethernet_bw, raw_ethernet_lat and raw_ethernet_fs_rate: raw packet QPs (IBV_QPT_RAW_PACKET) sending
+# whole Ethernet frames, each side receiving through a flow rule on its MAC (ibv_create_flow). They exchange
+# nothing out of band: each side is given its own MAC (-B) and its peer's (-E), and the server's rule must
+# be in place before the client sends (a latency run whose first frame is lost waits for ever), so the
+# client starts once the server's daemon counts a rule (`uroce stats`: flow_rules). The MACs are made up
+# (locally administered): frames to them leave the port, and come back over the loopback setup's wire or
+# cross the veth or the memif. raw_ethernet_bw runs for a duration: raw frames have no flow control, and a
+# receiver that falls behind loses frames, as on a NIC (counted: rx_raw_no_receive), so a count of
+# iterations could wait for ever. (raw_ethernet_burst_lat is left out: perftest 4.5 refuses its own
+# defaults, "SW Rate limiter cann't be executed on non-BW ... tests", on any device.)
+RAW_SERVER_MAC, RAW_CLIENT_MAC = "02:00:00:00:00:0a", "02:00:00:00:00:0b"
+RAW_PROGRAMS = ("raw_ethernet_bw", "raw_ethernet_lat", "raw_ethernet_fs_rate")
+# perftest's result line: the first line of numbers after the "#bytes" (or "#flows") header. What it counts:
+# its second figure after "#bytes" (iterations), its first after "#flows" (rules created and destroyed).
+RAW_TABLE = re.compile(r"^\s*#(bytes|flows)\s.*\n\s*(\d+)\s+(\d+)", re.M)
+
+
+def flow_rules(uroce_run, socket):
+    """How many flow rules the daemon behind `socket` holds (`uroce stats`)."""
+    uroce = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(uroce_run))), "pcap_tools", "uroce")
+    out = subprocess.run([uroce, "stats", "--socket", socket, "--json"], capture_output=True, text=True,
+                         timeout=TIMEOUT)
+    assert out.returncode == 0, f"uroce stats: {out.stderr}"
+    return json.loads(out.stdout)["device"]["flow_rules"]
+
+
+def raw_ethernet(uroce_run, server_socket, client_socket, program, extra):
+    """The server through server_socket, the client through client_socket once the server's rule is in;
+    both must exit 0 and print a results table, and the server's must count frames it received."""
+    def side(socket, role, own, peer):
+        return [uroce_run, "--socket", socket, program, "-d", "uroce0", f"--{role}", "-B", own, "-E", peer, *extra]
+
+    before = flow_rules(uroce_run, server_socket)
+    server = subprocess.Popen(side(server_socket, "server", RAW_SERVER_MAC, RAW_CLIENT_MAC),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 10
+        while flow_rules(uroce_run, server_socket) <= before:
+            assert server.poll() is None, f"the server exited before attaching its flow rule: {server.communicate()}"
+            assert time.monotonic() < deadline, "the server attached no flow rule in 10 s"
+            time.sleep(0.05)
+        client = subprocess.run(side(client_socket, "client", RAW_CLIENT_MAC, RAW_SERVER_MAC), capture_output=True,
+                                text=True, timeout=TIMEOUT)
+        s_out, s_err = server.communicate(timeout=TIMEOUT)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.communicate()
+    what = " ".join([program, *extra])
+    assert client.returncode == 0, f"client ({what}) rc {client.returncode}:\n{client.stdout}{client.stderr}"
+    assert server.returncode == 0, f"server ({what}) rc {server.returncode}:\n{s_out}{s_err}"
+    c, s = RAW_TABLE.search(client.stdout), RAW_TABLE.search(s_out)
+    assert c and s, f"no results table ({what}):\nclient:\n{client.stdout}\nserver:\n{s_out}"
+    count = {m: int(m.group(2) if m.group(1) == "flows" else m.group(3)) for m in (c, s)}
+    assert count[s] > 0, f"the server counted nothing ({what}):\n{s_out}"
+    return f"client {count[c]}, server {count[s]} {'rules' if c.group(1) == 'flows' else 'frames'}"
+
+
+class RawEthernet:
+    name = "raw_ethernet"
+    programs = RAW_PROGRAMS
+
+    @staticmethod
+    def ci(setup, mtu):
+        cases = [("raw_ethernet_lat", ["-n", "1000"]), ("raw_ethernet_bw", ["-D", "1"])]
+        if setup == "loopback":
+            cases += [("raw_ethernet_lat", ["-s", "1500", "-n", "200"]),  # a full frame: the largest the MTU allows
+                      ("raw_ethernet_bw", ["-D", "1", "-J", "10.0.0.2", "-j", "10.0.0.1", "-K", "5000", "-k", "6000"]),
+                      ("raw_ethernet_fs_rate", [])]  # ibv_create_flow / ibv_destroy_flow, 1000 rules
+        return cases
+
+    @staticmethod
+    def full(setup, mtu):
+        cases = RawEthernet.ci(setup, mtu)
+        cases += [("raw_ethernet_lat", ["-a", "-n", "100"]),
+                  ("raw_ethernet_bw", ["-D", "1", "-J", "10.0.0.2", "-j", "10.0.0.1", "-K", "5000", "-k", "6000",
+                                       "--tcp"]),
+                  ("raw_ethernet_bw", ["-D", "1", "-q", "2", "--flows", "4"])]
+        return cases
+
+    @staticmethod
+    @contextlib.contextmanager
+    def session(uroce_run, server_socket, client_socket, workdir, mtu):
+        yield lambda program, extra: raw_ethernet(uroce_run, server_socket, client_socket, program, extra)
+
+
 # --- qperf ---------------------------------------------------------------------------------------------
 # qperf (0.4.11) exchanges LIDs, not GIDs, and builds its paths without a GRH unless -cm1 (rdma_cm, RC and
 # UD only): on a real RoCE NIC its RDMA tests fail ("failed to modify QP to RTR"). They run on uroce through
@@ -264,4 +352,4 @@ class Qperf:
             server.stop()
 
 
-FAMILIES = {f.name: f for f in (Pingpong, Perftest, Qperf)}
+FAMILIES = {f.name: f for f in (Pingpong, Perftest, RawEthernet, Qperf)}

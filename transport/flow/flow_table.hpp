@@ -7,8 +7,9 @@
 //   matching rule with the drop action drops it. Unless every matching rule there has DONT_TRAP, the frame
 //   is trapped: lower priorities and the port's own stack (ARP, RoCE, ...) never see it. With DONT_TRAP
 //   only, it goes on to the next priority and then to the port's stack.
-// - Default rules (ALL_DEFAULT, MC_DEFAULT: multicast only) take what nothing else took: no normal rule
-//   trapped it and the port's own stack had no use for it.
+// - Default rules take what nothing else took (no normal rule trapped it, and the port's own stack had no
+//   use for it): ALL_DEFAULT all of it, another station's frames too (a NIC's promiscuous mode, as mlx5 makes
+//   it and perftest's --promiscuous uses it), MC_DEFAULT its multicast frames (all-multicast mode).
 // - Sniffer rules get a copy of every frame the port receives or sends, whatever else happens to it.
 // A raw packet QP never receives the frames it sent itself (a NIC blocks such self loopback).
 #pragma once

@@ -116,6 +116,7 @@ int Device::destroy_flow(uint32_t handle) {
 }
 
 bool Device::has_flows() const { return !impl_->flows_.empty(); }
+uint32_t Device::flow_count() const { return impl_->flow_count_; }
 bool Device::has_sniffers() const { return impl_->flows_.has_sniffers(); }
 
 bool Device::steer(std::span<const uint8_t> frame, Nanos now, uint32_t sender) {
