@@ -152,8 +152,8 @@ class DeviceImpl {
   // Sends the raw frame a work request holds (run_requester's part for raw packet QPs).
   void send_raw(QueuePair& qp, SendWqe& w);
   // Gives `frame` to raw packet QP `qpn`'s next receive, if it is ready and has one.
-  void deliver_raw(uint32_t qpn, std::span<const uint8_t> frame, Nanos now);
-  void deliver_raw_to(std::span<const uint8_t> frame, Nanos now);  // to every QP in steered_
+  void deliver_raw(uint32_t qpn, std::span<const uint8_t> frame);
+  void deliver_raw_to(std::span<const uint8_t> frame);  // to every QP in steered_
   void on_multicast(const wire::Frame& f, size_t frame_size, Nanos now);
 
   // The checks every frame to a QP passes (P_Key, transport, QP state) and then the QP's responder or

@@ -51,8 +51,7 @@ void DeviceImpl::send_raw(QueuePair& qp, SendWqe& w) {
   complete_finished(qp);
 }
 
-void DeviceImpl::deliver_raw(uint32_t qpn, std::span<const uint8_t> frame, Nanos now) {
-  (void)now;
+void DeviceImpl::deliver_raw(uint32_t qpn, std::span<const uint8_t> frame) {
   QueuePair* qp = find_qp(qpn);
   if (qp == nullptr) return;
   if (qp->rss) {
@@ -84,9 +83,9 @@ void DeviceImpl::deliver_raw(uint32_t qpn, std::span<const uint8_t> frame, Nanos
   if (wc.status != WcStatus::success) enter_error(*qp, EventType::qp_fatal);
 }
 
-void DeviceImpl::deliver_raw_to(std::span<const uint8_t> frame, Nanos now) {
+void DeviceImpl::deliver_raw_to(std::span<const uint8_t> frame) {
   // Delivery never adds or removes rules or QPs, so steered_ stays as it is while it runs.
-  for (const uint32_t qpn : steered_) deliver_raw(qpn, frame, now);
+  for (const uint32_t qpn : steered_) deliver_raw(qpn, frame);
   steered_.clear();
 }
 
@@ -122,12 +121,12 @@ bool Device::has_sniffers() const { return impl_->flows_.has_sniffers(); }
 bool Device::steer(std::span<const uint8_t> frame, Nanos now, uint32_t sender) {
   DeviceImpl& d = *impl_;
   if (d.flows_.empty()) return false;
-  d.now_ = now;
+  d.now_ = now;  // completions are stamped with it
   d.flows_.sniffers(d.steered_);
-  d.deliver_raw_to(frame, now);
+  d.deliver_raw_to(frame);
   const bool trapped = d.flows_.steer(frame, sender, d.steered_);
   if (trapped && d.steered_.empty()) ++d.counters_.rx_raw_dropped_by_rule;  // only a drop traps to no one
-  d.deliver_raw_to(frame, now);
+  d.deliver_raw_to(frame);
   return trapped;
 }
 
@@ -136,7 +135,7 @@ void Device::steer_unclaimed(std::span<const uint8_t> frame, Nanos now, uint32_t
   if (d.flows_.empty()) return;
   d.now_ = now;
   d.flows_.unclaimed(frame, sender, d.steered_);
-  d.deliver_raw_to(frame, now);
+  d.deliver_raw_to(frame);
 }
 
 void Device::sniff_sent(std::span<const uint8_t> frame, Nanos now) {
@@ -144,7 +143,7 @@ void Device::sniff_sent(std::span<const uint8_t> frame, Nanos now) {
   if (!d.flows_.has_sniffers()) return;
   d.now_ = now;
   d.flows_.sniffers(d.steered_);
-  d.deliver_raw_to(frame, now);
+  d.deliver_raw_to(frame);
 }
 
 }  // namespace uroce::transport
