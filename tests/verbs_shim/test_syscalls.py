@@ -29,7 +29,7 @@ import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
 from daemon_harness import Daemon  # noqa: E402
-from program_matrix import PERFTEST_TABLE, tcp_port  # noqa: E402
+from program_matrix import CLOCK_ATTEMPTS, PERFTEST_TABLE, clock_sampling_failed, tcp_port  # noqa: E402
 from server_client import run_server_client  # noqa: E402
 
 FEW, MANY = 1000, 20000
@@ -38,12 +38,8 @@ PROGRAMS = [("ib_send_bw", ["-s", "64"]), ("ib_write_bw", ["-s", "64"])]
 # (environment, calls that may grow): no yields and nothing may grow; the defaults, where idle polls yield.
 VARIANTS = [(["UROCE_POLL_YIELD=0"], ()), ([], ("sched_yield",))]
 TIMEOUT = 120
-# perftest measures the CPU's clock before it reports, and gives up when its samples disagree ("Correlation
-# coefficient r^2: ... < 0.9", "Can't produce a report"): under strace, beside a spinning engine on two
-# cores, that happens now and then (CI, acec181). It says nothing about the system calls counted here, so
-# such a run is made again, up to ATTEMPTS times.
-CLOCK_SAMPLING_FAILED = "Can't produce a report"
-ATTEMPTS = 3
+# A run in which perftest could not sample the CPU clock (program_matrix.clock_sampling_failed) says nothing
+# about the system calls counted here: it is made again, as in the matrix.
 
 
 def strace_counts(path):
@@ -65,14 +61,12 @@ def counted_run(uroce_run, socket, workdir, program, extra, iterations, env):
     settings `env` ("NAME=value" strings); their {syscall: calls}."""
     tag = "-".join(env).replace("=", "")
     out = {side: os.path.join(workdir, f"{program}-{iterations}{tag}-{side}.strace") for side in ("server", "client")}
-    for attempt in range(1, ATTEMPTS + 1):
+    for attempt in range(1, CLOCK_ATTEMPTS + 1):
         command = [program, "-d", "uroce0", "-x", "0", "-p", tcp_port(), "-n", str(iterations), *extra]
         r = run_server_client(uroce_run, socket, socket, command, f"{program} -n {iterations}", TIMEOUT,
                               server_wrap=["env", *env, "strace", "-f", "-c", "-o", out["server"]],
                               client_wrap=["env", *env, "strace", "-f", "-c", "-o", out["client"]])
-        sampling_failed = any(CLOCK_SAMPLING_FAILED in text
-                              for text in (r.server_out, r.server_err, r.client.stdout, r.client.stderr))
-        if not sampling_failed or attempt == ATTEMPTS:
+        if not clock_sampling_failed(r) or attempt == CLOCK_ATTEMPTS:
             break
         print(f"(again: perftest could not sample the CPU clock in {r.what}, attempt {attempt})", flush=True)
     r.assert_both_exited_0()
