@@ -61,6 +61,7 @@ json VerbsService::create_flow(Session& s, uint64_t, const json& r, std::vector<
   uint32_t handle = 0;
   engine_call("create_flow", [&](EngineContext& c) { return c.device.create_flow(qpn, std::move(rule), handle); });
   s.flows.insert(handle);
+  spdlog::debug("client {}: flow rule {} on QP {:#x}: {}", s.pid, handle, qpn, r.at("attr").dump());
   return {{"flow", handle}};
 }
 

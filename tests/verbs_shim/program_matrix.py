@@ -268,21 +268,30 @@ class RawEthernet:
 
     @staticmethod
     def ci(setup, mtu):
+        udp = ["-J", "10.0.0.2", "-j", "10.0.0.1", "-K", "5000", "-k", "6000"]  # IPv4 and UDP headers
         cases = [("raw_ethernet_lat", ["-n", "1000"]), ("raw_ethernet_bw", ["-D", "1"])]
         if setup == "loopback":
             cases += [("raw_ethernet_lat", ["-s", "1500", "-n", "200"]),  # a full frame: the largest the MTU allows
-                      ("raw_ethernet_bw", ["-D", "1", "-J", "10.0.0.2", "-j", "10.0.0.1", "-K", "5000", "-k", "6000"]),
+                      ("raw_ethernet_bw", ["-D", "1", *udp]),
+                      # the server's rule is ALL_DEFAULT (promiscuous), then a sniffer
+                      ("raw_ethernet_bw", ["-D", "1", "--promiscuous"]), ("raw_ethernet_bw", ["-D", "1", "--sniffer"]),
                       ("raw_ethernet_fs_rate", [])]  # ibv_create_flow / ibv_destroy_flow, 1000 rules
         return cases
 
     @staticmethod
     def full(setup, mtu):
+        udp = ["-J", "10.0.0.2", "-j", "10.0.0.1", "-K", "5000", "-k", "6000"]
+        ipv6 = ["--raw_ipv6", "-J", "fd00::2", "-j", "fd00::1", "-K", "5000", "-k", "6000"]
         cases = RawEthernet.ci(setup, mtu)
-        cases += [("raw_ethernet_lat", ["-a", "-n", "100"]),
-                  ("raw_ethernet_bw", ["-D", "1", "-J", "10.0.0.2", "-j", "10.0.0.1", "-K", "5000", "-k", "6000",
-                                       "--tcp"]),
-                  ("raw_ethernet_bw", ["-D", "1", "-q", "2", "--flows", "4"])]
-        return cases
+        cases += [("raw_ethernet_lat", ["-s", str(size), "-n", "200"]) for size in (64, 256, 1024)]
+        cases += [("raw_ethernet_lat", ["-n", "200", *udp]), ("raw_ethernet_bw", ["-D", "1", *udp, "--tcp"]),
+                  ("raw_ethernet_bw", ["-D", "1", *ipv6]),
+                  # 4 UDP flows on each of 2 QPs, the same 4 rules on both: every frame reaches both QPs (the
+                  # server counts each twice), as a ConnectX merges equal rules into one with two destinations
+                  ("raw_ethernet_bw", ["-D", "1", *udp, "-q", "2", "--flows", "4"]),
+                  ("raw_ethernet_bw", ["-D", "1", "--promiscuous"]), ("raw_ethernet_bw", ["-D", "1", "--sniffer"])]
+        unique = dict.fromkeys((p, tuple(o)) for p, o in cases)  # on the loopback, CI's cases include some
+        return [(p, list(o)) for p, o in unique]
 
     @staticmethod
     @contextlib.contextmanager
