@@ -154,6 +154,11 @@ class DeviceImpl {
   // Gives `frame` to raw packet QP `qpn`'s next receive, if it is ready and has one.
   void deliver_raw(uint32_t qpn, std::span<const uint8_t> frame);
   void deliver_raw_to(std::span<const uint8_t> frame);  // to every QP in steered_
+  // The completion of receive `recv` taking raw `frame` for `qp_num` (a raw QP or an RSS work queue),
+  // after scattering it into memory of `pd`: success (with IBV_WC_IP_CSUM_OK if the IPv4 checksums hold),
+  // LOC_LEN_ERR if it does not fit, LOC_PROT_ERR for a bad scatter list.
+  verbs::WorkCompletion receive_raw(const verbs::RecvWr& recv, uint32_t pd, uint32_t qp_num,
+                                    std::span<const uint8_t> frame);
   void on_multicast(const wire::Frame& f, size_t frame_size, Nanos now);
 
   // The checks every frame to a QP passes (P_Key, transport, QP state) and then the QP's responder or

@@ -67,20 +67,26 @@ void DeviceImpl::deliver_raw(uint32_t qpn, std::span<const uint8_t> frame) {
   ++counters_.rx_raw;
   ++qp->counters.rx_packets;
   qp->counters.rx_bytes += frame.size();
+  const WorkCompletion wc = receive_raw(*recv, qp->pd, qp->qpn, frame);
+  post_completion(qp->recv_cq, wc);
+  if (wc.status != WcStatus::success) enter_error(*qp, EventType::qp_fatal);
+}
+
+WorkCompletion DeviceImpl::receive_raw(const RecvWr& recv, uint32_t pd, uint32_t qp_num,
+                                       std::span<const uint8_t> frame) {
   WorkCompletion wc;
-  wc.wr_id = recv->wr_id;
+  wc.wr_id = recv.wr_id;
   wc.opcode = WcOpcode::recv;
-  wc.qp_num = qp->qpn;
+  wc.qp_num = qp_num;
   wc.byte_len = uint32_t(frame.size());
-  if (frame.size() > sge_total(*recv)) {
+  if (frame.size() > sge_total(recv)) {
     wc.status = WcStatus::loc_len_err;
-  } else if (scatter(recv->sg_list, qp->pd, 0, frame) != KeyCheck::ok) {
+  } else if (scatter(recv.sg_list, pd, 0, frame) != KeyCheck::ok) {
     wc.status = WcStatus::loc_prot_err;
   } else if (wire::ipv4_checksums_ok(frame)) {
     wc.wc_flags |= wc_ip_csum_ok;
   }
-  post_completion(qp->recv_cq, wc);
-  if (wc.status != WcStatus::success) enter_error(*qp, EventType::qp_fatal);
+  return wc;
 }
 
 void DeviceImpl::deliver_raw_to(std::span<const uint8_t> frame) {

@@ -134,16 +134,7 @@ void DeviceImpl::deliver_rss(QueuePair& qp, std::span<const uint8_t> frame) {
   ++counters_.rx_raw;
   ++qp.counters.rx_packets;
   qp.counters.rx_bytes += frame.size();
-  WorkCompletion wc;
-  wc.wr_id = recv.wr_id;
-  wc.opcode = WcOpcode::recv;
-  wc.qp_num = wqn;
-  wc.byte_len = uint32_t(frame.size());
-  if (frame.size() > sge_total(recv)) {
-    wc.status = WcStatus::loc_len_err;
-  } else if (scatter(recv.sg_list, q.pd, 0, frame) != KeyCheck::ok) {
-    wc.status = WcStatus::loc_prot_err;
-  }
+  const WorkCompletion wc = receive_raw(recv, q.pd, wqn, frame);  // the work queue's number as qp_num
   post_completion(q.cq, wc);
   if (wc.status != WcStatus::success) {
     q.wq_state = uint8_t(WqState::error);  // a local error takes the work queue to ERR, as it would a QP

@@ -485,7 +485,9 @@ TEST_CASE("RSS: frames spread over the work queues as the Toeplitz hash says, ea
   for (uint32_t i = 0; i < 32; ++i) {
     sent.push_back(frame_from(p.mac_b(), 0x0a000000 + i * 7919));
     expected.push_back(rss.expected_wq(sent.back()));
-    REQUIRE(p.send(sent.back()) == 0);
+    // Odd frames go with IBV_SEND_IP_CSUM; the even ones keep their zero checksums.
+    REQUIRE(p.send(sent.back(), send_signaled | (i % 2 ? send_ip_csum : 0u)) == 0);
+    if (i % 2) uroce::wire::offload_checksums(sent.back());
   }
   const auto wc = p.b.poll(rss.cq);
   REQUIRE(wc.size() == 32);
@@ -495,6 +497,7 @@ TEST_CASE("RSS: frames spread over the work queues as the Toeplitz hash says, ea
     CHECK(wc[i].status == WcStatus::success);
     CHECK(wc[i].qp_num == expected[i]);  // the work queue's number, as mlx5 reports it
     CHECK(wc[i].byte_len == sent[i].size());
+    CHECK(((wc[i].wc_flags & wc_ip_csum_ok) != 0) == (i % 2 == 1));  // as a raw QP's completion, as mlx5
     CHECK(slice(p.b.buffer(1), wc[i].wr_id * 2048, sent[i].size()) == sent[i]);
     used.insert(wc[i].qp_num);
   }
