@@ -131,6 +131,7 @@ SHIM_EXPORT int ibv_destroy_cq(ibv_cq* cq) {
   if (cq->channel) __atomic_sub_fetch(&cq->channel->refcnt, 1, __ATOMIC_RELAXED);
   pthread_mutex_destroy(&cq->mutex);
   pthread_cond_destroy(&cq->cond);
+  release_parent(q->parent);
   delete q;
   return 0;
 }

@@ -67,12 +67,17 @@ ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr) {
     errno = EINVAL;  // a mask bit this ABI does not define
     return nullptr;
   }
-  // A parent domain (IBV_CQ_INIT_ATTR_MASK_PD) cannot exist: ibv_alloc_parent_domain is not provided.
   // IGNORE_OVERRUN would hide an overrun that uroce always reports. SINGLE_THREADED is only a hint.
   const bool bad_flags = (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) &&
                          (attr->flags & ~uint32_t(IBV_CREATE_CQ_ATTR_SINGLE_THREADED));
-  if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) || bad_flags || (attr->wc_flags & ~supported_wc_flags)) {
+  if (bad_flags || (attr->wc_flags & ~supported_wc_flags)) {
     errno = EOPNOTSUPP;
+    return nullptr;
+  }
+  // IBV_CQ_INIT_ATTR_MASK_PD names a parent domain, which the CQ holds; a plain PD is refused (as mlx5).
+  const bool with_parent = attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD;
+  if (with_parent && (!attr->parent_domain || !to_shim(attr->parent_domain)->protection_domain)) {
+    errno = EINVAL;
     return nullptr;
   }
   if (attr->cqe > uint32_t(INT32_MAX) || attr->comp_vector > uint32_t(INT32_MAX)) {
@@ -81,6 +86,7 @@ ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr) {
   }
   Cq* q = make_cq(context, int(attr->cqe), attr->cq_context, attr->channel, int(attr->comp_vector));
   if (!q) return nullptr;
+  if (with_parent) q->parent = hold_parent(attr->parent_domain);
   ibv_cq_ex& x = q->cq_ex;
   x.start_poll = start_poll;
   x.next_poll = next_poll;

@@ -289,6 +289,7 @@ ibv_context* finish_context(Context* c, Device* d, int cmd_fd) {
   v.reg_dm_mr = reg_dm_mr;
   install_flow_ops(v);
   install_work_queue_ops(v);
+  install_domain_ops(v);
   ibv_context& ctx = v.context;
   ctx.device = &d->dev;
   ctx.cmd_fd = cmd_fd;

@@ -33,6 +33,15 @@ SHIM_EXPORT ibv_pd* ibv_alloc_pd(ibv_context* context) {
 }
 
 SHIM_EXPORT int ibv_dealloc_pd(ibv_pd* pd) {
+  Pd* p = to_shim(pd);
+  if (p->users != 0) {
+    errno = EBUSY;  // a PD with parent domains over it, or a parent domain objects were made with
+    return EBUSY;
+  }
+  if (p->protection_domain != nullptr) {
+    free_parent_domain(p);
+    return 0;
+  }
   if (int rc = guarded("dealloc_pd", [&] { to_shim(pd->context)->impl->dealloc_pd(pd->handle); })) return rc;
   delete to_shim(pd);
   return 0;

@@ -110,6 +110,7 @@ ibv_qp* create_qp(ibv_context* context, ibv_pd* pd, const ibv_qp_init_attr& attr
     return nullptr;
   }
   q->sq_sig_all = create.sq_sig_all;
+  if (!target) q->parent = hold_parent(pd);
   ibv_qp& qp = q->qp;
   qp.context = context;
   qp.qp_context = attr.qp_context;
@@ -203,6 +204,7 @@ SHIM_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
   }
   pthread_mutex_destroy(&qp->mutex);
   pthread_cond_destroy(&qp->cond);
+  release_parent(q->parent);
   delete q;
   return 0;
 }
@@ -311,6 +313,7 @@ ibv_srq* new_srq(ibv_pd* pd, void* srq_context, ibv_srq_attr& attr, uint32_t xrc
     return nullptr;
   }
   s->xrc = xrcd != 0;
+  s->parent = hold_parent(pd);
   ibv_srq& srq = s->srq;
   srq.context = pd->context;
   srq.srq_context = srq_context;
@@ -355,6 +358,7 @@ SHIM_EXPORT int ibv_destroy_srq(ibv_srq* srq) {
   }
   pthread_mutex_destroy(&srq->mutex);
   pthread_cond_destroy(&srq->cond);
+  release_parent(s->parent);
   delete s;
   return 0;
 }

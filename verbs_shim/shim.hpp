@@ -7,6 +7,7 @@
 
 #include <arpa/inet.h>
 
+#include <atomic>
 #include <cerrno>
 #include <ctime>
 #include <map>
@@ -57,8 +58,24 @@ struct Context {
   int owned_cmd_fd = -1;  // ibv_import_device's descriptor, closed with the context
 };
 
+// A thread domain (ibv_alloc_td; parent_domain.cpp).
+struct Td {
+  ibv_td td;  // must stay first: applications hold &td
+  std::atomic<uint32_t> parents{0};  // the parent domains naming it: ibv_dealloc_td is EBUSY until they go
+};
+
 struct Pd {
-  ibv_pd pd;  // handle = uroced's PD number
+  ibv_pd pd;  // handle = uroced's PD number; a parent domain's is its protection domain's
+  // Set only on a parent domain (ibv_alloc_parent_domain; parent_domain.cpp): the protection domain it
+  // stands for, and what the application gave with it.
+  Pd* protection_domain = nullptr;
+  Td* td = nullptr;
+  void* (*alloc)(ibv_pd*, void*, size_t, size_t, uint64_t) = nullptr;
+  void (*free)(ibv_pd*, void*, void*, uint64_t) = nullptr;
+  void* pd_context = nullptr;
+  // On a protection domain, the parent domains over it; on a parent domain, the QPs, SRQs, CQs and work
+  // queues made with it. ibv_dealloc_pd is EBUSY while any remain, as with mlx5.
+  std::atomic<uint32_t> users{0};
 };
 
 // The access bits uroced's transport knows (LOCAL_WRITE .. ZERO_BASED); the rest (relaxed ordering and
@@ -87,6 +104,7 @@ struct Cq {
   std::mutex lock;      // the ring is single-consumer; held from start_poll to end_poll (cq_ex.cpp)
   std::mutex arm_lock;  // ibv_req_notify_cq against ibv_resize_cq swapping the ring
   emulator::protocol::CompletionEntry current{};  // the completion the ibv_cq_ex poll stands on
+  Pd* parent = nullptr;  // the parent domain it was made with (IBV_CQ_INIT_ATTR_MASK_PD), held
 };
 
 struct Srq {
@@ -94,6 +112,7 @@ struct Srq {
   std::unique_ptr<client::SharedReceiveQueue> impl;
   std::mutex lock;
   bool xrc = false;  // an XRC SRQ: its number (ibv_get_srq_num) is what initiators name
+  Pd* parent = nullptr;  // held when made with a parent domain
 };
 
 // An XRC domain (ibv_open_xrcd): the ibv_xrcd applications see, then uroced's number for it.
@@ -119,6 +138,7 @@ struct Qp {
   std::mutex send_lock, recv_lock;  // each ring is single-producer; send_lock held from wr_start to wr_complete
   bool sq_sig_all = false;
   std::unique_ptr<WrBuilder, WrBuilderDeleter> wr;  // only on QPs with the ibv_wr_* API
+  Pd* parent = nullptr;  // held when made with a parent domain
 };
 
 struct Ah {
@@ -138,6 +158,19 @@ inline Qp* to_shim(ibv_qp_ex* q) { return reinterpret_cast<Qp*>(q); }
 inline Srq* to_shim(ibv_srq* s) { return reinterpret_cast<Srq*>(s); }
 inline Ah* to_shim(ibv_ah* a) { return reinterpret_cast<Ah*>(a); }
 inline CompChannel* to_shim(ibv_comp_channel* c) { return reinterpret_cast<CompChannel*>(c); }
+inline Td* to_shim(ibv_td* t) { return reinterpret_cast<Td*>(t); }
+
+// An object made with `pd` holds it if it is a parent domain, so that the parent domain outlives it;
+// nullptr (nothing held) for an ordinary PD. The object gives it back with release_parent when destroyed.
+inline Pd* hold_parent(ibv_pd* pd) {
+  Pd* p = pd ? to_shim(pd) : nullptr;
+  if (p == nullptr || p->protection_domain == nullptr) return nullptr;
+  ++p->users;
+  return p;
+}
+inline void release_parent(Pd* parent) {
+  if (parent) --parent->users;
+}
 
 // Runs a control operation; a ControlError (or anything else thrown) becomes its errno value, which is
 // returned (0 on success) and also left in errno, as both verbs conventions need one or the other.
@@ -257,5 +290,9 @@ int get_srq_num(ibv_srq* srq, uint32_t* srq_num);
 void install_flow_ops(verbs_context& v);
 // Receive work queues and indirection tables (wq.cpp), likewise.
 void install_work_queue_ops(verbs_context& v);
+// Thread domains and parent domains (parent_domain.cpp), likewise.
+void install_domain_ops(verbs_context& v);
+// ibv_dealloc_pd on a parent domain nothing holds: lets go of its protection domain and thread domain.
+void free_parent_domain(Pd* parent);
 
 }  // namespace uroce::shim

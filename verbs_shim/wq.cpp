@@ -12,6 +12,7 @@ struct Wq {
   ibv_wq wq;  // must stay first: applications hold &wq
   std::unique_ptr<client::SharedReceiveQueue> impl;
   std::mutex lock;  // the ring is single-producer
+  Pd* parent = nullptr;  // held when made with a parent domain
 };
 Wq* to_wq(ibv_wq* w) { return reinterpret_cast<Wq*>(w); }
 
@@ -46,6 +47,7 @@ ibv_wq* create_wq(ibv_context* context, ibv_wq_init_attr* attr) {
     delete w;
     return nullptr;
   }
+  w->parent = hold_parent(attr->pd);
   ibv_wq& wq = w->wq;
   wq.context = context;
   wq.pd = attr->pd;
@@ -80,6 +82,7 @@ int destroy_wq(ibv_wq* wq) {
   if (int rc = guarded("destroy_wq", [&] { to_shim(wq->context)->impl->destroy_wq(*w->impl); })) return rc;
   pthread_mutex_destroy(&wq->mutex);
   pthread_cond_destroy(&wq->cond);
+  release_parent(w->parent);
   delete w;
   return 0;
 }

@@ -6,6 +6,9 @@ on any other device. Exits 0 only if no test failed and every skip gave one of t
 hardware feature uroce does not model or something this machine lacks; a new reason (a capability uroce
 stopped reporting, say) fails the run. The daemon is stopped by PID.
 
+The suite's huge page tests (regions and a parent domain's allocator on 2 MiB pages) skip on a machine with
+none reserved. Run as root, this script reserves a few for the run when there are none, and gives them back.
+
   test_rdma_core_suite.py --uroced build/.../emulator/uroced --uroce-run build/.../verbs_shim/uroce-run
 """
 import argparse
@@ -29,20 +32,52 @@ TIMEOUT = 600
 # `where` is searched in "tests.module.Class.test", `why` must match the whole reason. Narrow on purpose: a
 # reason a broken uroce could also give (an extended CQ or QP refused) is accepted only where the test asks
 # for something uroce does not do.
+NO_HUGE_PAGES = r"There are no huge pages of size 2M allocated"
 ACCEPTED_SKIPS = [
     (r"\.test_(mlx5|efa)", r"Can not run the test over non (MLX5|EFA) device"),
     (r"\.test_(mlx5|efa)", r"Could not open mlx5 context \(This is not an MLX5 device\)"),
     (r"\.test_(mlx5|efa)", r"(Converting timestamp to nanoseconds|Create Extended CQ) is not supported"),
     (r"\.test_(mlx5|efa)", r"PCI device must be passed by the user"),  # VFIO
     (r"\.test_tag_matching\.", r"Extended CQ is not supported"),  # tag matching's CQ flags: an mlx5 offload
-    (r"\.test_parent_domain\.", r"Parent Domain is not supported on this device"),  # only mlx5 has them
-    (r"", r"There are no huge pages of size 2M allocated"),
+    (r"", NO_HUGE_PAGES),  # accepted only when the machine has none (see reserve_huge_pages)
     (r"", r"Allocating dmabuf is not supported by /dev/dri/\S+"),  # no GPU here
     (r"", r"cuda-python 12\.0\+ must be installed to run CUDA tests"),
     # uroce has no kernel network device for rdma_cm's tests to read an address from (sysfs
     # /sys/class/infiniband/DEV/device/net); rdma_cm itself is covered by rping, ucmatose and friends.
     (r"\.test_(mlx5_)?rdmacm\.", r"Device \S+ doesn't have net interface"),
 ]
+
+HUGE_PAGES = "/proc/sys/vm/nr_hugepages"  # of the default size, 2 MiB on x86-64, which the suite asks for
+HUGE_PAGES_FOR_SUITE = 16
+
+
+def reserve_huge_pages():
+    """The number of huge pages reserved before, if this run reserved some (root, and none were); else None."""
+    try:
+        with open(HUGE_PAGES) as f:
+            before = int(f.read())
+        if before != 0 or os.geteuid() != 0:
+            return None
+        with open(HUGE_PAGES, "w") as f:
+            f.write(str(HUGE_PAGES_FOR_SUITE))
+        return before
+    except OSError:
+        return None
+
+
+def huge_pages_reserved():
+    try:
+        with open(HUGE_PAGES) as f:
+            return int(f.read()) > 0
+    except OSError:
+        return False
+
+
+def release_huge_pages(before):
+    if before is not None:
+        with open(HUGE_PAGES, "w") as f:
+            f.write(str(before))
+
 
 TEST_LINE = re.compile(r"^(test\w+) \(([\w.]+)\)")
 OUTCOME = re.compile(r" \.\.\. (ok|FAIL|ERROR|skipped (.*)|expected failure|unexpected success)$")
@@ -86,6 +121,8 @@ def main():
     suite = os.path.join(workdir, "tests")
     unpack_suite(suite)
     daemon = Daemon(args.uroced, workdir, "u", ["--ip", "192.0.2.1/24"])
+    huge_pages_before = reserve_huge_pages()
+    accepted = [(w, r) for w, r in ACCEPTED_SKIPS if r != NO_HUGE_PAGES or not huge_pages_reserved()]
     try:
         out = subprocess.run([os.path.abspath(args.uroce_run), "--socket", daemon.socket, PYTHON, "run_tests.py",
                               "--dev", "uroce0", "-v"], cwd=suite, capture_output=True, text=True, timeout=TIMEOUT,
@@ -95,6 +132,7 @@ def main():
         return 1
     finally:
         d_rc = daemon.stop()
+        release_huge_pages(huge_pages_before)
     text = out.stderr
     with open(os.path.join(workdir, "suite.log"), "w") as f:
         f.write(out.stdout + text)
@@ -108,7 +146,7 @@ def main():
         if result == "ok":
             counts["ok"] += 1
         elif result == "skipped":
-            if not any(re.search(w, where) and re.fullmatch(r, why) for w, r in ACCEPTED_SKIPS):
+            if not any(re.search(w, where) and re.fullmatch(r, why) for w, r in accepted):
                 problems.append(f"{where}: skipped for a reason not accepted: {why}")
             counts["skipped"] += 1
         else:

@@ -108,5 +108,6 @@ void test_mw(struct env *e);
 void test_fork(struct env *e);
 void test_import(struct env *e);
 void test_full_receive_queues(struct env *e);
+void test_parent_domain(struct env *e);
 
 #endif
