@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <linux/memfd.h>  // MFD_HUGE_SHIFT
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -43,10 +44,14 @@ bool mapped_as(uint64_t start, uint64_t end, Accept accept) {
 
 // True when every byte of [start, end) lies in private mappings that may be replaced: not shared, not a
 // special region ([stack], [vvar], [vdso], ...), and readable and writable (so the copy is faithful and
-// the application's own accesses stay legal).
-bool movable(uint64_t start, uint64_t end) {
-  return mapped_as(start, end, [](const std::string& perms, const std::string&, const std::string& path) {
+// the application's own accesses stay legal). `named` tells whether one of them has a path: a file's
+// private mapping, or huge pages ("/anon_hugepage" or a hugetlbfs file), which plain anonymous memory and
+// the heap never are.
+bool movable(uint64_t start, uint64_t end, bool& named) {
+  named = false;
+  return mapped_as(start, end, [&](const std::string& perms, const std::string&, const std::string& path) {
     const bool special = path.find('[') != std::string::npos && path.find("[heap]") == std::string::npos;
+    named = named || (path.find_first_not_of(' ') != std::string::npos && path.find("[heap]") == std::string::npos);
     return perms[0] == 'r' && perms[1] == 'w' && perms[3] == 'p' && !special;
   });
 }
@@ -142,45 +147,110 @@ void SharedPages::copy_into_child() {
   mutex_.unlock();
 }
 
-std::optional<SharedSpan> SharedPages::share(const void* addr, uint64_t length) {
-  if (length == 0) return std::nullopt;
-  const uint64_t page = page_size();
-  const uint64_t a = reinterpret_cast<uint64_t>(addr);
-  const uint64_t start = a & ~(page - 1);
-  const uint64_t end = (a + length + page - 1) & ~(page - 1);
-  std::lock_guard lock(mutex_);
-  // Already moved (a second registration of the same buffer, or part of it): the same memfd serves it.
-  auto it = regions_.upper_bound(start);
-  if (it != regions_.begin()) {
-    auto prev = std::prev(it);
-    if (prev->first <= start && end <= prev->second.end) {
-      return SharedSpan{prev->second.fd, a - prev->first, prev->second.end - prev->first};
-    }
-    if (prev->second.end > start) return std::nullopt;  // partial overlap: moving again would split it
-  }
-  if (it != regions_.end() && it->first < end) return std::nullopt;
-  if (!movable(start, end)) return std::nullopt;
+namespace {
 
+// The page size of the mapping holding `addr` (/proc/self/smaps' KernelPageSize): larger than the base page
+// for huge pages (MAP_HUGETLB, hugetlbfs); 0 if it cannot be read.
+uint64_t kernel_page_size(uint64_t addr) {
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool inside = false;
+  while (std::getline(smaps, line)) {
+    const size_t dash = line.find('-');
+    const size_t space = line.find(' ');
+    if (dash != std::string::npos && space != std::string::npos && dash < space &&
+        line.find_first_not_of("0123456789abcdef") == dash) {  // a mapping's first line: "lo-hi perms ..."
+      const uint64_t lo = std::stoull(line.substr(0, dash), nullptr, 16);
+      const uint64_t hi = std::stoull(line.substr(dash + 1, space - dash - 1), nullptr, 16);
+      inside = lo <= addr && addr < hi;
+    } else if (inside && line.rfind("KernelPageSize:", 0) == 0) {
+      return std::stoull(line.substr(15)) * 1024;  // "KernelPageSize:    2048 kB"
+    }
+  }
+  return 0;
+}
+
+// Copies [start, end) into a new memfd (of huge pages of `huge_page` bytes when not 0) and maps it over the
+// same addresses. The memfd, or -1 with errno set and the range untouched.
+int move_onto_memfd(uint64_t start, uint64_t end, uint64_t huge_page) {
   const uint64_t size = end - start;
-  const int fd = memfd_create("uroce-mr", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  if (fd < 0) return std::nullopt;
+  unsigned flags = MFD_CLOEXEC | MFD_ALLOW_SEALING;
+  if (huge_page != 0) flags |= MFD_HUGETLB | (unsigned(__builtin_ctzll(huge_page)) << MFD_HUGE_SHIFT);
+  const int fd = memfd_create("uroce-mr", flags);
+  if (fd < 0) return -1;
   // Sealed against shrinking: the daemon refuses a memfd that could be truncated under its mapping.
   void* staging = MAP_FAILED;
   if (ftruncate(fd, off_t(size)) != 0 || fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) != 0 ||
       (staging = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED) {
+    const int saved = errno;
     close(fd);
-    return std::nullopt;
+    errno = saved;
+    return -1;
   }
   copy_pages(staging, start, size);
   munmap(staging, size);
   if (mmap(reinterpret_cast<void*>(start), size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
-    // The old pages are gone only if mmap succeeded; on failure they are untouched.
-    spdlog::warn("could not move registered pages onto shared memory: {}", strerror(errno));
+    const int saved = errno;  // the old pages are gone only if mmap succeeded; on failure they are untouched
     close(fd);
+    errno = saved;
+    return -1;
+  }
+  return fd;
+}
+
+}  // namespace
+
+std::optional<SharedSpan> SharedPages::moved(uint64_t addr, uint64_t start, uint64_t end, bool& overlaps) const {
+  overlaps = false;
+  auto it = regions_.upper_bound(start);
+  if (it != regions_.begin()) {
+    auto prev = std::prev(it);
+    if (prev->first <= start && end <= prev->second.end) {
+      return SharedSpan{prev->second.fd, addr - prev->first, prev->second.end - prev->first};
+    }
+    overlaps = prev->second.end > start;  // partial overlap: moving again would split it
+  }
+  overlaps = overlaps || (it != regions_.end() && it->first < end);
+  return std::nullopt;
+}
+
+std::optional<SharedSpan> SharedPages::share(const void* addr, uint64_t length) {
+  if (length == 0) return std::nullopt;
+  const uint64_t a = reinterpret_cast<uint64_t>(addr);
+  uint64_t page = page_size();
+  uint64_t start = a & ~(page - 1);
+  uint64_t end = (a + length + page - 1) & ~(page - 1);
+  std::lock_guard lock(mutex_);
+  // Already moved (a second registration of the same buffer, or part of it): the same memfd serves it.
+  bool overlaps = false, named = false;
+  if (auto span = moved(a, start, end, overlaps)) return span;
+  if (overlaps || !movable(start, end, named)) return std::nullopt;
+  // Huge pages (MAP_HUGETLB, hugetlbfs) move whole, onto a memfd of huge pages of their size, which keeps
+  // them huge (base pages mapped over them would not be, or could not be where they split one). Only
+  // mappings with a name can be huge, so plain memory is spared reading smaps.
+  uint64_t huge_page = 0;
+  if (named) {
+    const uint64_t kernel_page = kernel_page_size(a);
+    if (kernel_page > page) {
+      if (kernel_page_size(a + length - 1) != kernel_page) return std::nullopt;  // huge pages of two sizes
+      page = huge_page = kernel_page;
+      start = a & ~(page - 1);
+      end = (a + length + page - 1) & ~(page - 1);
+      if (auto span = moved(a, start, end, overlaps)) return span;
+      if (overlaps) return std::nullopt;
+    }
+  }
+  const int fd = move_onto_memfd(start, end, huge_page);
+  if (fd < 0) {
+    // Huge pages need as many free ones again for the copy; without them the region stays where it is,
+    // reached with process_vm_* (slower, but correct).
+    spdlog::warn("could not move registered pages onto shared memory{}: {}",
+                 huge_page ? fmt::format(" ({} KiB pages; are enough of them free?)", huge_page / 1024) : "",
+                 strerror(errno));
     return std::nullopt;
   }
   regions_[start] = Region{end, fd};
-  return SharedSpan{fd, a - start, size};
+  return SharedSpan{fd, a - start, end - start};
 }
 
 }  // namespace uroce::emulator::client

@@ -4,6 +4,7 @@
 // same addresses (MAP_FIXED): the application sees its memory unchanged, at the same addresses, and
 // uroced maps the same memfd, so every RDMA access is a memcpy in the daemon with no system call. This is
 // what makes the data path fast; process_vm_readv/writev (the fallback) costs microseconds per call.
+// Huge pages (MAP_HUGETLB, hugetlbfs) move whole onto a memfd of huge pages of the same size.
 //
 // Only private, non-stack mappings are moved (heap, anonymous mmaps, a binary's data): a file mapped
 // MAP_SHARED must stay attached to its file, and the stack must stay the stack. Caveats, as for any NIC
@@ -46,6 +47,9 @@ class SharedPages {
   static void before_fork();
   static void after_fork_in_parent();
   static void after_fork_in_child();
+  // The span of an earlier move that holds [start, end) (addr lying in it), if any; `overlaps` tells
+  // whether [start, end) overlaps a moved range without lying inside it.
+  std::optional<SharedSpan> moved(uint64_t addr, uint64_t start, uint64_t end, bool& overlaps) const;
   // In the child, with mutex_ held: replaces every moved range with a private copy of its bytes and
   // forgets the memfds, which stay the parent's.
   void copy_into_child();

@@ -6,8 +6,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cinttypes>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
 
 #include "emulator/client/shared_pages.hpp"
 #include "tests/emulator/service/service_fixture.hpp"
@@ -39,6 +43,45 @@ std::vector<uint8_t> memfd_bytes(int fd, uint64_t offset, size_t n) {
   munmap(m, size_t(st.st_size));
   return out;
 }
+
+// /proc/self/smaps' KernelPageSize of the mapping holding `p`, in kB (0 if not found).
+uint64_t kernel_page_kb(const void* p) {
+  const auto addr = reinterpret_cast<uint64_t>(p);
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool inside = false;
+  while (std::getline(smaps, line)) {
+    uint64_t lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%" SCNx64 "-%" SCNx64 " ", &lo, &hi) == 2 && line.find(' ') > line.find('-')) {
+      inside = lo <= addr && addr < hi;
+    } else if (inside && line.rfind("KernelPageSize:", 0) == 0) {
+      return std::stoull(line.substr(15));
+    }
+  }
+  return 0;
+}
+
+// The system's pool of 2 MiB huge pages (the default size on x86-64) grown by `extra` for the test, as root,
+// and given back at the end. free() is what the pool has free now.
+struct HugePagePool {
+  explicit HugePagePool(uint64_t extra) {
+    before = read("/proc/sys/vm/nr_hugepages");
+    if (geteuid() != 0) return;
+    std::ofstream("/proc/sys/vm/nr_hugepages") << before + extra;
+    grown = read("/proc/sys/vm/nr_hugepages") == before + extra;
+  }
+  ~HugePagePool() {
+    if (grown) std::ofstream("/proc/sys/vm/nr_hugepages") << before;
+  }
+  static uint64_t read(const char* path) {
+    uint64_t n = 0;
+    std::ifstream(path) >> n;
+    return n;
+  }
+  static uint64_t free() { return read("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages"); }
+  uint64_t before = 0;
+  bool grown = false;
+};
 
 }  // namespace
 
@@ -152,6 +195,60 @@ TEST_CASE("shared file mappings, read-only memory, the stack and empty ranges ar
   Anonymous fine(1);
   CHECK_FALSE(pages.share(fine.base, 0));
   CHECK(pages.share(fine.base, 1));  // the same memory with a length is fine
+}
+
+TEST_CASE("huge pages move whole onto a memfd of huge pages and stay huge; with none free they stay put",
+          "[shared-pages][huge]") {
+  constexpr size_t huge = 2 << 20;
+  HugePagePool pool(4);  // two for the buffer, two for its copy
+  if (!pool.grown) {
+    WARN("not root: the pool of huge pages cannot be grown, so this case is not run");
+    return;
+  }
+  REQUIRE(HugePagePool::free() >= 4);
+  auto* base = static_cast<uint8_t*>(
+      mmap(nullptr, 2 * huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0));
+  REQUIRE(base != MAP_FAILED);
+  const auto bytes = pattern(2 * huge, 29);
+  std::memcpy(base, bytes.data(), bytes.size());
+  REQUIRE(kernel_page_kb(base) == 2048);
+  {
+    client::SharedPages pages;
+    // A range across the boundary of the two huge pages: both move, whole.
+    const std::optional<client::SharedSpan> span = pages.share(base + huge / 2, huge);
+    REQUIRE(span);
+    CHECK(span->fd_size == 2 * huge);
+    CHECK(span->offset == huge / 2);
+    CHECK((fcntl(span->fd, F_GET_SEALS) & F_SEAL_SHRINK) != 0);
+    CHECK(kernel_page_kb(base) == 2048);  // still huge pages
+    CHECK(std::memcmp(base, bytes.data(), bytes.size()) == 0);
+    CHECK((memfd_bytes(span->fd, 0, 2 * huge) == bytes));
+    auto* shared = static_cast<uint8_t*>(mmap(nullptr, span->fd_size, PROT_READ | PROT_WRITE, MAP_SHARED, span->fd, 0));
+    REQUIRE(shared != MAP_FAILED);
+    shared[huge + 7] = 0x5a;  // as the daemon writes
+    CHECK(base[huge + 7] == 0x5a);
+    munmap(shared, span->fd_size);
+    base[huge + 7] = bytes[huge + 7];
+    // Registered again, or a part of it: the same memfd.
+    const auto again = pages.share(base + 100, 4096);
+    REQUIRE(again);
+    CHECK(again->fd == span->fd);
+    CHECK(again->offset == 100);
+
+    // A second buffer of two huge pages leaves none free for its copy: it stays where it is, unchanged.
+    REQUIRE(HugePagePool::free() == 2);
+    auto* other = static_cast<uint8_t*>(
+        mmap(nullptr, 2 * huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0));
+    REQUIRE(other != MAP_FAILED);
+    std::memcpy(other, bytes.data(), bytes.size());
+    CHECK_FALSE(pages.share(other, 2 * huge));
+    CHECK(std::memcmp(other, bytes.data(), bytes.size()) == 0);
+    CHECK(kernel_page_kb(other) == 2048);
+    munmap(other, 2 * huge);
+  }
+  // The registry gone, the range is private memory again with the same bytes.
+  CHECK(std::memcmp(base, bytes.data(), bytes.size()) == 0);
+  munmap(base, 2 * huge);
 }
 
 }  // namespace uroce::test::service
