@@ -40,6 +40,13 @@ struct DeviceLimits {
   uint32_t max_mcast_qp_attach = 56;             // QPs in one group
   uint32_t max_total_mcast_qp_attach = 0x70000;  // attachments over every group
   uint32_t max_flows = 65536;                    // flow steering rules (ibv_create_flow) on the port
+  // Tag matching (ibv_query_device_ex's tm_caps): tagged buffers per TM SRQ, list operations in flight
+  // (ibv_post_srq_ops is carried out at once, so never more than one), the longest rendezvous request and
+  // SGEs per tagged buffer.
+  uint32_t max_num_tags = 1024;
+  uint32_t max_tm_ops = 1024;
+  uint32_t max_rndv_hdr_size = 64;
+  uint32_t max_tm_sge = 1;
 };
 
 // Congestion control as RoCE NICs do it (DCQCN), both halves:
@@ -216,6 +223,20 @@ class Device {
   int create_xrc_srq(uint32_t pd, uint32_t xrcd, uint32_t cq, uint32_t max_wr, uint32_t max_sge, uint32_t limit,
                      uint32_t& srqn);
   int modify_srq(uint32_t srqn, uint32_t limit);  // arms the limit event
+  // Tag matching (ibv_create_srq_ex with IBV_SRQT_TM, ibv_post_srq_ops; rdma-core's
+  // Documentation/tag_matching.md): an SRQ that also holds tagged buffers, matched against the tag of
+  // each SEND that starts with a tag matching header, and whose CQ takes the list operations' completions
+  // and the receive completions of every QP on it. A matched eager message lands in its tagged buffer
+  // without the header; a matched rendezvous request is fetched with an RDMA READ on the QP's send queue,
+  // then a FIN tells the sender. Everything else is unexpected and goes whole to an ordinary receive
+  // (qp/tag_matching.cpp). create_tm_srq: EINVAL for a bad PD or CQ, or limits above the device's.
+  int create_tm_srq(uint32_t pd, uint32_t cq, uint32_t max_wr, uint32_t max_sge, uint32_t limit, uint32_t max_tags,
+                    uint32_t max_ops, uint32_t& srqn);
+  // One list operation on TM SRQ `srqn`, carried out at once; signalled ones complete on the SRQ's CQ. ADD
+  // returns the new entry's handle. EINVAL: not a TM SRQ, an unknown opcode or flag, more SGEs than
+  // max_tm_sge; ENOMEM: ADD to a list that holds max_tags entries. A DEL of an entry already consumed (or
+  // never added) completes with IBV_WC_TM_ERR.
+  int post_srq_op(uint32_t srqn, const verbs::TagOp& op, uint32_t& handle, Nanos now);
   // Receive work queues (ibv_create_wq, IBV_WQT_RQ): receive queues with a CQ of their own, numbered with
   // the SRQs (post_srq_recv posts to them), created in RESET. modify_wq: RESET from any state (posted
   // receives are dropped), RDY from RESET or RDY, ERR from anywhere (posted receives complete with

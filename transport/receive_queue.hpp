@@ -3,16 +3,42 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <vector>
 
 #include "transport/ring_queue.hpp"
 #include "transport/verbs/work.hpp"
 
 namespace uroce::transport {
 
+// A tag matching SRQ's list of tagged buffers and its count of unexpected messages (qp/tag_matching.cpp).
+struct TaggedBuffer {
+  uint32_t handle = 0;
+  uint64_t tag = 0;
+  uint64_t mask = 0;
+  uint64_t recv_wr_id = 0;
+  verbs::SgeList sg_list;
+  // Added while software and the device agreed on the unexpected count: only such entries match. One added
+  // out of step waits for a TAG_SYNC that brings them back in step (software may not yet have matched it
+  // against the unexpected messages it has not seen).
+  bool active = false;
+};
+
+struct TagMatching {
+  uint32_t max_tags = 0;
+  uint32_t max_ops = 0;
+  std::vector<TaggedBuffer> list;  // in the order they were added: the first that matches is taken
+  uint32_t next_handle = 1;
+  uint32_t unexpected = 0;     // unexpected messages the device delivered
+  uint32_t handled = 0;        // as software last reported it (IBV_OPS_TM_SYNC)
+  bool in_step() const { return unexpected == handled; }
+};
+
 struct ReceiveQueue {
   uint32_t pd = 0;
   // An XRC SRQ: its domain, and the CQ its receives complete to (an XRC target QP, which has neither,
-  // takes both from the SRQ a message names).
+  // takes both from the SRQ a message names). A tag matching SRQ has a CQ too: its list operations and
+  // the receives of every QP on it complete there.
   uint32_t xrcd = 0;
   uint32_t cq = 0;
   uint32_t max_wr = 0;
@@ -32,6 +58,8 @@ struct ReceiveQueue {
   bool work_queue = false;
   uint8_t wq_state = 0;
   uint32_t tables = 0;
+  // A tag matching SRQ (Device::create_tm_srq); none for every other queue.
+  std::unique_ptr<TagMatching> tm;
 };
 
 // enum ibv_wq_state.

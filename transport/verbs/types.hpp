@@ -42,6 +42,8 @@ enum class WcStatus : uint8_t {
   fatal_err = 19,
   resp_timeout_err = 20,
   general_err = 21,
+  tm_err = 22,              // tag matching: a list operation failed (a DEL of a tag already consumed)
+  tm_rndv_incomplete = 23,  // tag matching: a rendezvous too long for its tagged buffer, left to software
 };
 
 enum class WcOpcode : uint8_t {
@@ -55,6 +57,12 @@ enum class WcOpcode : uint8_t {
   atomic_write = 9,
   recv = 128,
   recv_rdma_with_imm = 129,
+  // Tag matching SRQs (ibv_post_srq_ops): the list operations' completions, and the receives.
+  tm_add = 130,
+  tm_del = 131,
+  tm_sync = 132,
+  tm_recv = 133,    // a tag-matching message: matched (wc_tm_match) or unexpected (no flag)
+  tm_no_tag = 134,  // a message sent with IBV_TMH_NO_TAG (or a FIN), delivered whole to an SRQ receive
 };
 
 enum WcFlags : uint32_t {
@@ -62,6 +70,9 @@ enum WcFlags : uint32_t {
   wc_with_imm = 1u << 1,
   wc_ip_csum_ok = 1u << 2,  // raw packet QPs: an IPv4 frame whose IP and TCP/UDP checksums were checked
   wc_with_inv = 1u << 3,
+  wc_tm_sync_req = 1u << 4,    // the SRQ's unexpected count is not in step: post a TAG_SYNC
+  wc_tm_match = 1u << 5,       // a tagged buffer was matched
+  wc_tm_data_valid = 1u << 6,  // all of the matched message's data is in the tagged buffer
 };
 
 // ibv_mw_type.

@@ -75,6 +75,30 @@ struct WorkCompletion {
   // Not in ibv_wc: the message that completed this receive asked for an event (BTH SE bit). A CQ armed
   // with ibv_req_notify_cq(solicited_only) fires on such completions and on errors only.
   bool solicited = false;
+  // Not in ibv_wc (ibv_wc_read_tm_info reads them): a tm_recv completion's tag and the TMH's app_ctx.
+  uint32_t tm_priv = 0;
+  uint64_t tm_tag = 0;
+};
+
+// ibv_post_srq_ops on a tag matching SRQ: enum ibv_ops_wr_opcode and enum ibv_ops_flags.
+enum class TagOpcode : uint8_t { add = 0, del = 1, sync = 2 };
+enum TagOpFlags : uint32_t {
+  tag_op_signaled = 1u << 0,  // a completion on the SRQ's CQ (wr_id)
+  tag_op_sync = 1u << 1,      // unexpected_cnt reports how many unexpected messages software has handled
+};
+
+struct TagOp {
+  uint64_t wr_id = 0;
+  TagOpcode opcode = TagOpcode::add;
+  uint32_t flags = 0;           // TagOpFlags
+  uint32_t unexpected_cnt = 0;
+  uint32_t handle = 0;          // DEL: the entry an ADD returned
+  // ADD: the tagged buffer, the wr_id its receive completions carry, and what it matches: a message
+  // whose TMH tag satisfies (tag & mask) == this tag.
+  uint64_t recv_wr_id = 0;
+  uint64_t tag = 0;
+  uint64_t mask = 0;
+  SgeList sg_list;
 };
 
 struct QpCap {
