@@ -139,6 +139,13 @@ void DeviceImpl::flush(QueuePair& qp) {
   // Every outstanding send WR completes with WR_FLUSH_ERR (or the error it already carries), in order;
   // flushed completions are generated whether the WR was signalled or not.
   for (SendWqe& w : qp.sq) {
+    if (w.rendezvous) {  // a TM SRQ's READ completes its tagged buffer (with the error); a FIN, nothing
+      const WcStatus status = w.state == WqeState::failed ? w.status
+                              : w.state == WqeState::done ? WcStatus::success
+                                                          : WcStatus::wr_flush_err;
+      rendezvous_step_done(qp, std::move(w.rendezvous), status, w.length);
+      continue;
+    }
     WorkCompletion wc;
     wc.wr_id = w.wr.wr_id;
     wc.status = w.state == WqeState::failed ? w.status : WcStatus::wr_flush_err;
@@ -412,6 +419,8 @@ int Device::create_qp(const QpInitAttr& a, uint32_t& qpn) {
                                                                      d.srqs_.at(a.srq).work_queue)))) {
       return EINVAL;
     }
+    // Tag matching is defined for RC alone (IBV_TM_CAP_RC).
+    if (a.srq != 0 && d.srqs_.at(a.srq).tm && a.type != QpType::rc) return EINVAL;
   }
   if (!target && !rss && (a.cap.max_send_wr > l.max_qp_wr || a.cap.max_send_sge > l.max_sge ||
                           a.cap.max_inline_data > l.max_inline_data)) {
@@ -451,6 +460,9 @@ int Device::create_qp(const QpInitAttr& a, uint32_t& qpn) {
     } else {
       qp->recv_cq = a.recv_cq;
       qp->srq = a.srq;
+      // On a tag matching SRQ every receive completes on the SRQ's CQ, as on an XRC SRQ (the SRQ holds
+      // that CQ; the one the QP was created with takes nothing).
+      if (a.srq != 0 && d.srqs_.at(a.srq).tm) qp->recv_cq = d.srqs_.at(a.srq).cq;
       qp->rq.pd = a.pd;
       qp->rq.max_wr = a.cap.max_recv_wr;
       qp->rq.max_sge = a.cap.max_recv_sge;

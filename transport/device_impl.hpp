@@ -161,6 +161,26 @@ class DeviceImpl {
                                     std::span<const uint8_t> frame);
   void on_multicast(const wire::Frame& f, size_t frame_size, Nanos now);
 
+  // Tag matching (qp/tag_matching.cpp). The SRQ's list and counts when `qp` draws from a TM SRQ.
+  TagMatching* tag_matching(const QueuePair& qp);
+  // The receive a SEND takes on a TM SRQ, from its first packet's payload (`only`: the message is that one
+  // packet): a tagged buffer it matches, or an ordinary receive; sets qp.resp.tm_*. False if an ordinary
+  // receive is needed and none is posted (RNR).
+  bool take_tagged_receive(QueuePair& qp, std::span<const uint8_t> payload, bool only, std::optional<verbs::RecvWr>& into);
+  // Fills in what a finished message on a TM SRQ completes with (opcode, flags, length, tag); `only`: it was
+  // one packet.
+  void tag_completion(TagMessage kind, const QueuePair& qp, verbs::WorkCompletion& wc, uint32_t received,
+                      bool only) const;
+  // A multi-packet eager message matched a tagged buffer: its TM_MATCH completion, at once.
+  void post_tag_match(const QueuePair& qp);
+  // A matched rendezvous request `message` for the tagged buffer `buffer`: its MATCH completion and the
+  // READ on the QP's send queue, or IBV_WC_TM_RNDV_INCOMPLETE if the buffer is too short.
+  void start_rendezvous(QueuePair& qp, const verbs::RecvWr& buffer, std::span<const uint8_t> message);
+  // A rendezvous step on the send queue ended (`status`: how), or was flushed: the READ completes the
+  // tagged buffer and, if it succeeded, sends the FIN.
+  void rendezvous_step_done(QueuePair& qp, std::unique_ptr<TagRendezvous> step, verbs::WcStatus status,
+                            uint32_t length);
+
   // The checks every frame to a QP passes (P_Key, transport, QP state) and then the QP's responder or
   // completer: `f` is addressed to `qp`, or is a multicast copy for one of the group's QPs. False if the
   // frame was dropped before reaching the engine.

@@ -4,9 +4,13 @@
 // an XRC target (whose requests name one of its domain's two XRC SRQs, another domain's, or any number) and
 // registered memory with two memory windows on it (type 1, and a zero-based type 2 that SEND with
 // invalidate may close and that is bound again after), or at a multicast group both UD QPs are attached to
-// (or one nobody is), some with one bit flipped after building; the rest go in raw. Under
+// (or one nobody is), some with one bit flipped after building; the rest go in raw. An RC QP takes its
+// receives from a tag matching SRQ whose tagged buffers are topped up before every input, so a SEND's
+// payload (the fuzzer's bytes) is a TMH of any opcode and tag: eager matches, unexpected messages,
+// rendezvous READs that go nowhere and are retried until the QP fails, and TAG_SYNCs with any count. Under
 // ASan/UBSan this checks that no packet sequence crashes, corrupts memory, leaks or loops, whatever state
 // the QPs are driven into.
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -77,6 +81,15 @@ class Target {
       device_.create_qp(a, qpn);
       qps_.push_back({qpn, a.type});
     }
+    // Tag matching: an RC QP on a TM SRQ of 8 tagged buffers.
+    device_.create_tm_srq(pd_, cq_, 16, 2, 0, 8, 8, tm_srq_);
+    QpInitAttr on_tm = QpInitAttr{};
+    on_tm.pd = pd_;
+    on_tm.send_cq = on_tm.recv_cq = cq_;
+    on_tm.srq = tm_srq_;
+    on_tm.type = QpType::rc;
+    device_.create_qp(on_tm, tm_qpn_);
+    qps_.push_back({tm_qpn_, QpType::rc});
   }
 
   void one(const uint8_t* data, size_t size) {
@@ -89,6 +102,7 @@ class Target {
       for (int i = 0; i < 4; ++i) device_.post_srq_recv(srq, r);
     }
     device_.modify_srq(srqs_[0], 4);
+    top_up_tags(size > 3 ? data[2] : 0, size > 3 ? data[3] : 0);
     if (size > 0 && data[0] == 0xff) {
       device_.receive({data + 1, size - 1}, now_);  // raw bytes: the parser and the drop counters
     } else if (size >= 40) {
@@ -103,6 +117,11 @@ class Target {
         // invalidated) leaves either unbound.
         if ((wc[i].wc_flags & wc_with_inv) && wc[i].imm_data == windows_[1]) bound_[1] = false;
         if (wc[i].status == WcStatus::mw_bind_err) bound_[0] = bound_[1] = false;
+        // An unexpected tag matching message, which the next TAG_SYNC counts.
+        if (wc[i].opcode == WcOpcode::tm_recv && wc[i].status == WcStatus::success &&
+            (wc[i].wc_flags & (wc_tm_match | wc_tm_data_valid)) == 0) {
+          ++unexpected_seen_;
+        }
       }
     }
     device_.take_events();
@@ -121,6 +140,34 @@ class Target {
                  access_remote_write | access_remote_read | (i == 0 ? access_remote_atomic : access_zero_based)};
       bound_[i] = device_.post_send(qps_[0].first, wr, now_) == 0;
     }
+  }
+
+  // The TM SRQ's ordinary receives and tagged buffers topped up (ENOMEM once full); tags 0-7 under a mask
+  // of 0xff, so that a TMH tag's low byte decides. Then a TAG_SYNC: with the top bit of `how` it reports
+  // `count` (most likely wrong), with the next bit none is sent, else it reports the unexpected messages
+  // seen so far, as software would (without it every buffer added after the first unexpected message would
+  // wait forever, and nothing would match again).
+  void top_up_tags(uint8_t how, uint8_t count) {
+    RecvWr r;
+    r.sg_list.push_back({0x1000 + 9 * 1024, 1024, key_});
+    for (int i = 0; i < 4; ++i) device_.post_srq_recv(tm_srq_, r);
+    uint32_t handle = 0;
+    TagOp add;
+    add.opcode = TagOpcode::add;
+    add.flags = (how & 1) ? tag_op_signaled : 0;
+    add.mask = 0xff;
+    for (uint64_t tag = 0; tag < 8; ++tag) {
+      add.tag = tag;
+      add.recv_wr_id = tag;
+      add.sg_list = SgeList{{0x1000 + 10 * 1024 + tag * 512, uint32_t(256 << (tag % 3)), key_}};
+      if (device_.post_srq_op(tm_srq_, add, handle, now_) == ENOMEM) break;
+    }
+    if (how & 0x40) return;
+    TagOp sync;
+    sync.opcode = TagOpcode::sync;
+    sync.flags = tag_op_signaled | tag_op_sync;
+    sync.unexpected_cnt = (how & 0x80) ? count : unexpected_seen_;
+    device_.post_srq_op(tm_srq_, sync, handle, now_);
   }
 
   // Brings a QP (back) to RTS with receives posted, so that every input meets a live QP.
@@ -214,7 +261,14 @@ class Target {
     size_t payload = info.has_payload ? size - 40 : 0;
     const bool first_or_middle = info.position == wire::Position::first || info.position == wire::Position::middle;
     if (first_or_middle) payload &= ~size_t(3);
-    s.payload = std::span<const uint8_t>(d + 40, payload);
+    // To the tag matching QP, most payloads are made a TMH the SRQ acts on: an opcode of the four, and a
+    // tag whose low byte names one of the tagged buffers half of the time (the fuzzer rarely finds both).
+    std::vector<uint8_t> bytes(d + 40, d + 40 + payload);
+    if (b.dest_qp == tm_qpn_ && bytes.size() >= 16 && !(d[14] & 0x80)) {
+      bytes[0] %= 4;
+      bytes[15] %= 16;
+    }
+    s.payload = bytes;
     std::vector<uint8_t> frame(wire::frame_size(s));
     if (!wire::build_frame(s, frame).ok()) return;
     // Sometimes one bit flipped past the Ethernet header: a frame that fails its ICRC, which early placement
@@ -229,6 +283,9 @@ class Target {
   uint32_t pd_ = 0, cq_ = 0, key_ = 0;
   std::vector<std::pair<uint32_t, QpType>> qps_;
   uint32_t srqs_[3] = {};  // XRC SRQs: two in the target's domain, one in another
+  uint32_t tm_srq_ = 0;    // the tag matching SRQ, and the QP on it
+  uint32_t tm_qpn_ = 0;
+  uint32_t unexpected_seen_ = 0;
   uint32_t windows_[2] = {};  // rkeys of the type 1 and the type 2 window
   bool bound_[2] = {};
   Nanos now_ = 0;

@@ -74,6 +74,15 @@ void DeviceImpl::complete_finished(QueuePair& qp) {
       enter_error(qp, std::nullopt);
       return;
     }
+    if (w.rendezvous) {
+      // A tag matching SRQ's own step: it completes the tagged buffer (and queues the FIN), not the send CQ.
+      std::unique_ptr<TagRendezvous> step = std::move(w.rendezvous);
+      const uint32_t length = w.length;
+      qp.sq.pop_front();
+      if (qp.req.next > 0) --qp.req.next;
+      rendezvous_step_done(qp, std::move(step), WcStatus::success, length);
+      continue;
+    }
     if (w.signaled) {
       if (WorkCompletion* wc = new_completion(qp.send_cq)) {
         wc->wr_id = w.wr.wr_id;

@@ -104,7 +104,10 @@ std::span<uint8_t> DeviceImpl::request_destination(const QueuePair& qp, const wi
 
   if (info.operation == Operation::send) {
     // The part of the receive buffer this packet fills, when it lies in one SGE.
-    return r.recv ? local_place(r.recv->sg_list, qp.pd, r.received, len, f, where) : std::span<uint8_t>();
+    // (A matched eager message's TMH is not placed: its bytes go tm_skip earlier. A rendezvous request is
+    // one packet, never a MIDDLE or LAST.)
+    if (!r.recv || r.received < r.tm_skip || TagMessage(r.tm_kind) == TagMessage::rendezvous) return {};
+    return local_place(r.recv->sg_list, qp.pd, r.received - r.tm_skip, len, f, where);
   }
   if ((qp.attr.qp_access_flags & access_remote_write) == 0) return {};
   // A WRITE with immediate that would need a receive WQE first (RNR or not) takes the usual path.

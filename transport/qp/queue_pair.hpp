@@ -3,6 +3,7 @@
 // engines live in requester.cpp, completer.cpp and responder.cpp and only meet here.
 #pragma once
 
+#include <array>
 #include <bit>
 #include <cstdint>
 #include <memory>
@@ -27,12 +28,34 @@ inline uint32_t packets_for(uint32_t length, unsigned mtu) {
   return length == 0 ? 1 : uint32_t((uint64_t(length) + mtu - 1) >> std::countr_zero(mtu));
 }
 
+// What a message is to a tag matching SRQ (QueuePair::Responder::tm_kind; qp/tag_matching.cpp).
+enum class TagMessage : uint8_t {
+  plain,       // not on a TM SRQ, or too short for a TMH: an ordinary receive
+  no_tag,      // TMH opcode NO_TAG or FIN: whole to an ordinary receive
+  unexpected,  // EAGER or RNDV that matched nothing: whole to an ordinary receive
+  eager,       // matched: the payload after the TMH into the tagged buffer
+  rendezvous,  // matched: the READ of the sender's data follows
+};
+
 enum class WqeState : uint8_t {
   posted,      // nothing sent yet
   processing,  // some packets sent
   pending,     // all packets sent, waiting for the ACK or the response
   done,        // finished; completes when every older WQE has
   failed,      // finished with an error status
+};
+
+// A rendezvous a tag matching SRQ carries out on the QP's send queue (qp/tag_matching.cpp): the READ of
+// the sender's data into the tagged buffer, then the FIN that tells the sender. Neither completes to the
+// send CQ: the READ's end completes the tagged buffer on the SRQ's CQ.
+struct TagRendezvous {
+  enum class Step : uint8_t { read, fin };
+  Step step = Step::read;
+  uint32_t cq = 0;             // the SRQ's CQ
+  uint32_t priv = 0;           // the TMH's app_ctx
+  uint64_t tag = 0;
+  uint64_t recv_wr_id = 0;     // the tagged buffer's
+  std::array<uint8_t, 32> fin{};  // the request's TMH and RVH with the opcode FIN: the FIN's payload
 };
 
 struct SendWqe {
@@ -51,6 +74,7 @@ struct SendWqe {
   uint32_t last_psn = 0;
   uint32_t sent = 0;        // bytes sent (requester cursor within the message)
   uint32_t received = 0;    // READ: response bytes placed so far
+  std::unique_ptr<TagRendezvous> rendezvous;  // none for the application's own work requests
   // READ, the two atomics and ATOMIC WRITE: the requests the responder answers from a responder resource
   // and the requester limits to max_rd_atomic outstanding. Each is acknowledged only by its own response
   // (READ and ATOMIC WRITE: READ RESPONSE; atomics: ATOMIC ACKNOWLEDGE), so an ACK beyond one whose
@@ -145,6 +169,12 @@ struct QueuePair {
     uint32_t write_rkey = 0;
     uint32_t write_length = 0;
     bool drop_until_first = false;  // UC: a message was broken; wait for the next FIRST/ONLY
+    // Tag matching (an RC QP on a TM SRQ): what the message in progress is to the SRQ, and the bytes at
+    // its start that are not placed (the TMH of a matched eager message).
+    uint8_t tm_kind = 0;  // TagMessage
+    uint8_t tm_skip = 0;
+    uint32_t tm_priv = 0;
+    uint64_t tm_tag = 0;
     // ACK coalescing: a plain ACK owed for `ack_psn` waits until the end of the receive burst (run()), so
     // that several requests arriving together are acknowledged once, by the ACK of the last of them.
     bool ack_pending = false;

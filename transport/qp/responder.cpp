@@ -174,7 +174,12 @@ class RcResponder {
 
   bool check_resources() {
     if (needs_receive() && !qp_.resp.recv) {
-      if (!take_receive(d_, qp_, qp_.resp.recv)) {
+      // A SEND on a tag matching SRQ may take a tagged buffer instead (a WRITE with immediate never does).
+      const bool tagged = info_.operation == Operation::send && d_.tag_matching(qp_) != nullptr;
+      const bool taken = tagged ? d_.take_tagged_receive(qp_, f_.roce.payload, info_.position == Position::only,
+                                                         qp_.resp.recv)
+                                : take_receive(d_, qp_, qp_.resp.recv);
+      if (!taken) {
         // Receiver not ready: the requester waits the QP's min_rnr_timer and resends from this PSN.
         ++d_.counters_.rnr_naks_sent;
         ++qp_.counters.rnr_naks_sent;
@@ -202,7 +207,10 @@ class RcResponder {
     if (p == Position::first || p == Position::middle) ok = len == mtu;
     else if (info_.has_payload) ok = len <= mtu;
     if (ok && info_.operation == Operation::send) {
-      ok = uint64_t(qp_.resp.received) + len <= sge_total(*qp_.resp.recv);
+      // A matched eager message's TMH is not placed; a rendezvous request is not placed at all.
+      const QueuePair::Responder& r = qp_.resp;
+      ok = TagMessage(r.tm_kind) == TagMessage::rendezvous ||
+           uint64_t(r.received) + len <= uint64_t(sge_total(*r.recv)) + r.tm_skip;
       if (!ok) {
         fatal(wire::NakCode::invalid_request, WcStatus::loc_len_err, EventType::qp_req_err);
         return false;
@@ -251,13 +259,24 @@ class RcResponder {
     QueuePair::Responder& r = qp_.resp;
     const auto payload = f_.roce.payload;
     switch (info_.operation) {
-      case Operation::send:
-        if (d_.scatter(r.recv->sg_list, qp_.pd, r.received, payload) != KeyCheck::ok) {
+      case Operation::send: {
+        // The bytes of the message that are placed: all but a matched eager message's TMH, and none of a
+        // rendezvous request (its data comes by READ).
+        std::span<const uint8_t> placed = payload;
+        uint32_t at = r.received;
+        if (at < r.tm_skip) {
+          placed = placed.subspan(std::min<size_t>(r.tm_skip - at, placed.size()));
+          at = r.tm_skip;
+        }
+        if (TagMessage(r.tm_kind) != TagMessage::rendezvous && !placed.empty() &&
+            d_.scatter(r.recv->sg_list, qp_.pd, at - r.tm_skip, placed) != KeyCheck::ok) {
           fatal(wire::NakCode::remote_operational_error, WcStatus::loc_prot_err, EventType::qp_fatal);
           return;
         }
         r.received += uint32_t(payload.size());
+        if (TagMessage(r.tm_kind) == TagMessage::eager && info_.position == Position::first) d_.post_tag_match(qp_);
         break;
+      }
       case Operation::rdma_write:
         if (info_.has(wire::hdr_reth)) {
           r.write_va = h_.reth.va;
@@ -322,6 +341,12 @@ class RcResponder {
       fatal(wire::NakCode::invalid_request, WcStatus::rem_inv_req_err, EventType::qp_req_err);
       return false;
     }
+    const auto tm = TagMessage(r.tm_kind);
+    if (tm == TagMessage::rendezvous) {
+      d_.start_rendezvous(qp_, *r.recv, f_.roce.payload);  // one packet: max_rndv_hdr_size is under any MTU
+      end_receive();
+      return true;
+    }
     if (WorkCompletion* wc = d_.new_completion(qp_.recv_cq)) {
       wc->wr_id = r.recv->wr_id;
       wc->opcode = is_send ? WcOpcode::recv : WcOpcode::recv_rdma_with_imm;
@@ -337,10 +362,19 @@ class RcResponder {
         wc->wc_flags |= wc_with_inv;
         wc->imm_data = h_.ieth;
       }
+      if (tm != TagMessage::plain) d_.tag_completion(tm, qp_, *wc, r.received, info_.position == Position::only);
     }
+    end_receive();
+    return true;
+  }
+
+  // The receive the message in progress had is done with.
+  void end_receive() {
+    QueuePair::Responder& r = qp_.resp;
     r.recv.reset();
     r.received = 0;
-    return true;
+    r.tm_kind = uint8_t(TagMessage::plain);
+    r.tm_skip = 0;
   }
 
   ResponderResource& new_resource() {
@@ -503,8 +537,14 @@ class RcResponder {
       wc.status = status;
       wc.opcode = WcOpcode::recv;
       wc.qp_num = qp_.qpn;
+      const auto tm = TagMessage(qp_.resp.tm_kind);
+      if (tm == TagMessage::eager || tm == TagMessage::rendezvous) {  // a tagged buffer's
+        wc.opcode = WcOpcode::tm_recv;
+        wc.tm_tag = qp_.resp.tm_tag;
+        wc.tm_priv = qp_.resp.tm_priv;
+      }
       d_.post_completion(qp_.recv_cq, wc);
-      qp_.resp.recv.reset();
+      end_receive();
     }
     d_.enter_error(qp_, event);
   }

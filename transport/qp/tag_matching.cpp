@@ -29,10 +29,175 @@
 
 #include "transport/device.hpp"
 #include "transport/device_impl.hpp"
+#include "transport/wire/bytes.hpp"
 
 namespace uroce::transport {
 
 using namespace uroce::verbs;
+
+namespace {
+
+// The tag matching header (infiniband/tm_types.h: struct ibv_tmh) and rendezvous header (struct ibv_rvh).
+constexpr size_t tmh_size = 16;
+constexpr size_t rvh_size = 16;
+enum TmhOpcode : uint8_t { tmh_no_tag = 0, tmh_rndv = 1, tmh_fin = 2, tmh_eager = 3 };
+
+struct Tmh {
+  uint8_t opcode = 0;
+  uint32_t app_ctx = 0;
+  uint64_t tag = 0;
+};
+
+Tmh read_tmh(const uint8_t* p) { return Tmh{p[0], wire::load_be32(p + 4), wire::load_be64(p + 8)}; }
+
+}  // namespace
+
+TagMatching* DeviceImpl::tag_matching(const QueuePair& qp) {
+  if (qp.srq == 0) return nullptr;
+  const auto it = srqs_.find(qp.srq);
+  return it == srqs_.end() ? nullptr : it->second.tm.get();
+}
+
+bool DeviceImpl::take_tagged_receive(QueuePair& qp, std::span<const uint8_t> payload, bool only,
+                                     std::optional<RecvWr>& into) {
+  TagMatching& tm = *tag_matching(qp);
+  QueuePair::Responder& r = qp.resp;
+  r.tm_kind = uint8_t(TagMessage::plain);
+  r.tm_skip = 0;
+  r.tm_tag = 0;
+  r.tm_priv = 0;
+  if (payload.size() < tmh_size) return take_receive(*this, qp, into);  // no TMH: an ordinary message
+  const Tmh tmh = read_tmh(payload.data());
+  if (tmh.opcode != tmh_eager && tmh.opcode != tmh_rndv) {
+    // NO_TAG, a FIN (whose rendezvous software carried out), or an opcode of no meaning: whole, untouched.
+    if (!take_receive(*this, qp, into)) return false;
+    r.tm_kind = uint8_t(TagMessage::no_tag);
+    return true;
+  }
+  // A rendezvous request the device can carry out holds a whole RVH and fits max_rndv_hdr_size; anything
+  // else is left to software, as unexpected.
+  const bool rendezvous = tmh.opcode == tmh_rndv;
+  const bool matchable =
+      !rendezvous || (only && payload.size() >= tmh_size + rvh_size && payload.size() <= limits_.max_rndv_hdr_size);
+  const auto entry = !matchable ? tm.list.end() : std::find_if(tm.list.begin(), tm.list.end(), [&](const TaggedBuffer& b) {
+    return b.active && (tmh.tag & b.mask) == b.tag;
+  });
+  if (entry == tm.list.end()) {
+    if (!take_receive(*this, qp, into)) return false;  // (RNR: the match is tried again when it is resent)
+    ++tm.unexpected;
+    r.tm_kind = uint8_t(TagMessage::unexpected);
+    return true;
+  }
+  into.emplace(RecvWr{entry->recv_wr_id, std::move(entry->sg_list)});
+  tm.list.erase(entry);  // consumed: a DEL of it now fails with IBV_WC_TM_ERR
+  r.tm_kind = uint8_t(rendezvous ? TagMessage::rendezvous : TagMessage::eager);
+  r.tm_skip = rendezvous ? 0 : uint8_t(tmh_size);
+  r.tm_tag = tmh.tag;
+  r.tm_priv = tmh.app_ctx;
+  return true;
+}
+
+void DeviceImpl::tag_completion(TagMessage kind, const QueuePair& qp, WorkCompletion& wc, uint32_t received,
+                                bool only) const {
+  switch (kind) {
+    case TagMessage::no_tag:
+      wc.opcode = WcOpcode::tm_no_tag;
+      return;
+    case TagMessage::unexpected:
+      wc.opcode = WcOpcode::tm_recv;  // no flag: software matches it (and counts it for TAG_SYNC)
+      return;
+    case TagMessage::eager:
+      // A message of several packets had its TM_MATCH completion when its first packet arrived.
+      wc.opcode = WcOpcode::tm_recv;
+      wc.wc_flags |= wc_tm_data_valid | (only ? wc_tm_match : 0);
+      wc.byte_len = received - uint32_t(tmh_size);
+      wc.tm_tag = qp.resp.tm_tag;
+      wc.tm_priv = qp.resp.tm_priv;
+      return;
+    case TagMessage::plain:
+    case TagMessage::rendezvous:
+      return;
+  }
+}
+
+void DeviceImpl::post_tag_match(const QueuePair& qp) {
+  if (WorkCompletion* wc = new_completion(qp.recv_cq)) {
+    wc->wr_id = qp.resp.recv->wr_id;
+    wc->opcode = WcOpcode::tm_recv;
+    wc->wc_flags = wc_tm_match;
+    wc->qp_num = qp.qpn;
+    wc->src_qp = qp.attr.dest_qp_num;
+    wc->tm_tag = qp.resp.tm_tag;
+    wc->tm_priv = qp.resp.tm_priv;
+  }
+}
+
+void DeviceImpl::start_rendezvous(QueuePair& qp, const RecvWr& buffer, std::span<const uint8_t> message) {
+  const uint64_t va = wire::load_be64(message.data() + tmh_size);
+  const uint32_t rkey = wire::load_be32(message.data() + tmh_size + 8);
+  const uint32_t length = wire::load_be32(message.data() + tmh_size + 12);
+  WorkCompletion wc;
+  wc.wr_id = buffer.wr_id;
+  wc.opcode = WcOpcode::tm_recv;
+  wc.wc_flags = wc_tm_match;
+  wc.qp_num = qp.qpn;
+  wc.src_qp = qp.attr.dest_qp_num;
+  wc.tm_tag = qp.resp.tm_tag;
+  wc.tm_priv = qp.resp.tm_priv;
+  if (length > sge_total(buffer)) {
+    // Too long for the buffer: software finishes it, from the TMH and RVH left in the buffer.
+    const auto headers = message.first(tmh_size + rvh_size);
+    wc.status = scatter(buffer.sg_list, qp.pd, 0, headers) == KeyCheck::ok ? WcStatus::tm_rndv_incomplete
+                                                                           : WcStatus::loc_prot_err;
+    wc.byte_len = uint32_t(headers.size());
+    post_completion(qp.recv_cq, wc);
+    return;
+  }
+  post_completion(qp.recv_cq, wc);
+  // The READ goes on the QP's send queue, which the TM SRQ owns (it may have no room for the application's
+  // own requests: max_send_wr 0 is usual), and is not signalled: its end completes the buffer instead.
+  SendWr read;
+  read.wr_id = buffer.wr_id;
+  read.opcode = WrOpcode::rdma_read;
+  read.remote_addr = va;
+  read.rkey = rkey;
+  read.sg_list = buffer.sg_list;
+  SendWqe& w = qp.sq.emplace_back(read, length, false);
+  w.rendezvous = std::make_unique<TagRendezvous>();
+  w.rendezvous->cq = qp.recv_cq;
+  w.rendezvous->priv = qp.resp.tm_priv;
+  w.rendezvous->tag = qp.resp.tm_tag;
+  w.rendezvous->recv_wr_id = buffer.wr_id;
+  std::copy_n(message.begin(), tmh_size + rvh_size, w.rendezvous->fin.begin());
+  w.rendezvous->fin[0] = tmh_fin;
+  schedule(qp);
+}
+
+void DeviceImpl::rendezvous_step_done(QueuePair& qp, std::unique_ptr<TagRendezvous> step, WcStatus status,
+                                      uint32_t length) {
+  if (step->step == TagRendezvous::Step::fin) return;  // the sender was told; nothing completes here
+  WorkCompletion wc;
+  wc.wr_id = step->recv_wr_id;
+  wc.status = status;
+  wc.opcode = WcOpcode::tm_recv;
+  wc.wc_flags = status == WcStatus::success ? wc_tm_data_valid : 0;
+  wc.byte_len = status == WcStatus::success ? length : 0;
+  wc.qp_num = qp.qpn;
+  wc.src_qp = qp.attr.dest_qp_num;
+  wc.tm_tag = step->tag;
+  wc.tm_priv = step->priv;
+  post_completion(step->cq, wc);
+  if (status != WcStatus::success || qp.in_error()) return;
+  // The FIN: the request's TMH and RVH with the opcode FIN, as a SEND the sender receives.
+  SendWr fin;
+  fin.opcode = WrOpcode::send;
+  fin.send_flags = send_inline;
+  fin.inline_data.assign(step->fin.begin(), step->fin.end());
+  step->step = TagRendezvous::Step::fin;
+  SendWqe& w = qp.sq.emplace_back(fin, uint32_t(fin.inline_data.size()), false);
+  w.rendezvous = std::move(step);
+  schedule(qp);
+}
 
 int Device::create_tm_srq(uint32_t pd, uint32_t cq, uint32_t max_wr, uint32_t max_sge, uint32_t limit,
                           uint32_t max_tags, uint32_t max_ops, uint32_t& srqn) {
