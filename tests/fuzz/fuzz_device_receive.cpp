@@ -31,7 +31,7 @@ constexpr uint32_t empty_group = 0xef010102;     // 239.1.1.2, joined by none
 
 struct Discard final : PacketSink {
   std::vector<uint8_t> frame = std::vector<uint8_t>(16384);
-  PortAddressing port{wire::IpAddress::from_v4(0x0a000001), {}, {}, 0};
+  PortAddressing port{wire::IpAddress::from_v4(0x0a000001), {}, {}, 0, std::nullopt};
   void transmit(const OutPacket& p) override {
     // Build what the device sends, as a port would: the responses must be well-formed too.
     if (!wire::build_frame(frame_spec_for(p, port), frame).ok()) __builtin_trap();
