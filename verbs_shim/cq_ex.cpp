@@ -11,11 +11,13 @@ namespace {
 // What a completion carries here. RoCE has no LIDs: slid and dlid_path_bits read 0, as on every RoCE NIC.
 // Completion timestamps are the engine's clock when it made the completion, in nanoseconds of
 // CLOCK_MONOTONIC (the device reports hca_core_clock 1 GHz and a full 64-bit mask); the wall-clock form
-// is that plus CLOCK_REALTIME's offset from CLOCK_MONOTONIC when it is read. No CVLAN stripping, flow
-// tags or tag matching: asking for them fails with EOPNOTSUPP.
+// is that plus CLOCK_REALTIME's offset from CLOCK_MONOTONIC when it is read. A tag matching receive
+// carries its TMH's tag and app_ctx (ibv_wc_read_tm_info). No CVLAN stripping or flow tags: asking for
+// them fails with EOPNOTSUPP.
 constexpr uint64_t supported_wc_flags = uint64_t(IBV_WC_STANDARD_FLAGS) |
                                         uint64_t(IBV_WC_EX_WITH_COMPLETION_TIMESTAMP) |
-                                        uint64_t(IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK);
+                                        uint64_t(IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK) |
+                                        uint64_t(IBV_WC_EX_WITH_TM_INFO);
 
 Cq& cq_of(ibv_cq_ex* c) { return *to_shim(c); }
 const emulator::protocol::CompletionEntry& now(ibv_cq_ex* c) { return cq_of(c).current; }
@@ -58,6 +60,10 @@ uint8_t read_dlid_path_bits(ibv_cq_ex*) { return 0; }
 uint64_t read_completion_ts(ibv_cq_ex* c) { return now(c).timestamp; }
 uint64_t read_completion_wallclock_ns(ibv_cq_ex* c) {
   return now(c).timestamp + uint64_t(clock_ns(CLOCK_REALTIME) - clock_ns(CLOCK_MONOTONIC));
+}
+void read_tm_info(ibv_cq_ex* c, ibv_wc_tm_info* info) {
+  info->tag = now(c).tm_tag;
+  info->priv = now(c).tm_priv;
 }
 
 }  // namespace
@@ -103,6 +109,7 @@ ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr) {
   x.read_dlid_path_bits = read_dlid_path_bits;
   x.read_completion_ts = read_completion_ts;
   x.read_completion_wallclock_ns = read_completion_wallclock_ns;
+  x.read_tm_info = read_tm_info;
   return &x;
 }
 

@@ -203,7 +203,8 @@ int query_device_ex(ibv_context* context, const ibv_query_device_ex_input* input
                                    IBV_RX_HASH_SRC_PORT_UDP | IBV_RX_HASH_DST_PORT_UDP;
   a.rss_caps.rx_hash_function = IBV_RX_HASH_FUNC_TOEPLITZ;
   a.max_wq_type_rq = to_shim(context)->info.at("limits").value("max_srq", 1024u);  // the 32-bit count, for devices with more than 255 ports
-  // The other extended capabilities (TSO, RSS, packet pacing, ...) are none: zero is the honest answer.
+  fill_tm_caps(*to_shim(context), a.tm_caps);
+  // The other extended capabilities (TSO, packet pacing, ...) are none: zero is the honest answer.
   std::memset(attr, 0, attr_size);
   std::memcpy(attr, &a, std::min(attr_size, sizeof a));
   return 0;
@@ -290,6 +291,7 @@ ibv_context* finish_context(Context* c, Device* d, int cmd_fd) {
   install_flow_ops(v);
   install_work_queue_ops(v);
   install_domain_ops(v);
+  install_tag_matching_ops(v);
   ibv_context& ctx = v.context;
   ctx.device = &d->dev;
   ctx.cmd_fd = cmd_fd;

@@ -299,7 +299,8 @@ SHIM_EXPORT int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask, ibv_q
 
 namespace uroce::shim {
 
-ibv_srq* new_srq(ibv_pd* pd, void* srq_context, ibv_srq_attr& attr, uint32_t xrcd, ibv_cq* cq) {
+ibv_srq* new_srq(ibv_pd* pd, void* srq_context, ibv_srq_attr& attr, uint32_t xrcd, ibv_cq* cq,
+                 const client::TagMatchingCap* tm) {
   Context* c = to_shim(pd->context);
   auto* s = new (std::nothrow) Srq{};
   if (!s) {
@@ -307,12 +308,15 @@ ibv_srq* new_srq(ibv_pd* pd, void* srq_context, ibv_srq_attr& attr, uint32_t xrc
     return nullptr;
   }
   if (guarded("create_srq", [&] {
-        s->impl = c->impl->create_srq(pd->handle, attr.max_wr, attr.max_sge, attr.srq_limit, xrcd, cq ? cq->handle : 0);
+        s->impl = tm ? c->impl->create_tm_srq(pd->handle, cq->handle, attr.max_wr, attr.max_sge, attr.srq_limit, *tm)
+                     : c->impl->create_srq(pd->handle, attr.max_wr, attr.max_sge, attr.srq_limit, xrcd,
+                                           cq ? cq->handle : 0);
       })) {
     delete s;
     return nullptr;
   }
   s->xrc = xrcd != 0;
+  s->tm = tm != nullptr;
   s->parent = hold_parent(pd);
   ibv_srq& srq = s->srq;
   srq.context = pd->context;

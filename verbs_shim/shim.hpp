@@ -112,6 +112,7 @@ struct Srq {
   std::unique_ptr<client::SharedReceiveQueue> impl;
   std::mutex lock;
   bool xrc = false;  // an XRC SRQ: its number (ibv_get_srq_num) is what initiators name
+  bool tm = false;   // a tag matching SRQ: ibv_post_srq_ops works on it (tag_matching.cpp)
   Pd* parent = nullptr;  // held when made with a parent domain
 };
 
@@ -269,8 +270,10 @@ int post_receive_chain(client::RecvRing& ring, std::mutex& lock, ibv_context* co
 ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr);
 ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr);
 ibv_srq* create_srq_ex(ibv_context* context, ibv_srq_init_attr_ex* attr);
-// A basic SRQ (xrcd 0) or an XRC SRQ in domain `xrcd` completing to `cq`; `attr` gets what it got (qp.cpp).
-ibv_srq* new_srq(ibv_pd* pd, void* srq_context, ibv_srq_attr& attr, uint32_t xrcd, ibv_cq* cq);
+// A basic SRQ (xrcd 0), an XRC SRQ in domain `xrcd` completing to `cq`, or with `tm` a tag matching SRQ
+// completing to `cq`; `attr` gets what it got (qp.cpp).
+ibv_srq* new_srq(ibv_pd* pd, void* srq_context, ibv_srq_attr& attr, uint32_t xrcd, ibv_cq* cq,
+                 const client::TagMatchingCap* tm = nullptr);
 // Memory windows (memory_windows.cpp): the ibv_context_ops slots, and a BIND_MW request's fields written
 // into a ring entry (EINVAL without a window, or with a range but no region).
 ibv_mw* alloc_mw(ibv_pd* pd, ibv_mw_type type);
@@ -286,6 +289,11 @@ ibv_xrcd* open_xrcd(ibv_context* context, ibv_xrcd_init_attr* attr);
 ibv_qp* open_qp(ibv_context* context, ibv_qp_open_attr* attr);
 int close_xrcd(ibv_xrcd* xrcd);
 int get_srq_num(ibv_srq* srq, uint32_t* srq_num);
+// Tag matching (tag_matching.cpp): an SRQ of type IBV_SRQT_TM (create_srq_ex checked its mask), the
+// device's tm_caps for ibv_query_device_ex, and the verbs_context slot ibv_post_srq_ops calls.
+ibv_srq* create_tm_srq(ibv_srq_init_attr_ex& attr);
+void fill_tm_caps(const Context& c, ibv_tm_caps& caps);
+void install_tag_matching_ops(verbs_context& v);
 // Flow steering (flow.cpp): sets the verbs_context slots ibv_create_flow and ibv_destroy_flow call.
 void install_flow_ops(verbs_context& v);
 // Receive work queues and indirection tables (wq.cpp), likewise.

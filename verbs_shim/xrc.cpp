@@ -1,5 +1,6 @@
 // XRC through the verbs: domains (ibv_open_xrcd / ibv_close_xrcd), XRC SRQs (ibv_create_srq_ex with
-// IBV_SRQT_XRC) and their numbers (ibv_get_srq_num), and further handles on a target QP (ibv_open_qp).
+// IBV_SRQT_XRC; it passes IBV_SRQT_TM on to tag_matching.cpp) and their numbers (ibv_get_srq_num), and
+// further handles on a target QP (ibv_open_qp).
 // The QPs are created in qp.cpp, the XRCETH's SRQ number (wr.qp_type.xrc.remote_srqn) in post.cpp;
 // uroced and the transport do the rest (transport/device.hpp).
 #include <fcntl.h>
@@ -87,21 +88,28 @@ ibv_qp* open_qp(ibv_context* context, ibv_qp_open_attr* attr) {
 }
 
 ibv_srq* create_srq_ex(ibv_context* context, ibv_srq_init_attr_ex* attr) {
-  // ibv_create_srq_ex hands basic SRQs with a PD to ibv_create_srq; what comes here is an XRC SRQ, or a
-  // kind uroce has not (tag matching).
-  const uint32_t known = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+  // ibv_create_srq_ex hands basic SRQs with a PD to ibv_create_srq; what comes here is an XRC SRQ, a tag
+  // matching one (tag_matching.cpp), or a basic one asked for with more of the mask.
+  const uint32_t known = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD |
+                         IBV_SRQ_INIT_ATTR_CQ | IBV_SRQ_INIT_ATTR_TM;
   const bool typed = attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE;
-  if ((attr->comp_mask & ~known) || (typed && attr->srq_type != IBV_SRQT_BASIC && attr->srq_type != IBV_SRQT_XRC)) {
+  if ((attr->comp_mask & ~known) ||
+      (typed && attr->srq_type != IBV_SRQT_BASIC && attr->srq_type != IBV_SRQT_XRC && attr->srq_type != IBV_SRQT_TM)) {
     errno = EOPNOTSUPP;
     return nullptr;
   }
   const bool xrc = typed && attr->srq_type == IBV_SRQT_XRC;
-  const uint32_t needed = IBV_SRQ_INIT_ATTR_PD | (xrc ? IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ : 0);
-  if ((attr->comp_mask & needed) != needed || !attr->pd || (xrc && (!attr->xrcd || !attr->cq))) {
+  const bool tm = typed && attr->srq_type == IBV_SRQT_TM;
+  // Both complete to a CQ of their own, which must be given (a TM SRQ's takes its list operations'
+  // completions too).
+  const uint32_t needed = IBV_SRQ_INIT_ATTR_PD | (xrc ? IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ : 0) |
+                          (tm ? IBV_SRQ_INIT_ATTR_TM | IBV_SRQ_INIT_ATTR_CQ : 0);
+  if ((attr->comp_mask & needed) != needed || !attr->pd || (xrc && (!attr->xrcd || !attr->cq)) || (tm && !attr->cq)) {
     errno = EINVAL;
     return nullptr;
   }
-  (void)context;
+  (void)context;  // the PD's context is the SRQ's
+  if (tm) return create_tm_srq(*attr);
   return new_srq(attr->pd, attr->srq_context, attr->attr, xrc ? xrcd_number(attr->xrcd) : 0, xrc ? attr->cq : nullptr);
 }
 

@@ -11,6 +11,7 @@
 #include "emulator/client/shared_pages.hpp"
 #include "emulator/protocol/doorbell.hpp"
 #include "emulator/protocol/flow_json.hpp"
+#include "emulator/protocol/tag_op_json.hpp"
 #include "emulator/protocol/verbs_json.hpp"
 
 namespace uroce::emulator::client {
@@ -242,15 +243,50 @@ uint32_t Context::open_xrcd(int file, bool create, bool exclusive) {
 
 void Context::close_xrcd(uint32_t xrcd) { control_->call({{"op", "close_xrcd"}, {"xrcd", xrcd}}); }
 
+namespace {
+
+json srq_request(uint32_t pd, uint32_t max_wr, uint32_t max_sge, uint32_t limit) {
+  return {{"op", "create_srq"}, {"pd", pd}, {"max_wr", max_wr}, {"max_sge", max_sge}, {"srq_limit", limit}};
+}
+
+}  // namespace
+
 std::unique_ptr<SharedReceiveQueue> Context::create_srq(uint32_t pd, uint32_t max_wr, uint32_t max_sge, uint32_t limit,
                                                         uint32_t xrcd, uint32_t cq) {
   std::vector<int> fds;
-  json request = {{"op", "create_srq"}, {"pd", pd}, {"max_wr", max_wr}, {"max_sge", max_sge}, {"srq_limit", limit}};
+  json request = srq_request(pd, max_wr, max_sge, limit);
   if (xrcd != 0) {
     request["xrcd"] = xrcd;
     request["cq"] = cq;
   }
   return receive_queue_from(control_->call(request, &fds), "srq", fds);
+}
+
+std::unique_ptr<SharedReceiveQueue> Context::create_tm_srq(uint32_t pd, uint32_t cq, uint32_t max_wr, uint32_t max_sge,
+                                                           uint32_t limit, const TagMatchingCap& tm) {
+  std::vector<int> fds;
+  json request = srq_request(pd, max_wr, max_sge, limit);
+  request["cq"] = cq;
+  request["tm"] = {{"max_num_tags", tm.max_num_tags}, {"max_ops", tm.max_ops}};
+  return receive_queue_from(control_->call(request, &fds), "srq", fds);
+}
+
+SrqOpsResult Context::post_srq_ops(const SharedReceiveQueue& srq, std::span<const verbs::TagOp> ops) {
+  json list = json::array();
+  for (const verbs::TagOp& op : ops) list.push_back(op);
+  const json reply = control_->call({{"op", "post_srq_ops"}, {"srq", srq.srqn}, {"ops", list}});
+  SrqOpsResult result;
+  result.handles = reply.at("handles").get<std::vector<uint32_t>>();
+  const auto failed = reply.find("failed");
+  if (failed != reply.end()) {
+    result.error = failed->at("errno").get<int>();
+    result.reason = failed->value("error", std::string());
+  }
+  // Every operation carried out, or those before one refused with an errno: anything else is a broken daemon.
+  const bool whole = failed == reply.end() && result.handles.size() == ops.size();
+  const bool cut = failed != reply.end() && result.error > 0 && result.handles.size() < ops.size();
+  if (!whole && !cut) throw ControlError(EPROTO, "uroced's post_srq_ops reply does not match the request");
+  return result;
 }
 
 std::unique_ptr<SharedReceiveQueue> Context::receive_queue_from(const json& reply, const char* number,

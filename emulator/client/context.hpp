@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -55,6 +56,22 @@ struct SharedReceiveQueue {
   uint32_t max_wr = 0;
   uint32_t max_sge = 0;
   RecvRing ring;
+};
+
+// A tag matching SRQ's sizes (ibv_srq_init_attr_ex's tm_cap): tagged buffers in its list, list operations
+// outstanding.
+struct TagMatchingCap {
+  uint32_t max_num_tags = 0;
+  uint32_t max_ops = 0;
+};
+
+// What post_srq_ops did: the handles of the operations carried out, in order (ADD's; 0 for DEL and SYNC),
+// and, when one was refused, its errno and why; it is operation handles.size(), and those after it were
+// not tried.
+struct SrqOpsResult {
+  std::vector<uint32_t> handles;
+  int error = 0;
+  std::string reason;
 };
 
 // How long create_ah and modify_qp wait for a destination's MAC: Linux's rdma_addr_find_l2_eth_by_grh.
@@ -154,6 +171,12 @@ class Context {
   // xrcd != 0: an XRC SRQ in that domain, completing to `cq`.
   std::unique_ptr<SharedReceiveQueue> create_srq(uint32_t pd, uint32_t max_wr, uint32_t max_sge, uint32_t limit,
                                                  uint32_t xrcd = 0, uint32_t cq = 0);
+  // A tag matching SRQ (IBV_SRQT_TM): its list operations' completions and its QPs' receives go to `cq`.
+  std::unique_ptr<SharedReceiveQueue> create_tm_srq(uint32_t pd, uint32_t cq, uint32_t max_wr, uint32_t max_sge,
+                                                    uint32_t limit, const TagMatchingCap& tm);
+  // ibv_post_srq_ops: the list operations, carried out in order up to the first the device refuses
+  // (ControlError only when none could be tried: not this session's SRQ, a malformed request).
+  SrqOpsResult post_srq_ops(const SharedReceiveQueue& srq, std::span<const verbs::TagOp> ops);
   void modify_srq(SharedReceiveQueue& srq, uint32_t limit);
   void destroy_srq(SharedReceiveQueue& srq);
   // Receive work queues (ibv_create_wq): a receive ring like an SRQ's (its srqn is the WQ's number), whose

@@ -88,6 +88,7 @@ VerbsService::VerbsService(EngineAccess& engine, PortDescription port, transport
                {"create_srq", &VerbsService::create_srq},
                {"modify_srq", &VerbsService::modify_srq},
                {"destroy_srq", &VerbsService::destroy_srq},
+               {"post_srq_ops", &VerbsService::post_srq_ops},
                {"resolve_neighbour", &VerbsService::resolve_neighbour},
                {"create_ah", &VerbsService::create_ah},
                {"destroy_ah", &VerbsService::destroy_ah},
@@ -409,12 +410,15 @@ json VerbsService::create_srq(Session& s, uint64_t id, const json& r, std::vecto
   if (max_wr == 0 || max_wr > limits_.max_srq_wr || max_sge == 0 || max_sge > limits_.max_sge) {
     throw ServiceError(EINVAL, "SRQ size out of range");
   }
-  // An XRC SRQ (IBV_SRQT_XRC) is in a domain the session opened and completes to a CQ of its own.
+  // An XRC SRQ (IBV_SRQT_XRC) is in a domain the session opened and completes to a CQ of its own; so does
+  // a tag matching one (IBV_SRQT_TM), which has no domain.
   const uint32_t xrcd = opt_u32(r, "xrcd", 0), xrc_cq = opt_u32(r, "cq", 0);
   if (xrcd != 0) {
     require_owned(s.xrcds, xrcd, "XRC domain");
     require_owned(s.cqs, xrc_cq, "completion queue");
   }
+  const std::optional<TmSrqRequest> tm = tm_srq_request(s, r);
+  if (tm && xrcd != 0) throw ServiceError(EINVAL, "an SRQ is XRC or tag matching, not both");
   const uint32_t capacity = protocol::round_up_pow2(max_wr);
   const uint32_t entry = protocol::recv_entry_size(max_sge);
   SharedRegion region = make_ring("uroce-srq", capacity, entry);
@@ -422,8 +426,9 @@ json VerbsService::create_srq(Session& s, uint64_t id, const json& r, std::vecto
   uint32_t srqn = 0;
   try {
     engine_call("create_srq", [&](EngineContext& c) {
-      const int e = xrcd != 0 ? c.device.create_xrc_srq(pd, xrcd, xrc_cq, capacity, max_sge, limit, srqn)
-                              : c.device.create_srq(pd, capacity, max_sge, limit, srqn);
+      const int e = tm ? c.device.create_tm_srq(pd, tm->cq, capacity, max_sge, limit, tm->max_num_tags, tm->max_ops, srqn)
+                    : xrcd != 0 ? c.device.create_xrc_srq(pd, xrcd, xrc_cq, capacity, max_sge, limit, srqn)
+                                : c.device.create_srq(pd, capacity, max_sge, limit, srqn);
       if (e != 0) return e;
       c.queues.attach_srq(id, srqn, {std::move(region), max_sge});
       return 0;

@@ -196,6 +196,13 @@ class VerbsService {
   nlohmann::json destroy_rwq_ind_table(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
   // An RSS QP's part of a create_qp request: its PD, table and hash, checked against the session.
   void rss_request(Session& s, const nlohmann::json& r, transport::QpInitAttr& init);
+  // Tag matching SRQs (tag_matching.cpp): a create_srq request's "tm" part (none: not a TM SRQ), its CQ
+  // the session's, and the list operations of ibv_post_srq_ops.
+  struct TmSrqRequest {
+    uint32_t cq = 0, max_num_tags = 0, max_ops = 0;
+  };
+  static std::optional<TmSrqRequest> tm_srq_request(Session& s, const nlohmann::json& r);
+  nlohmann::json post_srq_ops(Session& s, uint64_t id, const nlohmann::json& r, std::vector<int>& fds);
 
   std::shared_ptr<transport::MemoryBackend> memory_for(Session& s, const nlohmann::json& r, uint64_t addr,
                                                        uint64_t length);

@@ -30,12 +30,23 @@ bool valid_opcode(uint32_t op) {
   return op <= uint32_t(WrOpcode::send_with_inv) || op == uint32_t(WrOpcode::atomic_write);  // (10-14: TSO, ...)
 }
 
+void prefetch_slot(const uint8_t* slot, uint32_t size) {
+  for (uint32_t at = 0; at < size; at += 64) __builtin_prefetch(slot + at);
+}
+
+bool write_record(int fd, const void* record, size_t size) {
+  // Pipes take records of <= PIPE_BUF bytes atomically; a full pipe means the client is not reading.
+  return fd >= 0 && ::write(fd, record, size) == ssize_t(size);
+}
+
+}  // namespace
+
 // Written field by field straight into the ring slot. An entry built on the stack and then copied in is
 // read back with wide loads that overlap its narrow stores: the loads wait until those stores, and every
 // older one, reached the cache, including the previous slot's store, which misses (the client read that
 // line last). That wait was most of the cost of delivering a completion.
-void write_entry(uint8_t* slot, const WorkCompletion& wc) {
-  auto* e = reinterpret_cast<CompletionEntry*>(slot);  // slots are 8-byte aligned (entry size 56)
+void write_completion_entry(uint8_t* slot, const WorkCompletion& wc) {
+  auto* e = reinterpret_cast<CompletionEntry*>(slot);  // slots are 8-byte aligned (entry size 64)
   e->wr_id = wc.wr_id;
   e->status = uint32_t(wc.status);
   e->opcode = uint32_t(wc.opcode);
@@ -47,20 +58,11 @@ void write_entry(uint8_t* slot, const WorkCompletion& wc) {
   e->wc_flags = wc.wc_flags;
   e->pkey_index = wc.pkey_index;
   e->sl = wc.sl;
-  std::memset(e->reserved, 0, sizeof e->reserved);
+  e->reserved = 0;
+  e->tm_priv = wc.tm_priv;
   e->timestamp = wc.timestamp;
+  e->tm_tag = wc.tm_tag;
 }
-
-void prefetch_slot(const uint8_t* slot, uint32_t size) {
-  for (uint32_t at = 0; at < size; at += 64) __builtin_prefetch(slot + at);
-}
-
-bool write_record(int fd, const void* record, size_t size) {
-  // Pipes take records of <= PIPE_BUF bytes atomically; a full pipe means the client is not reading.
-  return fd >= 0 && ::write(fd, record, size) == ssize_t(size);
-}
-
-}  // namespace
 
 // The daemon formatted these rings itself before handing them out, so their geometry is read once here,
 // from memory the client could not yet have touched; from then on the RingView's copy is used.
@@ -521,7 +523,7 @@ unsigned QueueService::deliver_to(uint32_t cqn, CqBinding& b) {
     size_t i = 0;
     for (; i < v.size() && room > 0; ++i, --room, ++moved) {
       note(v[i]);
-      write_entry(b.ring.entry(b.producer++), v[i]);
+      write_completion_entry(b.ring.entry(b.producer++), v[i]);
     }
     v.erase(v.begin(), v.begin() + long(i));
     if (v.empty()) {
@@ -536,7 +538,7 @@ unsigned QueueService::deliver_to(uint32_t cqn, CqBinding& b) {
     if (got <= 0) break;
     for (int i = 0; i < got; ++i) {
       note(scratch_[size_t(i)]);
-      write_entry(b.ring.entry(b.producer++), scratch_[size_t(i)]);
+      write_completion_entry(b.ring.entry(b.producer++), scratch_[size_t(i)]);
     }
     room -= uint32_t(got);
     moved += unsigned(got);

@@ -58,6 +58,9 @@ struct QueueCounters {
   uint64_t events_lost = 0;      // a client's event pipe was full
 };
 
+// A transport completion as the ring's entry, written into `slot` (a completion ring's, 8-byte aligned).
+void write_completion_entry(uint8_t* slot, const verbs::WorkCompletion& wc);
+
 class QueueService {
  public:
   explicit QueueService(transport::Device& device) : device_(device) {}

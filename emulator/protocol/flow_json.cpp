@@ -3,10 +3,13 @@
 #include <stdexcept>
 #include <string>
 
+#include "emulator/protocol/json_numbers.hpp"
+
 namespace uroce::transport::flow {
 
 namespace {
 
+using emulator::protocol::read_number;
 using nlohmann::json;
 
 template <size_t N>
@@ -27,17 +30,6 @@ void read_bytes(const json& j, const char* key, std::array<uint8_t, N>& out) {
     if (!b.is_number_unsigned() || b.get<uint64_t>() > 0xff) throw std::invalid_argument(std::string(key) + ": not a byte");
     out[i] = uint8_t(b.get<uint64_t>());
   }
-}
-
-// A number that must fit T: a value that does not is refused, not cut.
-template <class T>
-void read_number(const json& j, const std::string& name, T& out) {
-  const auto it = j.find(name);
-  if (it == j.end()) return;
-  if (!it->is_number_unsigned() || it->get<uint64_t>() > uint64_t(T(~T(0)))) {
-    throw std::invalid_argument(name + " out of range");
-  }
-  out = T(it->get<uint64_t>());
 }
 
 // A field and its mask.

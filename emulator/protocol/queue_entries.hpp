@@ -76,7 +76,9 @@ struct RecvEntry {
 };
 static_assert(sizeof(RecvEntry) == 16);
 
-// A work completion: ibv_wc's fields, with the immediate as the value on the wire.
+// A work completion: ibv_wc's fields, with the immediate as the value on the wire, and what only the
+// ibv_cq_ex API reads (the timestamp, a tag matching receive's ibv_wc_tm_info). 64 bytes: one cache line
+// per slot (the ring's entries start on a 64-byte boundary).
 struct CompletionEntry {
   uint64_t wr_id;
   uint32_t status;      // verbs::WcStatus
@@ -89,10 +91,14 @@ struct CompletionEntry {
   uint32_t wc_flags;    // verbs::WcFlags
   uint16_t pkey_index;
   uint8_t sl;
-  uint8_t reserved[5];
+  uint8_t reserved;
+  uint32_t tm_priv;     // tag matching: the TMH's app_ctx (ibv_wc_tm_info.priv)
   uint64_t timestamp;   // the engine's clock when the completion was made: CLOCK_MONOTONIC nanoseconds
+  uint64_t tm_tag;      // tag matching: the TMH's tag (ibv_wc_tm_info.tag)
 };
-static_assert(sizeof(CompletionEntry) == 56);
+static_assert(sizeof(CompletionEntry) == 64);
+static_assert(offsetof(CompletionEntry, tm_priv) == 44 && offsetof(CompletionEntry, timestamp) == 48 &&
+              offsetof(CompletionEntry, tm_tag) == 56);
 
 inline constexpr uint32_t round_up8(size_t n) { return uint32_t((n + 7) & ~size_t(7)); }
 

@@ -29,6 +29,7 @@ namespace uroce::transport {
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DeviceLimits, max_qp, max_cq, max_mr, max_srq, max_ah, max_pd,
                                                 max_cqe, max_qp_wr, max_sge, max_inline_data, max_srq_wr,
                                                 max_qp_rd_atom, max_mr_size, max_mcast_grp, max_mcast_qp_attach,
-                                                max_total_mcast_qp_attach)
+                                                max_total_mcast_qp_attach, max_num_tags, max_tm_ops,
+                                                max_rndv_hdr_size, max_tm_sge)
 void to_json(nlohmann::json& j, const DeviceCounters& c);
 }  // namespace uroce::transport

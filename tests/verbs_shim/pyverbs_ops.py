@@ -3,9 +3,10 @@
 what ibverbs-utils and perftest do not: SEND and RDMA WRITE with immediate, SEND with invalidate,
 zero-length messages, scatter/gather lists, inline data, fences, unsignalled completions, RDMA READ and
 atomics (pyverbs_ops_data.py); memory windows of both types (pyverbs_ops_windows.py); on-demand paging
-(pyverbs_ops_odp.py); device memory (pyverbs_ops_dm.py); the error completions a real NIC reports for bad
-keys, access rights, bounds and lengths (pyverbs_ops_errors.py), and for RNR with rnr_retry 0 and retry
-exceeded against a destroyed QP and against a killed process (pyverbs_ops_peer.py).
+(pyverbs_ops_odp.py); device memory (pyverbs_ops_dm.py); tag matching SRQs' list operations
+(pyverbs_ops_tm.py); the error completions a real NIC reports for bad keys, access rights, bounds and
+lengths (pyverbs_ops_errors.py), and for RNR with rnr_retry 0 and retry exceeded against a destroyed QP and
+against a killed process (pyverbs_ops_peer.py).
 
 Two processes, both under uroce-run on the same uroced: the requester (this role runs the checks) and the
 responder (a pyverbs_node.Node served over a socket, which the requester calls: post_recv, poll, read
@@ -108,7 +109,7 @@ class Checks:
 
 def run_requester(sock):
     for module in ("pyverbs_ops_data", "pyverbs_ops_errors", "pyverbs_ops_windows", "pyverbs_ops_odp", "pyverbs_ops_dm",
-                   "pyverbs_ops_peer"):
+                   "pyverbs_ops_tm", "pyverbs_ops_peer"):
         importlib.import_module(module)  # registers its checks, in this order
     t = Checks(Node(), Remote(sock))
     failures = 0

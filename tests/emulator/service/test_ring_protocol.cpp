@@ -1,6 +1,8 @@
 // The shared-memory ring protocol from both ends: the client library's SendRing, RecvRing and
 // CompletionRing against the daemon's RingView over the same memfd. The daemon side is driven by hand
 // here (no QueueService), so that every index and byte the two sides exchange is visible.
+#include <array>
+#include <cstring>
 #include <stdexcept>
 
 #include "tests/emulator/service/service_fixture.hpp"
@@ -239,6 +241,46 @@ TEST_CASE("completion ring: the client polls what the daemon publishes, over man
     }
     REQUIRE(daemon.load_consumer() == producer);  // the client published how far it read
   }
+}
+
+// The engine writes each field itself (engine::write_completion_entry): one it forgot would reach the
+// client as whatever the slot held from the lap before.
+TEST_CASE("completion ring: an entry carries every field of the transport's completion", "[ring]") {
+  verbs::WorkCompletion wc;
+  wc.wr_id = 7;
+  wc.status = verbs::WcStatus::tm_err;
+  wc.opcode = verbs::WcOpcode::tm_recv;
+  wc.vendor_err = 3;
+  wc.byte_len = 4096;
+  wc.imm_data = 0xdeadbeef;
+  wc.qp_num = 0x11;
+  wc.src_qp = 0x22;
+  wc.wc_flags = verbs::wc_tm_match | verbs::wc_tm_data_valid;
+  wc.pkey_index = 1;
+  wc.sl = 5;
+  wc.timestamp = 42;
+  wc.tm_tag = 0x0123456789abcdefull;  // a tag matching receive's ibv_wc_tm_info
+  wc.tm_priv = 0xfeedf00d;
+  alignas(8) std::array<uint8_t, sizeof(CompletionEntry)> slot;
+  slot.fill(0xa5);
+  engine::write_completion_entry(slot.data(), wc);
+  CompletionEntry e;
+  std::memcpy(&e, slot.data(), sizeof e);
+  CHECK(e.wr_id == 7);
+  CHECK(e.status == uint32_t(verbs::WcStatus::tm_err));
+  CHECK(e.opcode == uint32_t(verbs::WcOpcode::tm_recv));
+  CHECK(e.vendor_err == 3);
+  CHECK(e.byte_len == 4096);
+  CHECK(e.imm_data == 0xdeadbeef);
+  CHECK(e.qp_num == 0x11);
+  CHECK(e.src_qp == 0x22);
+  CHECK(e.wc_flags == uint32_t(verbs::wc_tm_match | verbs::wc_tm_data_valid));
+  CHECK(e.pkey_index == 1);
+  CHECK(e.sl == 5);
+  CHECK(e.reserved == 0);
+  CHECK(e.timestamp == 42);
+  CHECK(e.tm_tag == 0x0123456789abcdefull);
+  CHECK(e.tm_priv == 0xfeedf00d);
 }
 
 TEST_CASE("a scribbled producer index never makes a reader read more than the capacity", "[ring]") {

@@ -11,6 +11,7 @@
 
 #include "transport/verbs/qp_rules.hpp"
 #include "transport/verbs/types.hpp"
+#include "transport/verbs/work.hpp"
 
 using namespace uroce::verbs;
 
@@ -61,7 +62,9 @@ constexpr bool same_value(A ours, B theirs) {
   X(WcStatus::inv_eec_state_err, IBV_WC_INV_EEC_STATE_ERR) \
   X(WcStatus::fatal_err, IBV_WC_FATAL_ERR)               \
   X(WcStatus::resp_timeout_err, IBV_WC_RESP_TIMEOUT_ERR) \
-  X(WcStatus::general_err, IBV_WC_GENERAL_ERR)
+  X(WcStatus::general_err, IBV_WC_GENERAL_ERR)             \
+  X(WcStatus::tm_err, IBV_WC_TM_ERR)                       \
+  X(WcStatus::tm_rndv_incomplete, IBV_WC_TM_RNDV_INCOMPLETE)
 
 #define WC_OPCODES(X)                                       \
   X(WcOpcode::send, IBV_WC_SEND)                            \
@@ -73,12 +76,29 @@ constexpr bool same_value(A ours, B theirs) {
   X(WcOpcode::local_inv, IBV_WC_LOCAL_INV)                  \
   X(WcOpcode::atomic_write, IBV_WC_ATOMIC_WRITE)            \
   X(WcOpcode::recv, IBV_WC_RECV)                            \
-  X(WcOpcode::recv_rdma_with_imm, IBV_WC_RECV_RDMA_WITH_IMM)
+  X(WcOpcode::recv_rdma_with_imm, IBV_WC_RECV_RDMA_WITH_IMM) \
+  X(WcOpcode::tm_add, IBV_WC_TM_ADD)                        \
+  X(WcOpcode::tm_del, IBV_WC_TM_DEL)                        \
+  X(WcOpcode::tm_sync, IBV_WC_TM_SYNC)                      \
+  X(WcOpcode::tm_recv, IBV_WC_TM_RECV)                      \
+  X(WcOpcode::tm_no_tag, IBV_WC_TM_NO_TAG)
 
 #define WC_FLAGS(X)                  \
   X(wc_grh, IBV_WC_GRH)             \
   X(wc_with_imm, IBV_WC_WITH_IMM)   \
-  X(wc_with_inv, IBV_WC_WITH_INV)
+  X(wc_with_inv, IBV_WC_WITH_INV)   \
+  X(wc_ip_csum_ok, IBV_WC_IP_CSUM_OK) \
+  X(wc_tm_sync_req, IBV_WC_TM_SYNC_REQ) \
+  X(wc_tm_match, IBV_WC_TM_MATCH)   \
+  X(wc_tm_data_valid, IBV_WC_TM_DATA_VALID)
+
+// ibv_post_srq_ops' struct ibv_ops_wr: its opcodes and flags (the verbs shim casts both).
+#define TAG_OPS(X)                             \
+  X(TagOpcode::add, IBV_WR_TAG_ADD)            \
+  X(TagOpcode::del, IBV_WR_TAG_DEL)            \
+  X(TagOpcode::sync, IBV_WR_TAG_SYNC)          \
+  X(tag_op_signaled, IBV_OPS_SIGNALED)         \
+  X(tag_op_sync, IBV_OPS_TM_SYNC)
 
 #define WR_OPCODES(X)                                             \
   X(WrOpcode::rdma_write, IBV_WR_RDMA_WRITE)                      \
@@ -160,6 +180,7 @@ QP_STATES(ABI_STATIC_ASSERT)
 WC_STATUSES(ABI_STATIC_ASSERT)
 WC_OPCODES(ABI_STATIC_ASSERT)
 WC_FLAGS(ABI_STATIC_ASSERT)
+TAG_OPS(ABI_STATIC_ASSERT)
 WR_OPCODES(ABI_STATIC_ASSERT)
 SEND_FLAGS(ABI_STATIC_ASSERT)
 ACCESS_FLAGS(ABI_STATIC_ASSERT)
@@ -188,6 +209,10 @@ TEST_CASE("verbs ABI: completion statuses, opcodes and flags equal rdma-core's",
   WC_FLAGS(ABI_CHECK)
 }
 
+TEST_CASE("verbs ABI: tag matching list operations equal rdma-core's", "[verbs][abi]") {
+  TAG_OPS(ABI_CHECK)
+}
+
 TEST_CASE("verbs ABI: work request opcodes, send and access flags equal rdma-core's", "[verbs][abi]") {
   WR_OPCODES(ABI_CHECK)
   SEND_FLAGS(ABI_CHECK)
@@ -213,8 +238,8 @@ TEST_CASE("verbs ABI: async event types and MTUs equal rdma-core's", "[verbs][ab
 }
 
 TEST_CASE("to_string(WcStatus) is ibv_wc_status_str, word for word", "[verbs][abi]") {
-  // 0..31 covers every status rdma-core 44 names (0..23, including the tag-matching two WcStatus leaves
-  // out) and a few it does not ("unknown"); 31 is the largest value the C enum's range holds.
+  // 0..31 covers every status rdma-core 44 names (0..23, the tag matching two included) and a few it does
+  // not ("unknown"); 31 is the largest value the C enum's range holds.
   for (unsigned v = 0; v <= 31; ++v) {
     INFO("status " << v);
     const std::string_view theirs = ibv_wc_status_str(static_cast<ibv_wc_status>(v));
@@ -241,5 +266,10 @@ TEST_CASE("to_string names QP states and completion opcodes", "[verbs]") {
   CHECK(to_string(WcOpcode::local_inv) == "LOCAL_INV");
   CHECK(to_string(WcOpcode::recv) == "RECV");
   CHECK(to_string(WcOpcode::recv_rdma_with_imm) == "RECV_RDMA_WITH_IMM");
+  CHECK(to_string(WcOpcode::tm_add) == "TM_ADD");
+  CHECK(to_string(WcOpcode::tm_del) == "TM_DEL");
+  CHECK(to_string(WcOpcode::tm_sync) == "TM_SYNC");
+  CHECK(to_string(WcOpcode::tm_recv) == "TM_RECV");
+  CHECK(to_string(WcOpcode::tm_no_tag) == "TM_NO_TAG");
   CHECK(to_string(static_cast<WcOpcode>(7)) == "UNKNOWN");
 }
