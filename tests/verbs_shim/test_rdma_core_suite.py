@@ -38,7 +38,6 @@ ACCEPTED_SKIPS = [
     (r"\.test_(mlx5|efa)", r"Could not open mlx5 context \(This is not an MLX5 device\)"),
     (r"\.test_(mlx5|efa)", r"(Converting timestamp to nanoseconds|Create Extended CQ) is not supported"),
     (r"\.test_(mlx5|efa)", r"PCI device must be passed by the user"),  # VFIO
-    (r"\.test_tag_matching\.", r"Extended CQ is not supported"),  # tag matching's CQ flags: an mlx5 offload
     (r"", NO_HUGE_PAGES),  # accepted only when the machine has none (see reserve_huge_pages)
     (r"", r"Allocating dmabuf is not supported by /dev/dri/\S+"),  # no GPU here
     (r"", r"cuda-python 12\.0\+ must be installed to run CUDA tests"),

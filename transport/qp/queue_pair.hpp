@@ -52,8 +52,6 @@ struct TagRendezvous {
   enum class Step : uint8_t { read, fin };
   Step step = Step::read;
   uint32_t cq = 0;             // the SRQ's CQ
-  uint32_t priv = 0;           // the TMH's app_ctx
-  uint64_t tag = 0;
   uint64_t recv_wr_id = 0;     // the tagged buffer's
   std::array<uint8_t, 32> fin{};  // the request's TMH and RVH with the opcode FIN: the FIN's payload
 };

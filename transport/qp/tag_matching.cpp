@@ -107,12 +107,16 @@ void DeviceImpl::tag_completion(TagMessage kind, const QueuePair& qp, WorkComple
       wc.opcode = WcOpcode::tm_recv;  // no flag: software matches it (and counts it for TAG_SYNC)
       return;
     case TagMessage::eager:
-      // A message of several packets had its TM_MATCH completion when its first packet arrived.
+      // A message of several packets had its TM_MATCH completion, with the tag, when its first packet
+      // arrived; its TM_DATA_VALID completion names the buffer only (wr_id), as a rendezvous's does.
       wc.opcode = WcOpcode::tm_recv;
-      wc.wc_flags |= wc_tm_data_valid | (only ? wc_tm_match : 0);
+      wc.wc_flags |= wc_tm_data_valid;
       wc.byte_len = received - uint32_t(tmh_size);
-      wc.tm_tag = qp.resp.tm_tag;
-      wc.tm_priv = qp.resp.tm_priv;
+      if (only) {
+        wc.wc_flags |= wc_tm_match;
+        wc.tm_tag = qp.resp.tm_tag;
+        wc.tm_priv = qp.resp.tm_priv;
+      }
       return;
     case TagMessage::plain:
     case TagMessage::rendezvous:
@@ -165,8 +169,6 @@ void DeviceImpl::start_rendezvous(QueuePair& qp, const RecvWr& buffer, std::span
   SendWqe& w = qp.sq.emplace_back(read, length, false);
   w.rendezvous = std::make_unique<TagRendezvous>();
   w.rendezvous->cq = qp.recv_cq;
-  w.rendezvous->priv = qp.resp.tm_priv;
-  w.rendezvous->tag = qp.resp.tm_tag;
   w.rendezvous->recv_wr_id = buffer.wr_id;
   std::copy_n(message.begin(), tmh_size + rvh_size, w.rendezvous->fin.begin());
   w.rendezvous->fin[0] = tmh_fin;
@@ -183,9 +185,7 @@ void DeviceImpl::rendezvous_step_done(QueuePair& qp, std::unique_ptr<TagRendezvo
   wc.wc_flags = status == WcStatus::success ? wc_tm_data_valid : 0;
   wc.byte_len = status == WcStatus::success ? length : 0;
   wc.qp_num = qp.qpn;
-  wc.src_qp = qp.attr.dest_qp_num;
-  wc.tm_tag = step->tag;
-  wc.tm_priv = step->priv;
+  wc.src_qp = qp.attr.dest_qp_num;  // no tag: the MATCH completion had it (rdma-core's test_tm_rndv checks)
   post_completion(step->cq, wc);
   if (status != WcStatus::success || qp.in_error()) return;
   // The FIN: the request's TMH and RVH with the opcode FIN, as a SEND the sender receives.

@@ -177,11 +177,12 @@ TEST_CASE("tag matching: an eager message of several packets completes with MATC
   CHECK(wc[0].wc_flags == wc_tm_match);
   CHECK(wc[0].wr_id == 42);
   CHECK(wc[0].tm_tag == 9);
+  CHECK(wc[0].tm_priv == 7);
   CHECK(wc[1].opcode == WcOpcode::tm_recv);
   CHECK(wc[1].wc_flags == wc_tm_data_valid);
   CHECK(wc[1].wr_id == 42);
   CHECK(wc[1].byte_len == data.size());
-  CHECK(wc[1].tm_priv == 7);
+  CHECK(wc[1].tm_tag == 0);  // the buffer is named by wr_id; the tag came with the MATCH
   CHECK(slice(p.b.buffer(0), 0, data.size()) == data);
   CHECK(p.b.buffer(0)[data.size()] == 0);  // nothing past it
 }
@@ -329,7 +330,7 @@ TEST_CASE("tag matching: a rendezvous request is matched, READ into the tagged b
   CHECK(wc[1].wc_flags == wc_tm_data_valid);
   CHECK(wc[1].wr_id == 61);
   CHECK(wc[1].byte_len == data.size());
-  CHECK(wc[1].tm_tag == 0x5151);
+  CHECK(wc[1].tm_tag == 0);  // as mlx5 (rdma-core's test_tm_rndv expects it): the tag came with the MATCH
   CHECK(slice(p.b.buffer(0), 0, data.size()) == data);
   CHECK(p.b.poll(p.b.send_cq).empty());  // the READ and the FIN complete nothing there
 
@@ -381,7 +382,6 @@ TEST_CASE("tag matching: a rendezvous whose READ fails completes its buffer with
   CHECK(wc[1].status == WcStatus::rem_access_err);
   CHECK(wc[1].opcode == WcOpcode::tm_recv);
   CHECK(wc[1].wr_id == 31);
-  CHECK(wc[1].tm_tag == 3);
   CHECK(p.b.poll(p.b.send_cq).empty());
 }
 
