@@ -426,9 +426,14 @@ json VerbsService::create_srq(Session& s, uint64_t id, const json& r, std::vecto
   uint32_t srqn = 0;
   try {
     engine_call("create_srq", [&](EngineContext& c) {
-      const int e = tm ? c.device.create_tm_srq(pd, tm->cq, capacity, max_sge, limit, tm->max_num_tags, tm->max_ops, srqn)
-                    : xrcd != 0 ? c.device.create_xrc_srq(pd, xrcd, xrc_cq, capacity, max_sge, limit, srqn)
-                                : c.device.create_srq(pd, capacity, max_sge, limit, srqn);
+      int e = 0;
+      if (tm) {
+        e = c.device.create_tm_srq(pd, tm->cq, capacity, max_sge, limit, tm->max_num_tags, tm->max_ops, srqn);
+      } else if (xrcd != 0) {
+        e = c.device.create_xrc_srq(pd, xrcd, xrc_cq, capacity, max_sge, limit, srqn);
+      } else {
+        e = c.device.create_srq(pd, capacity, max_sge, limit, srqn);
+      }
       if (e != 0) return e;
       c.queues.attach_srq(id, srqn, {std::move(region), max_sge});
       return 0;
