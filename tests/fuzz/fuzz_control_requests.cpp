@@ -39,8 +39,8 @@ const char* const ops[] = {
     "open_device", "query_device", "query_port", "alloc_pd", "dealloc_pd", "reg_mr", "rereg_mr", "dereg_mr",
     "odp_ranges", "alloc_dm", "free_dm", "reg_dm_mr", "import_pd", "import_mr", "import_dm", "alloc_mw",
     "dealloc_mw", "create_comp_channel", "destroy_comp_channel", "create_cq", "resize_cq", "destroy_cq",
-    "open_xrcd", "open_qp", "close_xrcd", "create_srq", "modify_srq", "destroy_srq", "resolve_neighbour",
-    "create_ah", "destroy_ah", "create_qp", "modify_qp", "query_qp", "destroy_qp", "attach_mcast",
+    "open_xrcd", "open_qp", "close_xrcd", "create_srq", "modify_srq", "destroy_srq", "post_srq_ops",
+    "resolve_neighbour", "create_ah", "destroy_ah", "create_qp", "modify_qp", "query_qp", "destroy_qp", "attach_mcast",
     "detach_mcast", "create_flow", "destroy_flow", "create_wq", "modify_wq", "destroy_wq", "create_rwq_ind_table",
     "destroy_rwq_ind_table", "stats", "no_such_op"};
 
@@ -50,18 +50,40 @@ const char* const fields[] = {
     "max_wr", "mw", "offset", "pd", "qp_num", "qp_type", "recv_cq", "send_cq", "shared_offset", "srq", "srq_limit",
     "type", "xrcd", "ah_attr", "attach", "attr", "cap", "create", "doorbell", "exclusive", "file", "gid", "iova",
     "on_demand", "sges", "sq_sig_all", "translation", "write", "qp", "mgid", "comp_vector", "solicited_only",
-    "flow", "port", "wq", "wqs", "state", "ind_table", "rx_hash_fields", "rx_hash_key"};
-// ... and inside "attr", "ah_attr" and "cap" (emulator/protocol/verbs_json.cpp), and a flow rule's "attr"
-// and its specs (emulator/protocol/flow_json.cpp).
+    "flow", "port", "wq", "wqs", "state", "ind_table", "rx_hash_fields", "rx_hash_key", "tm", "ops"};
+// ... and inside "attr", "ah_attr" and "cap" (emulator/protocol/verbs_json.cpp), a flow rule's "attr"
+// and its specs (emulator/protocol/flow_json.cpp), create_srq's "tm" and a list operation of post_srq_ops
+// (emulator/protocol/tag_op_json.cpp).
 const char* const inner_fields[] = {
     "qp_state", "cur_qp_state", "path_mtu", "qkey", "rq_psn", "sq_psn", "dest_qp_num", "qp_access_flags",
     "pkey_index", "max_rd_atomic", "max_dest_rd_atomic", "min_rnr_timer", "port_num", "timeout", "retry_cnt",
     "rnr_retry", "en_sqd_async_notify", "dgid", "sgid_index", "flow_label", "hop_limit", "traffic_class", "sl",
     "max_send_wr", "max_recv_wr", "max_send_sge", "max_recv_sge", "max_inline_data", "type", "priority", "flags",
     "specs", "dst_mac", "dst_mac_mask", "src_mac", "ether_type", "ether_type_mask", "vlan_tag", "src_ip",
-    "dst_ip_mask", "proto", "tos_mask", "next_hdr", "dst_port", "src_port_mask"};
+    "dst_ip_mask", "proto", "tos_mask", "next_hdr", "dst_port", "src_port_mask", "max_num_tags", "max_ops",
+    "wr_id", "opcode", "unexpected_cnt", "handle", "recv_wr_id", "tag", "mask", "sg_list"};
 // Strings the handlers look for (a flow spec's type), beside random ones.
 const char* const words[] = {"eth", "ipv4", "ipv6", "tcp", "udp", "drop"};
+// The fields of a tag matching SRQ's "tm" and of a post_srq_ops operation.
+const char* const tm_fields[] = {"max_num_tags", "max_ops"};
+const char* const tag_op_fields[] = {"wr_id", "opcode", "flags", "unexpected_cnt", "handle", "recv_wr_id", "tag",
+                                     "mask", "sg_list"};
+// What the tag matching requests read (and the CQ a TM SRQ needs), all given half the time: names picked at
+// random from sixty would seldom make a TM SRQ, and post_srq_ops would never get past its SRQ.
+struct OpFields {
+  const char* op;
+  std::vector<const char*> fields;
+};
+const OpFields op_fields[] = {{"create_cq", {"cqe"}},
+                              {"create_srq", {"pd", "max_wr", "max_sge", "cq", "tm"}},
+                              {"post_srq_ops", {"srq", "ops"}}};
+// Of those, the members that name an object and those that are counts or codes: half the time they get a
+// handle, or a number below 20, rather than a value of any kind.
+bool names_object(const std::string& name) { return name == "pd" || name == "cq" || name == "srq" || name == "handle"; }
+bool is_count(const std::string& name) {
+  return name == "cqe" || name == "max_wr" || name == "max_sge" || name == "max_num_tags" || name == "max_ops" ||
+         name == "opcode" || name == "flags" || name == "unexpected_cnt";
+}
 
 template <size_t N>
 constexpr size_t count(const char* const (&)[N]) {
@@ -77,20 +99,61 @@ void note_handles(const json& reply) {
   if (reply.is_object()) {
     for (const auto& [name, value] : reply.items()) {
       if (value.is_number_unsigned() && handles.size() < 256) handles.push_back(value.get<uint64_t>());
+      if (name == "handles" && value.is_array()) {  // post_srq_ops' ADD handles, for a DEL to name
+        for (const json& h : value) {
+          if (h.is_number_unsigned() && handles.size() < 256) handles.push_back(h.get<uint64_t>());
+        }
+      }
     }
   }
 }
 
 json value(Reader& in, int depth);
 
-json object(Reader& in, int depth, bool inner) {
+json object(Reader& in, int depth, bool inner);
+
+// An object of up to five of `names`, each with a value of any kind (or of its shape: shaped).
+template <size_t N>
+json object_of(Reader& in, int depth, const char* const (&names)[N]);
+
+// The tag matching requests' members, shaped as their handlers read them more often than chance would make
+// them: "ops" an array of operation objects, "sg_list" an array of [addr, length, lkey] triples (of any
+// values), "tm" an object of max_num_tags and max_ops.
+json shaped(Reader& in, int depth, const std::string& name) {
+  if (name == "tm") return object_of(in, depth + 1, tm_fields);
+  json a = json::array();
+  for (unsigned i = in.byte() % 4; i > 0; --i) {
+    if (name == "ops") {
+      a.push_back(object_of(in, depth + 1, tag_op_fields));
+    } else {
+      const json lkey = in.byte() % 2 == 0 ? json(handles[in.byte() % handles.size()]) : value(in, depth + 1);
+      a.push_back(json::array({value(in, depth + 1), value(in, depth + 1), lkey}));
+    }
+  }
+  return a;
+}
+
+json member(Reader& in, int depth, const std::string& name) {
+  if ((name == "ops" || name == "sg_list" || name == "tm") && depth < 3 && in.byte() % 2 == 0) {
+    return shaped(in, depth, name);
+  }
+  if (names_object(name) && in.byte() % 2 == 0) return handles[in.byte() % handles.size()];
+  if (is_count(name) && in.byte() % 2 == 0) return in.byte() % 20;
+  return value(in, depth + 1);
+}
+
+template <size_t N>
+json object_of(Reader& in, int depth, const char* const (&names)[N]) {
   json o = json::object();
-  const unsigned n = in.byte() % 6;
-  for (unsigned i = 0; i < n; ++i) {
-    const char* name = inner ? inner_fields[in.byte() % count(inner_fields)] : fields[in.byte() % count(fields)];
-    o[name] = value(in, depth + 1);
+  for (unsigned i = in.byte() % 6; i > 0; --i) {
+    const std::string name = names[in.byte() % N];
+    o[name] = member(in, depth, name);
   }
   return o;
+}
+
+json object(Reader& in, int depth, bool inner) {
+  return inner ? object_of(in, depth, inner_fields) : object_of(in, depth, fields);
 }
 
 json value(Reader& in, int depth) {
@@ -188,6 +251,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const uint64_t session = 1 + in.byte() % 2;
       json request = object(in, 0, false);
       request["op"] = ops[in.byte() % count(ops)];
+      for (const OpFields& f : op_fields) {
+        if (request["op"] == f.op && in.byte() % 2 == 0) {
+          for (const char* name : f.fields) request[name] = member(in, 0, name);
+        }
+      }
       // What a client may attach: a memfd (shared pages, an XRC domain's file), or something else.
       std::vector<int> received;
       switch (in.byte() % 4) {
