@@ -462,7 +462,10 @@ int Device::create_qp(const QpInitAttr& a, uint32_t& qpn) {
       qp->srq = a.srq;
       // On a tag matching SRQ every receive completes on the SRQ's CQ, as on an XRC SRQ (the SRQ holds
       // that CQ; the one the QP was created with takes nothing).
-      if (a.srq != 0 && d.srqs_.at(a.srq).tm) qp->recv_cq = d.srqs_.at(a.srq).cq;
+      if (a.srq != 0 && d.srqs_.at(a.srq).tm) {
+        qp->recv_cq = d.srqs_.at(a.srq).cq;
+        qp->tag_matching = true;
+      }
       qp->rq.pd = a.pd;
       qp->rq.max_wr = a.cap.max_recv_wr;
       qp->rq.max_sge = a.cap.max_recv_sge;

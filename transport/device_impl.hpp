@@ -161,8 +161,7 @@ class DeviceImpl {
                                     std::span<const uint8_t> frame);
   void on_multicast(const wire::Frame& f, size_t frame_size, Nanos now);
 
-  // Tag matching (qp/tag_matching.cpp). The SRQ's list and counts when `qp` draws from a TM SRQ.
-  TagMatching* tag_matching(const QueuePair& qp);
+  // Tag matching (qp/tag_matching.cpp), for QPs whose receives come from a TM SRQ (QueuePair::tag_matching).
   // The receive a SEND takes on a TM SRQ, from its first packet's payload (`only`: the message is that one
   // packet): a tagged buffer it matches, or an ordinary receive; sets qp.resp.tm_*. False if an ordinary
   // receive is needed and none is posted (RNR).
@@ -171,6 +170,8 @@ class DeviceImpl {
   // one packet.
   void tag_completion(TagMessage kind, const QueuePair& qp, verbs::WorkCompletion& wc, uint32_t received,
                       bool only) const;
+  // The TM_MATCH completion of the message in progress (qp.resp.tm_*) for the tagged buffer `wr_id`.
+  verbs::WorkCompletion match_completion(const QueuePair& qp, uint64_t wr_id) const;
   // A multi-packet eager message matched a tagged buffer: its TM_MATCH completion, at once.
   void post_tag_match(const QueuePair& qp);
   // A matched rendezvous request `message` for the tagged buffer `buffer`: its MATCH completion and the

@@ -26,7 +26,6 @@ struct TaggedBuffer {
 
 struct TagMatching {
   uint32_t max_tags = 0;
-  uint32_t max_ops = 0;
   std::vector<TaggedBuffer> list;  // in the order they were added: the first that matches is taken
   uint32_t next_handle = 1;
   uint32_t unexpected = 0;     // unexpected messages the device delivered

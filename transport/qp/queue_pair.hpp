@@ -117,6 +117,7 @@ struct QueuePair {
   uint32_t srq = 0;            // 0: own receive queue. XRC target: the SRQ of the message in progress
   uint32_t xrcd = 0;           // XRC target: its domain (its pd, recv_cq and srq come from the SRQ in use)
   bool sq_sig_all = false;
+  bool tag_matching = false;   // its receives come from a tag matching SRQ (fixed at create_qp)
   verbs::QpAttr attr;          // as last set by modify_qp (state included)
   uint16_t udp_src_port = 0xc000;
   uint32_t multicast_groups = 0;  // groups this (UD) QP is attached to (in what was padding)

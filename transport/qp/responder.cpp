@@ -175,7 +175,7 @@ class RcResponder {
   bool check_resources() {
     if (needs_receive() && !qp_.resp.recv) {
       // A SEND on a tag matching SRQ may take a tagged buffer instead (a WRITE with immediate never does).
-      const bool tagged = info_.operation == Operation::send && d_.tag_matching(qp_) != nullptr;
+      const bool tagged = info_.operation == Operation::send && qp_.tag_matching;
       const bool taken = tagged ? d_.take_tagged_receive(qp_, f_.roce.payload, info_.position == Position::only,
                                                          qp_.resp.recv)
                                 : take_receive(d_, qp_, qp_.resp.recv);

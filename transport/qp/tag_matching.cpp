@@ -52,15 +52,11 @@ Tmh read_tmh(const uint8_t* p) { return Tmh{p[0], wire::load_be32(p + 4), wire::
 
 }  // namespace
 
-TagMatching* DeviceImpl::tag_matching(const QueuePair& qp) {
-  if (qp.srq == 0) return nullptr;
-  const auto it = srqs_.find(qp.srq);
-  return it == srqs_.end() ? nullptr : it->second.tm.get();
-}
-
 bool DeviceImpl::take_tagged_receive(QueuePair& qp, std::span<const uint8_t> payload, bool only,
                                      std::optional<RecvWr>& into) {
-  TagMatching& tm = *tag_matching(qp);
+  const auto srq = srqs_.find(qp.srq);
+  if (srq == srqs_.end()) return false;  // (an SRQ a QP uses cannot be destroyed: EBUSY)
+  TagMatching& tm = *srq->second.tm;
   QueuePair::Responder& r = qp.resp;
   r.tm_kind = uint8_t(TagMessage::plain);
   r.tm_skip = 0;
@@ -124,30 +120,27 @@ void DeviceImpl::tag_completion(TagMessage kind, const QueuePair& qp, WorkComple
   }
 }
 
-void DeviceImpl::post_tag_match(const QueuePair& qp) {
-  if (WorkCompletion* wc = new_completion(qp.recv_cq)) {
-    wc->wr_id = qp.resp.recv->wr_id;
-    wc->opcode = WcOpcode::tm_recv;
-    wc->wc_flags = wc_tm_match;
-    wc->qp_num = qp.qpn;
-    wc->src_qp = qp.attr.dest_qp_num;
-    wc->tm_tag = qp.resp.tm_tag;
-    wc->tm_priv = qp.resp.tm_priv;
-  }
-}
-
-void DeviceImpl::start_rendezvous(QueuePair& qp, const RecvWr& buffer, std::span<const uint8_t> message) {
-  const uint64_t va = wire::load_be64(message.data() + tmh_size);
-  const uint32_t rkey = wire::load_be32(message.data() + tmh_size + 8);
-  const uint32_t length = wire::load_be32(message.data() + tmh_size + 12);
+WorkCompletion DeviceImpl::match_completion(const QueuePair& qp, uint64_t wr_id) const {
   WorkCompletion wc;
-  wc.wr_id = buffer.wr_id;
+  wc.wr_id = wr_id;
   wc.opcode = WcOpcode::tm_recv;
   wc.wc_flags = wc_tm_match;
   wc.qp_num = qp.qpn;
   wc.src_qp = qp.attr.dest_qp_num;
   wc.tm_tag = qp.resp.tm_tag;
   wc.tm_priv = qp.resp.tm_priv;
+  return wc;
+}
+
+void DeviceImpl::post_tag_match(const QueuePair& qp) {
+  post_completion(qp.recv_cq, match_completion(qp, qp.resp.recv->wr_id));
+}
+
+void DeviceImpl::start_rendezvous(QueuePair& qp, const RecvWr& buffer, std::span<const uint8_t> message) {
+  const uint64_t va = wire::load_be64(message.data() + tmh_size);
+  const uint32_t rkey = wire::load_be32(message.data() + tmh_size + 8);
+  const uint32_t length = wire::load_be32(message.data() + tmh_size + 12);
+  WorkCompletion wc = match_completion(qp, buffer.wr_id);
   if (length > sge_total(buffer)) {
     // Too long for the buffer: software finishes it, from the TMH and RVH left in the buffer.
     const auto headers = message.first(tmh_size + rvh_size);
@@ -182,7 +175,7 @@ void DeviceImpl::rendezvous_step_done(QueuePair& qp, std::unique_ptr<TagRendezvo
   wc.wr_id = step->recv_wr_id;
   wc.status = status;
   wc.opcode = WcOpcode::tm_recv;
-  wc.wc_flags = status == WcStatus::success ? wc_tm_data_valid : 0;
+  wc.wc_flags = status == WcStatus::success ? uint32_t(wc_tm_data_valid) : 0u;
   wc.byte_len = status == WcStatus::success ? length : 0;
   wc.qp_num = qp.qpn;
   wc.src_qp = qp.attr.dest_qp_num;  // no tag: the MATCH completion had it (rdma-core's test_tm_rndv checks)
@@ -210,8 +203,7 @@ int Device::create_tm_srq(uint32_t pd, uint32_t cq, uint32_t max_wr, uint32_t ma
   ReceiveQueue& q = d.srqs_.at(srqn);
   q.cq = cq;
   q.tm = std::make_unique<TagMatching>();
-  q.tm->max_tags = max_tags;
-  q.tm->max_ops = max_ops;
+  q.tm->max_tags = max_tags;  // (max_ops is only checked: operations run at once, none is ever outstanding)
   return 0;
 }
 

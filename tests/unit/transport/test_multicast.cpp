@@ -105,8 +105,11 @@ struct LoneDevice {
     REQUIRE(device.create_cq(16, cq) == 0);
   }
   uint32_t qp(QpType type) {
-    const QpInitAttr attr{
-        .pd = pd, .send_cq = cq, .recv_cq = cq, .srq = 0, .cap = {4, 4, 1, 1, 0}, .type = type, .sq_sig_all = false};
+    QpInitAttr attr;
+    attr.pd = pd;
+    attr.send_cq = attr.recv_cq = cq;
+    attr.cap = {4, 4, 1, 1, 0};
+    attr.type = type;
     uint32_t qpn = 0;
     REQUIRE(device.create_qp(attr, qpn) == 0);
     return qpn;
