@@ -1,7 +1,8 @@
-// Application memory on pages the client moved onto a memfd at registration (emulator/client/
-// shared_pages.hpp): the daemon maps the same memfd, so an RDMA access is a memcpy, and atomics are real
-// CPU atomics on the shared page. The memfd must be sealed against shrinking, or a client could truncate
-// it and make the daemon fault (SIGBUS) on pages that no longer exist.
+// Application memory on pages the daemon maps too, so an RDMA access is a memcpy, and atomics are real CPU
+// atomics on the shared page: a memfd the client moved its pages onto at registration (emulator/client/
+// shared_pages.hpp), or the file under a shared mapping of the client's (shared_mappings.hpp). The file
+// must keep its size, or a client could truncate it and make the daemon fault (SIGBUS) on pages that no
+// longer exist: a memfd sealed against shrinking, or a SysV segment or shared anonymous memory.
 #pragma once
 
 #include <cstdint>
@@ -14,9 +15,12 @@ namespace uroce::emulator {
 
 class SharedMemory final : public transport::MemoryBackend {
  public:
-  // Maps [offset, offset+length) of `fd` (not taken). Throws std::runtime_error when the fd is not a
-  // sealed memfd of at least that size.
-  SharedMemory(int fd, uint64_t offset, uint64_t length, std::shared_ptr<ClientLiveness> liveness);
+  // What keeps the file's size: its seals, or what it is (open_shared_mapping found a file nobody can resize).
+  enum class Size { sealed, fixed };
+  // Maps [offset, offset+length) of `fd` (not taken). Throws std::runtime_error when the fd is too small,
+  // or is to be sealed and is not a memfd sealed against shrinking.
+  SharedMemory(int fd, uint64_t offset, uint64_t length, std::shared_ptr<ClientLiveness> liveness,
+               Size size = Size::sealed);
   ~SharedMemory() override;
   SharedMemory(const SharedMemory&) = delete;
   SharedMemory& operator=(const SharedMemory&) = delete;

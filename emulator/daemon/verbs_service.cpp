@@ -13,6 +13,7 @@
 #include "emulator/protocol/shared_region.hpp"
 #include "emulator/protocol/verbs_json.hpp"
 #include "emulator/daemon/request_fields.hpp"
+#include "emulator/daemon/shared_mappings.hpp"
 #include "emulator/daemon/shared_memory.hpp"
 
 namespace uroce::emulator {
@@ -227,16 +228,29 @@ json VerbsService::dealloc_pd(Session& s, uint64_t, const json& r, std::vector<i
 }
 
 // The region's memory: the memfd the client moved its pages onto (sent with the request, "shared_offset"
-// says where the region starts in it), or else the client's own address range [addr, addr+length),
-// reached with process_vm_readv/writev on its pid (the kernel checks the credentials). An on-demand
-// region is always the latter: each access goes through the client's page tables as they are then.
+// says where the region starts in it); else the file under the client's shared mapping of the range when
+// the daemon can map it too (SysV shared memory, shared anonymous memory: shared_mappings.hpp); else the
+// client's own address range [addr, addr+length), reached with process_vm_readv/writev on its pid (the
+// kernel checks the credentials). An on-demand region is always the last: each access goes through the
+// client's page tables as they are then.
 std::shared_ptr<transport::MemoryBackend> VerbsService::memory_for(Session& s, const json& r, uint64_t addr,
                                                                    uint64_t length) {
   if (wants_on_demand(r) && r.contains("shared_offset")) {
     throw ServiceError(EINVAL, "an on-demand region cannot be shared pages");
   }
   if (!r.contains("shared_offset")) {
-    return std::make_shared<ProcessMemory>(caller_ != 0 ? caller_ : s.pid, addr, length, s.liveness);
+    const pid_t pid = caller_ != 0 ? caller_ : s.pid;
+    if (!wants_on_demand(r)) {
+      if (std::optional<SharedMapping> m = open_shared_mapping(pid, addr, length)) {
+        try {
+          return std::make_shared<SharedMemory>(m->file.get(), m->offset, length, s.liveness,
+                                                m->fixed_size ? SharedMemory::Size::fixed : SharedMemory::Size::sealed);
+        } catch (const std::runtime_error& e) {
+          spdlog::debug("region at {:#x}: {}; reached with process_vm_*", addr, e.what());
+        }
+      }
+    }
+    return std::make_shared<ProcessMemory>(pid, addr, length, s.liveness);
   }
   if (received_ == nullptr || received_->size() != 1) throw ServiceError(EINVAL, "shared region without its memfd");
   try {

@@ -11,6 +11,7 @@ perftest's t_typical (median) and 99% percentile. perftest's and qperf's latenci
 is met; a failed run is a row that says FAILED (and the exit status is 1).
 """
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -31,6 +32,9 @@ TIMEOUT = 180
 # (program, size, extra options, what is measured)
 PERFTEST = [
     ("ib_write_bw", 65536, [], "bw"),
+    # Buffers on SysV shared memory of huge pages (shmget SHM_HUGETLB), which uroced maps itself
+    # (emulator/daemon/shared_mappings.hpp); needs huge pages, reserved for the run as root.
+    ("ib_write_bw", 65536, ["--use_hugepages"], "bw"),
     ("ib_send_bw", 64, [], "rate"),
     ("ib_write_bw", 64, [], "rate"),
     ("ib_send_lat", 2, [], "lat"),
@@ -43,6 +47,33 @@ ITERATIONS = {"bw": 5000, "rate": 200000, "lat": 5000}
 BW_LINE = re.compile(r"^\s*#bytes\s+#iterations\s+BW peak.*\n\s*(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)", re.M)
 LAT_LINE = re.compile(r"^\s*#bytes\s+#iterations\s+t_min.*\n\s*(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)"
                       r"\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)", re.M)
+
+
+HUGE_PAGES = "/proc/sys/vm/nr_hugepages"
+HUGE_PAGES_FOR_RUN = 64  # 2 MiB each: both perftest processes' buffers, with room to spare
+
+
+@contextlib.contextmanager
+def huge_pages_reserved():
+    """Grows the pool of huge pages for the run as root and gives them back; yields whether there are any."""
+    try:
+        with open(HUGE_PAGES) as f:
+            before = int(f.read())
+    except OSError:
+        yield False
+        return
+    grown = False
+    if is_root():
+        with open(HUGE_PAGES, "w") as f:
+            f.write(str(before + HUGE_PAGES_FOR_RUN))
+        grown = True
+    try:
+        with open(HUGE_PAGES) as f:
+            yield int(f.read()) > 0
+    finally:
+        if grown:
+            with open(HUGE_PAGES, "w") as f:
+                f.write(str(before))
 
 
 def perftest(uroce_run, server_socket, client_socket, program, size, extra, kind, scale):
@@ -127,7 +158,7 @@ def main():
     copy = memcpy_gbps(tool, 65536)
     rows, failed = [], 0
     results = {}
-    with tempdir() as d:
+    with tempdir() as d, huge_pages_reserved() as have_huge_pages:
         for setup in args.setup or ["loopback", "memif", "veth"]:
             if setup == "veth" and not is_root():
                 rows.append((setup, "(all)", "", "skipped: needs root", "", ""))
@@ -135,6 +166,9 @@ def main():
             with SETUPS[setup](uroced, d) as (_, server_socket, client_socket):
                 for program, size, extra, kind in PERFTEST:
                     name = " ".join([program, *extra])
+                    if "--use_hugepages" in extra and not have_huge_pages:
+                        rows.append((setup, name, size, "skipped: no huge pages (needs root)", "", ""))
+                        continue
                     try:
                         before = rnr_naks_sent(uroce, server_socket)
                         results[(setup, name, size)] = r = perftest(uroce_run, server_socket, client_socket,

@@ -237,6 +237,28 @@ void connect_qp(ServiceHarness& h, uint64_t session, uint32_t qpn, uint32_t remo
                                      attr_max_qp_rd_atomic}});
 }
 
+ClientQp create_client_qp(ServiceHarness& h, uint64_t session, uint32_t pd, uint32_t cq) {
+  std::vector<int> fds;
+  const json reply = h.call(session, qp_request(pd, cq, cq), &fds);
+  REQUIRE(fds.size() == 2);
+  const auto cap = reply.at("cap").get<verbs::QpCap>();
+  ClientQp qp;
+  qp.qpn = reply.at("qp_num").get<uint32_t>();
+  qp.send = client::SendRing(fds[0], reply.at("send_ring_bytes").get<size_t>(), cap.max_send_wr,
+                             reply.at("send_entry_size").get<uint32_t>(), cap.max_send_sge, cap.max_inline_data);
+  qp.recv = client::RecvRing(fds[1], reply.at("recv_ring_bytes").get<size_t>(), cap.max_recv_wr,
+                             reply.at("recv_entry_size").get<uint32_t>(), cap.max_recv_sge);
+  return qp;
+}
+
+client::CompletionRing create_client_cq(ServiceHarness& h, uint64_t session, uint32_t cqe, uint32_t& cqn) {
+  std::vector<int> fds;
+  const json reply = h.call(session, {{"op", "create_cq"}, {"cqe", cqe}}, &fds);
+  REQUIRE(fds.size() == 1);
+  cqn = reply.at("cq").get<uint32_t>();
+  return client::CompletionRing(fds[0], reply.at("ring_bytes").get<size_t>(), reply.at("cqe").get<uint32_t>());
+}
+
 SessionObjects create_one_of_each(ServiceHarness& h, uint64_t session, void* buffer, size_t length) {
   SessionObjects o;
   o.pd = h.call(session, {{"op", "alloc_pd"}}).at("pd").get<uint32_t>();

@@ -6,8 +6,10 @@
 #include <catch2/catch.hpp>
 
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <cstdint>
+#include <fstream>
 #include <optional>
 #include <span>
 #include <vector>
@@ -157,12 +159,44 @@ json qp_request(uint32_t pd, uint32_t send_cq, uint32_t recv_cq, uint32_t srq = 
 // with the masks ibv_rc_pingpong uses).
 void connect_qp(ServiceHarness& h, uint64_t session, uint32_t qpn, uint32_t remote_qpn);
 
+// The client's end of a QP and its CQ, built from the replies' descriptors and sizes the way
+// emulator/client/context.cpp builds them.
+struct ClientQp {
+  uint32_t qpn = 0;
+  client::SendRing send;
+  client::RecvRing recv;
+};
+ClientQp create_client_qp(ServiceHarness& h, uint64_t session, uint32_t pd, uint32_t cq);
+client::CompletionRing create_client_cq(ServiceHarness& h, uint64_t session, uint32_t cqe, uint32_t& cqn);
+
 // One object of every kind, created by one session through requests; `buffer` is registered as the MR
 // (through process_vm_*: no memfd is sent).
 struct SessionObjects {
   uint32_t pd = 0, mr = 0, channel = 0, cq = 0, srq = 0, ah = 0, qp = 0;
 };
 SessionObjects create_one_of_each(ServiceHarness& h, uint64_t session, void* buffer, size_t length);
+
+// The system's pool of 2 MiB huge pages (the default size on x86-64) grown by `extra` for the test, as root,
+// and given back at the end. free() is what the pool has free now.
+struct HugePagePool {
+  explicit HugePagePool(uint64_t extra) {
+    before = read("/proc/sys/vm/nr_hugepages");
+    if (geteuid() != 0) return;
+    std::ofstream("/proc/sys/vm/nr_hugepages") << before + extra;
+    grown = read("/proc/sys/vm/nr_hugepages") == before + extra;
+  }
+  ~HugePagePool() {
+    if (grown) std::ofstream("/proc/sys/vm/nr_hugepages") << before;
+  }
+  static uint64_t read(const char* path) {
+    uint64_t n = 0;
+    std::ifstream(path) >> n;
+    return n;
+  }
+  static uint64_t free() { return read("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages"); }
+  uint64_t before = 0;
+  bool grown = false;
+};
 
 // How many descriptors this process has open (to see that a failed request leaks none).
 size_t open_fd_count();

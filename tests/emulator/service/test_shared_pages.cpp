@@ -61,28 +61,6 @@ uint64_t kernel_page_kb(const void* p) {
   return 0;
 }
 
-// The system's pool of 2 MiB huge pages (the default size on x86-64) grown by `extra` for the test, as root,
-// and given back at the end. free() is what the pool has free now.
-struct HugePagePool {
-  explicit HugePagePool(uint64_t extra) {
-    before = read("/proc/sys/vm/nr_hugepages");
-    if (geteuid() != 0) return;
-    std::ofstream("/proc/sys/vm/nr_hugepages") << before + extra;
-    grown = read("/proc/sys/vm/nr_hugepages") == before + extra;
-  }
-  ~HugePagePool() {
-    if (grown) std::ofstream("/proc/sys/vm/nr_hugepages") << before;
-  }
-  static uint64_t read(const char* path) {
-    uint64_t n = 0;
-    std::ifstream(path) >> n;
-    return n;
-  }
-  static uint64_t free() { return read("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages"); }
-  uint64_t before = 0;
-  bool grown = false;
-};
-
 }  // namespace
 
 TEST_CASE("a heap buffer moves onto a sealed memfd with its contents and address unchanged", "[shared-pages]") {

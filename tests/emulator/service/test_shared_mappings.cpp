@@ -1,0 +1,199 @@
+// Regions on a client's own shared mappings, which uroced maps itself (emulator/daemon/shared_mappings.hpp):
+// SysV segments (small and huge pages), shared anonymous memory and a sealed memfd are reached in place, as
+// a NIC reaches pinned pages: an RDMA WRITE lands in the memory even after the process moved or unmapped
+// the registered addresses, which process_vm_* (the fallback) could no longer reach. What must not be
+// mapped is not: a shared memfd that can shrink (truncated under its region it gives an error completion,
+// not a daemon that faults), and a mapping the process may only read (a remote WRITE into it fails).
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/shm.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "emulator/protocol/verbs_json.hpp"
+#include "tests/emulator/service/service_fixture.hpp"
+
+namespace uroce::test::service {
+namespace {
+
+size_t page_size() { return size_t(sysconf(_SC_PAGESIZE)); }
+
+// Session 1 owns the regions under test and a QP facing session 2's, which RDMA WRITEs into them from a
+// buffer of its own. One write that fails takes both QPs to the error state: one per test section.
+struct Writer {
+  Writer() {
+    h.service->open_session(1, getpid(), getuid());
+    h.service->open_session(2, getpid(), getuid());
+    pd_1 = h.call(1, {{"op", "alloc_pd"}}).at("pd");
+    pd_2 = h.call(2, {{"op", "alloc_pd"}}).at("pd");
+    source_key = h.call(2, {{"op", "reg_mr"}, {"pd", pd_2}, {"addr", reinterpret_cast<uint64_t>(source.data())},
+                            {"length", uint64_t(source.size())}, {"access", uint32_t(Pair::all_access)}})
+                     .at("lkey");
+    uint32_t cq_1 = 0, cq_2 = 0;
+    target_cq = create_client_cq(h, 1, 4, cq_1);
+    send_cq = create_client_cq(h, 2, 4, cq_2);
+    target = create_client_qp(h, 1, pd_1, cq_1);
+    sender = create_client_qp(h, 2, pd_2, cq_2);
+    connect_qp(h, 1, target.qpn, sender.qpn);
+    connect_qp(h, 2, sender.qpn, target.qpn);
+  }
+
+  // Registers [addr, addr + length) for session 1 as the client library does for memory it could not
+  // move: no memfd with the request.
+  uint32_t reg(const void* addr, uint64_t length, uint32_t access = Pair::all_access) {
+    return h.call(1, {{"op", "reg_mr"}, {"pd", pd_1}, {"addr", reinterpret_cast<uint64_t>(addr)},
+                      {"length", length}, {"access", access}})
+        .at("rkey");
+  }
+
+  // WRITEs `length` bytes of the source pattern to (addr, rkey); the status it completed with.
+  uint32_t write(const void* addr, uint32_t rkey, uint32_t length) {
+    protocol::SendEntry w = send_entry(7, verbs::WrOpcode::rdma_write);
+    w.remote_addr = reinterpret_cast<uint64_t>(addr);
+    w.rkey = rkey;
+    const protocol::WireSge s = sge(reinterpret_cast<uint64_t>(source.data()), length, source_key);
+    REQUIRE(sender.send.post(w, std::span(&s, 1), {}) == 0);
+    h.pump();
+    const auto done = poll_all(send_cq);
+    REQUIRE(done.size() == 1);
+    return done[0].status;
+  }
+
+  bool holds_source(const uint8_t* p, size_t length) const { return std::memcmp(p, source.data(), length) == 0; }
+
+  ServiceHarness h;
+  std::vector<uint8_t> source = pattern(3 * page_size(), 41);
+  uint32_t pd_1 = 0, pd_2 = 0, source_key = 0;
+  client::CompletionRing target_cq, send_cq;
+  ClientQp target, sender;
+};
+
+constexpr uint32_t success = uint32_t(verbs::WcStatus::success);
+
+// A SysV segment of `size` bytes attached twice: `registered` to be registered and then detached, `view` to
+// look at it afterwards. Removed at once (it lives while attached).
+struct Segment {
+  explicit Segment(size_t size, int flags = 0) {
+    const int id = shmget(IPC_PRIVATE, size, IPC_CREAT | 0600 | flags);
+    if (id < 0) return;
+    registered = static_cast<uint8_t*>(shmat(id, nullptr, 0));
+    view = static_cast<uint8_t*>(shmat(id, nullptr, 0));
+    shmctl(id, IPC_RMID, nullptr);
+  }
+  ~Segment() {
+    if (view != reinterpret_cast<uint8_t*>(-1)) shmdt(view);
+    if (registered != reinterpret_cast<uint8_t*>(-1)) shmdt(registered);
+  }
+  bool ok() const { return view != reinterpret_cast<uint8_t*>(-1) && registered != reinterpret_cast<uint8_t*>(-1); }
+  void detach_registered() {
+    REQUIRE(shmdt(registered) == 0);
+    registered_gone = registered;
+    registered = reinterpret_cast<uint8_t*>(-1);
+  }
+  uint8_t* registered = reinterpret_cast<uint8_t*>(-1);
+  uint8_t* view = reinterpret_cast<uint8_t*>(-1);
+  uint8_t* registered_gone = nullptr;  // where it was registered
+};
+
+// The daemon opens /proc/PID/map_files/, which needs CAP_SYS_ADMIN: uroced runs as root.
+bool can_open_map_files() {
+  if (geteuid() == 0) return true;
+  WARN("not root: uroced could not open /proc/PID/map_files, so shared mappings stay with process_vm_*");
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("a region on SysV shared memory is reached in place, even after the process detaches it",
+          "[verbs][memory][shared-mappings]") {
+  if (!can_open_map_files()) return;
+  Writer w;
+  const size_t page = page_size();
+  Segment seg(3 * page);
+  REQUIRE(seg.ok());
+  const uint32_t rkey = w.reg(seg.registered + 100, 2 * page);
+  // Reached through process_vm_*, these addresses would now fault; the daemon's own mapping does not.
+  seg.detach_registered();
+  CHECK(w.write(seg.registered_gone + 100, rkey, uint32_t(2 * page)) == success);
+  CHECK(w.holds_source(seg.view + 100, 2 * page));
+}
+
+TEST_CASE("a region on SysV shared memory of huge pages (perftest --use_hugepages) is reached in place",
+          "[verbs][memory][shared-mappings][huge]") {
+  if (!can_open_map_files()) return;
+  constexpr size_t huge = 2 << 20;
+  HugePagePool pool(1);
+  REQUIRE(pool.grown);
+  Writer w;
+  Segment seg(huge, SHM_HUGETLB);
+  REQUIRE(seg.ok());
+  const size_t offset = huge - 4096;  // in the huge page's tail: the daemon's mapping starts at its head
+  const uint32_t rkey = w.reg(seg.registered + offset, 2048);
+  seg.detach_registered();
+  CHECK(w.write(seg.registered_gone + offset, rkey, 2048) == success);
+  CHECK(w.holds_source(seg.view + offset, 2048));
+}
+
+TEST_CASE("a region on shared anonymous memory or a sealed memfd follows the pages when the process moves them",
+          "[verbs][memory][shared-mappings]") {
+  if (!can_open_map_files()) return;
+  Writer w;
+  const size_t page = page_size(), size = 3 * page;
+  int memfd = -1;
+  uint8_t* mapping = nullptr;
+  SECTION("shared anonymous memory") {
+    mapping = static_cast<uint8_t*>(mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  }
+  SECTION("a memfd sealed against shrinking") {
+    memfd = memfd_create("uroce-test-sealed", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    REQUIRE(memfd >= 0);
+    REQUIRE(ftruncate(memfd, off_t(size)) == 0);
+    REQUIRE(fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK) == 0);
+    mapping = static_cast<uint8_t*>(mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0));
+  }
+  REQUIRE(mapping != MAP_FAILED);
+  const uint32_t rkey = w.reg(mapping + page + 8, page);
+  // The pages move to other addresses; the registered ones are left unmapped.
+  void* elsewhere = mmap(nullptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(elsewhere != MAP_FAILED);
+  auto* moved = static_cast<uint8_t*>(mremap(mapping, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, elsewhere));
+  REQUIRE(moved == elsewhere);
+  CHECK(w.write(mapping + page + 8, rkey, uint32_t(page)) == success);
+  CHECK(w.holds_source(moved + page + 8, page));
+  munmap(moved, size);
+  if (memfd >= 0) close(memfd);
+}
+
+TEST_CASE("a shared memfd that can shrink and a mapping the process may only read are not mapped by the daemon",
+          "[verbs][memory][shared-mappings]") {
+  if (!can_open_map_files()) return;
+  Writer w;
+  const size_t page = page_size();
+  SECTION("truncated under its region: an error completion, not a fault in the daemon") {
+    const int memfd = memfd_create("uroce-test-unsealed", MFD_CLOEXEC);
+    REQUIRE(memfd >= 0);
+    REQUIRE(ftruncate(memfd, off_t(2 * page)) == 0);
+    auto* mapping = static_cast<uint8_t*>(mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0));
+    REQUIRE(mapping != MAP_FAILED);
+    const uint32_t rkey = w.reg(mapping, 2 * page);
+    REQUIRE(ftruncate(memfd, 0) == 0);
+    CHECK(w.write(mapping, rkey, uint32_t(page)) != success);
+    munmap(mapping, 2 * page);
+    close(memfd);
+  }
+  SECTION("attached read-only: a remote WRITE fails however the region was registered") {
+    const int id = shmget(IPC_PRIVATE, page, IPC_CREAT | 0600);
+    REQUIRE(id >= 0);
+    auto* read_only = static_cast<uint8_t*>(shmat(id, nullptr, SHM_RDONLY));
+    shmctl(id, IPC_RMID, nullptr);
+    REQUIRE(read_only != reinterpret_cast<uint8_t*>(-1));
+    const uint32_t rkey = w.reg(read_only, page);
+    CHECK(w.write(read_only, rkey, 64) != success);
+    const std::vector<uint8_t> zeros(64, 0);
+    CHECK(std::memcmp(read_only, zeros.data(), zeros.size()) == 0);
+    shmdt(read_only);
+  }
+}
+
+}  // namespace uroce::test::service
