@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <system_error>
 
 #include <spdlog/spdlog.h>
 
@@ -227,6 +228,20 @@ json VerbsService::dealloc_pd(Session& s, uint64_t, const json& r, std::vector<i
   return json::object();
 }
 
+// `pid`, held for its regions: the handle its other regions share, or a new one if it has none or the
+// process it held has ended (a new process with the same pid, joined to the session, is not that one).
+std::shared_ptr<const ProcessHandle> VerbsService::process_of(Session& s, pid_t pid) {
+  std::erase_if(s.processes, [](const auto& p) { return p.second.expired(); });
+  if (auto held = s.processes[pid].lock(); held && held->alive()) return held;
+  try {
+    auto process = std::make_shared<const ProcessHandle>(pid);
+    s.processes[pid] = process;
+    return process;
+  } catch (const std::system_error& e) {
+    throw ServiceError(e.code().value(), e.what());
+  }
+}
+
 // The region's memory: the memfd the client moved its pages onto (sent with the request, "shared_offset"
 // says where the region starts in it); else the file under the client's shared mapping of the range when
 // the daemon can map it too (SysV shared memory, shared anonymous memory: shared_mappings.hpp); else the
@@ -250,7 +265,7 @@ std::shared_ptr<transport::MemoryBackend> VerbsService::memory_for(Session& s, c
         }
       }
     }
-    return std::make_shared<ProcessMemory>(pid, addr, length, s.liveness);
+    return std::make_shared<ProcessMemory>(process_of(s, pid), addr, length, s.liveness);
   }
   if (received_ == nullptr || received_->size() != 1) throw ServiceError(EINVAL, "shared region without its memfd");
   try {

@@ -117,6 +117,9 @@ class VerbsService {
     std::map<uint32_t, OnDemandRegion> on_demand;  // the ODP regions among mrs, by key
     std::map<uint32_t, DeviceMemory> dms;          // device memory, by number
     std::map<uint32_t, uint32_t> dm_regions;       // the device-memory regions among mrs: key -> dm
+    // The processes whose memory its process_vm_* regions reach: the session's own, and children made by
+    // fork() that joined it. Held while a region needs them (process_of).
+    std::map<pid_t, std::weak_ptr<const ProcessHandle>> processes;
   };
   // An XRC domain, shared by every session that opened it. One opened through a file (ibv_open_xrcd with
   // a descriptor) is found again by the file's identity, as the kernel finds it by inode, so that
@@ -206,6 +209,7 @@ class VerbsService {
 
   std::shared_ptr<transport::MemoryBackend> memory_for(Session& s, const nlohmann::json& r, uint64_t addr,
                                                        uint64_t length);
+  static std::shared_ptr<const ProcessHandle> process_of(Session& s, pid_t pid);
   // What reg_mr and rereg_mr ask for, read and checked once: the PD (the session's), where the region lies
   // in the client and its iova, its access (with the transport's on-demand bit when asked) and the memory
   // that backs it (memory_for).

@@ -39,7 +39,8 @@ bool backend_works(transport::MemoryBackend& m) {
 TEST_CASE("ClientLiveness switches a client's memory backends off", "[verbs][memory]") {
   auto liveness = std::make_shared<emulator::ClientLiveness>();
   alignas(8) uint8_t local[64] = {};
-  emulator::ProcessMemory process(getpid(), reinterpret_cast<uint64_t>(local), sizeof local, liveness);
+  emulator::ProcessMemory process(std::make_shared<emulator::ProcessHandle>(getpid()), reinterpret_cast<uint64_t>(local),
+                                  sizeof local, liveness);
   const int fd = make_memfd(4096);
   emulator::SharedMemory shared(fd, 0, 4096, liveness);
   close(fd);  // the backend keeps its own mapping

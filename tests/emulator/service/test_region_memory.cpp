@@ -1,15 +1,24 @@
-// Regions on a client's own shared mappings, which uroced maps itself (emulator/daemon/shared_mappings.hpp):
-// SysV segments (small and huge pages), shared anonymous memory and a sealed memfd are reached in place, as
-// a NIC reaches pinned pages: an RDMA WRITE lands in the memory even after the process moved or unmapped
-// the registered addresses, which process_vm_* (the fallback) could no longer reach. What must not be
-// mapped is not: a shared memfd that can shrink (truncated under its region it gives an error completion,
-// not a daemon that faults), and a mapping the process may only read (a remote WRITE into it fails).
+// How uroced reaches a region the client did not move onto a memfd of its own.
+// - Its own shared mappings, which uroced maps itself (emulator/daemon/shared_mappings.hpp): SysV segments
+//   (small and huge pages), shared anonymous memory and a sealed memfd are reached in place, as a NIC
+//   reaches pinned pages: an RDMA WRITE lands in the memory even after the process moved or unmapped the
+//   registered addresses, which process_vm_* (the fallback) could no longer reach. What must not be mapped
+//   is not: a shared memfd that can shrink (truncated under its region it gives an error completion, not a
+//   daemon that faults), and a mapping the process may only read (a remote WRITE into it fails).
+// - Everything else, with process_vm_* on the process that registered it, and on no other: a process that
+//   ended (a forked child that joined its parent's session) leaves regions whose pid another process may
+//   get; that one is never touched.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/shm.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <fstream>
+#include <memory>
 
 #include "emulator/protocol/verbs_json.hpp"
 #include "tests/emulator/service/service_fixture.hpp"
@@ -22,8 +31,8 @@ size_t page_size() { return size_t(sysconf(_SC_PAGESIZE)); }
 // Session 1 owns the regions under test and a QP facing session 2's, which RDMA WRITEs into them from a
 // buffer of its own. One write that fails takes both QPs to the error state: one per test section.
 struct Writer {
-  Writer() {
-    h.service->open_session(1, getpid(), getuid());
+  explicit Writer(pid_t target_process = getpid()) {
+    h.service->open_session(1, target_process, getuid());
     h.service->open_session(2, getpid(), getuid());
     pd_1 = h.call(1, {{"op", "alloc_pd"}}).at("pd");
     pd_2 = h.call(2, {{"op", "alloc_pd"}}).at("pd");
@@ -101,6 +110,42 @@ bool can_open_map_files() {
   if (geteuid() == 0) return true;
   WARN("not root: uroced could not open /proc/PID/map_files, so shared mappings stay with process_vm_*");
   return false;
+}
+
+// A child made by fork() that waits until told to end (the parent's memory, copied: the same addresses).
+struct Child {
+  Child() {
+    REQUIRE(pipe(go) == 0);
+    pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      close(go[1]);  // else its own copy keeps the pipe open: the read below would never see the end
+      char c = 0;
+      [[maybe_unused]] ssize_t n = read(go[0], &c, 1);
+      _exit(0);
+    }
+    close(go[0]);
+  }
+  ~Child() { end(); }
+  void end() {
+    if (pid <= 0) return;
+    close(go[1]);
+    waitpid(pid, nullptr, 0);
+    pid = 0;
+  }
+  int go[2] = {-1, -1};
+  pid_t pid = 0;
+};
+
+// As root, the kernel hands out the pid after ns_last_pid next (as CRIU restores processes): a child made
+// just after is given `pid` unless another fork came between, so it is tried a few times.
+std::unique_ptr<Child> child_with_pid(pid_t pid) {
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    std::ofstream("/proc/sys/kernel/ns_last_pid") << pid - 1;
+    auto child = std::make_unique<Child>();
+    if (child->pid == pid) return child;
+  }
+  return nullptr;
 }
 
 }  // namespace
@@ -194,6 +239,34 @@ TEST_CASE("a shared memfd that can shrink and a mapping the process may only rea
     CHECK(std::memcmp(read_only, zeros.data(), zeros.size()) == 0);
     shmdt(read_only);
   }
+}
+
+TEST_CASE("a region of a process that ended never reaches another process given its pid",
+          "[verbs][memory][fork]") {
+  if (geteuid() != 0) {
+    WARN("not root: a pid cannot be handed out again on purpose, so this case is not run");
+    return;
+  }
+  // Both children see this buffer at the same address: a copy of the parent's.
+  const size_t page = page_size();
+  auto* buffer = static_cast<uint8_t*>(mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  REQUIRE(buffer != MAP_FAILED);
+  std::memset(buffer, 0x11, page);
+  auto first = std::make_unique<Child>();
+  const pid_t pid = first->pid;
+  Writer w(pid);  // session 1 is the first child's (a forked child that joined it registers the same way)
+  const uint32_t rkey = w.reg(buffer, page);
+  CHECK(w.write(buffer, rkey, 64) == success);  // reaches the first child while it lives
+  first->end();
+  std::unique_ptr<Child> second = child_with_pid(pid);
+  REQUIRE(second);
+  // The same address in the process that now has the pid: untouched, and the write fails.
+  CHECK(w.write(buffer, rkey, 64) != success);
+  uint8_t seen[64] = {};
+  const iovec local{seen, sizeof seen}, remote{buffer, sizeof seen};
+  REQUIRE(process_vm_readv(second->pid, &local, 1, &remote, 1, 0) == ssize_t(sizeof seen));
+  CHECK(std::all_of(std::begin(seen), std::end(seen), [](uint8_t b) { return b == 0x11; }));
+  munmap(buffer, page);
 }
 
 }  // namespace uroce::test::service
