@@ -26,8 +26,7 @@ constexpr std::chrono::milliseconds address_poll_interval{10};
 
 void CmService::resolve_neighbour(uint32_t n, cm::Nanos timeout) {
   CmId& id = ids_.at(n);
-  const NeighbourState state = is_local(id.dst) || id.dst.is_multicast() ? NeighbourState::known
-                                                                         : ask_neighbour(engine_, id.dst);
+  const NeighbourState state = is_local(id.dst) ? NeighbourState::known : ask_neighbour(engine_, id.dst);
   if (state == NeighbourState::no_route) {
     // Off the link with no gateway: Linux's route lookup fails at once with ENETUNREACH (rping: "cma event
     // RDMA_CM_EVENT_ADDR_ERROR, error -101").

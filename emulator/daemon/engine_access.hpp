@@ -39,8 +39,11 @@ enum class NeighbourState : uint8_t { no_route, resolving, known };
 
 // Where the port stands on reaching `ip`, asked on the engine thread: no route to it, its MAC being found
 // (ARP or ND started if none runs), or known. What the CM's rdma_resolve_addr and the verbs'
-// resolve_neighbour both ask first.
+// resolve_neighbour both ask first. A multicast group is always known, route or none: its MAC follows from
+// the address, and Linux looks no route up for it either (ib_resolve_eth_dmac, cma_iboe_join_multicast), so
+// an address handle for a group joined through rdma_cm works on a port with no gateway.
 inline NeighbourState ask_neighbour(EngineAccess& engine, const wire::IpAddress& ip) {
+  if (ip.is_multicast()) return NeighbourState::known;
   NeighbourState state = NeighbourState::no_route;
   engine.run_on_engine([&](EngineContext& c) {
     if (c.has_route(ip)) state = c.neighbour_known(ip) ? NeighbourState::known : NeighbourState::resolving;

@@ -9,6 +9,10 @@ stopped reporting, say) fails the run. The daemon is stopped by PID.
 The suite's huge page tests (regions and a parent domain's allocator on 2 MiB pages) skip on a machine with
 none reserved. Run as root, this script reserves a few for the run when there are none, and gives them back.
 
+Its rdma_cm tests read the device's IP address from the device's kernel network interface, which uroce, a NIC
+in user space, has not. Run as root, the suite runs in mount and network namespaces of its own in which one
+says what uroced's port is (see NETDEV); otherwise those tests skip.
+
   test_rdma_core_suite.py --uroced build/.../emulator/uroced --uroce-run build/.../verbs_shim/uroce-run
 """
 import argparse
@@ -33,6 +37,7 @@ TIMEOUT = 600
 # reason a broken uroce could also give (an extended CQ or QP refused) is accepted only where the test asks
 # for something uroce does not do.
 NO_HUGE_PAGES = r"There are no huge pages of size 2M allocated"
+NO_NETDEV = r"Device \S+ doesn't have net interface"
 ACCEPTED_SKIPS = [
     (r"\.test_(mlx5|efa)", r"Can not run the test over non (MLX5|EFA) device"),
     (r"\.test_(mlx5|efa)", r"Could not open mlx5 context \(This is not an MLX5 device\)"),
@@ -41,10 +46,48 @@ ACCEPTED_SKIPS = [
     (r"", NO_HUGE_PAGES),  # accepted only when the machine has none (see reserve_huge_pages)
     (r"", r"Allocating dmabuf is not supported by /dev/dri/\S+"),  # no GPU here
     (r"", r"cuda-python 12\.0\+ must be installed to run CUDA tests"),
-    # uroce has no kernel network device for rdma_cm's tests to read an address from (sysfs
-    # /sys/class/infiniband/DEV/device/net); rdma_cm itself is covered by rping, ucmatose and friends.
-    (r"\.test_(mlx5_)?rdmacm\.", r"Device \S+ doesn't have net interface"),
+    # Accepted only when the suite could not run with NETDEV (not root): uroce has no kernel network device
+    # for rdma_cm's tests to read an address from; rdma_cm is then covered by rping, ucmatose and friends.
+    (r"\.test_(mlx5_)?rdmacm\.", NO_NETDEV),
 ]
+
+PORT_ADDRESS = "192.0.2.1/24"  # uroced's, on its loopback port
+
+# rdma-core's tests find the device's address as a kernel-bound device's: the interface named in
+# /sys/class/infiniband/DEV/device/net/, then `ip -j addr show IF`. In namespaces of its own (so nothing is
+# seen or left outside), the suite gets both: a tmpfs over /sys/class that keeps every class as a link to
+# the real one and adds infiniband/uroce0/device/net/uroce0, and an interface uroce0 (one end of a veth, used
+# for nothing but being read) holding the port's address. uroced stays outside: its port is its own, and the
+# suite reaches it through the socket's path.
+NETDEV = r"""
+set -e
+mkdir -p "$UROCE_WORK/sysclass"
+mount --bind /sys/class "$UROCE_WORK/sysclass"
+mount -t tmpfs uroce-sysclass /sys/class
+for class in "$UROCE_WORK"/sysclass/*; do
+  [ "${class##*/}" = infiniband ] || ln -s "$class" "/sys/class/${class##*/}"
+done
+mkdir -p /sys/class/infiniband/uroce0/device/net/uroce0
+ip link add uroce0 type veth peer name uroce0-peer
+ip addr add "$UROCE_ADDRESS" dev uroce0
+ip link set uroce0 up
+ip link set lo up
+exec "$@"
+"""
+
+
+def netdev_wrapper(workdir):
+    """The command prefix that runs the suite with NETDEV, or [] when this machine cannot (not root, or no
+    namespaces to be had)."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("ip") is None:
+        return []
+    probe = subprocess.run(["unshare", "--mount", "--net", "true"], capture_output=True)
+    if probe.returncode != 0:
+        return []
+    script = os.path.join(workdir, "netdev.sh")
+    with open(script, "w") as f:
+        f.write(NETDEV)
+    return ["unshare", "--mount", "--net", "/bin/sh", script]
 
 HUGE_PAGES = "/proc/sys/vm/nr_hugepages"  # of the default size, 2 MiB on x86-64, which the suite asks for
 HUGE_PAGES_FOR_SUITE = 16
@@ -119,13 +162,18 @@ def main():
     workdir = tempfile.mkdtemp(prefix="uroce-rdma-core-tests-")
     suite = os.path.join(workdir, "tests")
     unpack_suite(suite)
-    daemon = Daemon(args.uroced, workdir, "u", ["--ip", "192.0.2.1/24"])
+    daemon = Daemon(args.uroced, workdir, "u", ["--ip", PORT_ADDRESS])
     huge_pages_before = reserve_huge_pages()
-    accepted = [(w, r) for w, r in ACCEPTED_SKIPS if r != NO_HUGE_PAGES or not huge_pages_reserved()]
+    wrapper = netdev_wrapper(workdir)
+    accepted = [(w, r) for w, r in ACCEPTED_SKIPS
+                if (r != NO_HUGE_PAGES or not huge_pages_reserved()) and (r != NO_NETDEV or not wrapper)]
+    if not wrapper:
+        print("(not root: rdma_cm's tests will skip, having no network interface to read the address from)")
     try:
-        out = subprocess.run([os.path.abspath(args.uroce_run), "--socket", daemon.socket, PYTHON, "run_tests.py",
-                              "--dev", "uroce0", "-v"], cwd=suite, capture_output=True, text=True, timeout=TIMEOUT,
-                             env=dict(os.environ, PYTHONWARNINGS="ignore"))  # keeps "... ok" on the test's line
+        out = subprocess.run([*wrapper, os.path.abspath(args.uroce_run), "--socket", daemon.socket, PYTHON,
+                              "run_tests.py", "--dev", "uroce0", "-v"], cwd=suite, capture_output=True, text=True,
+                             timeout=TIMEOUT, env=dict(os.environ, PYTHONWARNINGS="ignore",  # "... ok" on its line
+                                                       UROCE_WORK=workdir, UROCE_ADDRESS=PORT_ADDRESS))
     except subprocess.TimeoutExpired as e:
         print(f"FAIL: the suite did not finish in {TIMEOUT} s\n{(e.stderr or b'')[-4000:]}")
         return 1

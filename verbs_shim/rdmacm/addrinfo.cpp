@@ -25,13 +25,55 @@ const addrinfo* pick(const addrinfo* found, bool passive_wildcard) {
   return found;
 }
 
+// The port space and QP type a result takes from `hints` (TCP and RC when they name none).
+void set_transport(rdma_addrinfo* r, const rdma_addrinfo* hints) {
+  r->ai_port_space = hints != nullptr && hints->ai_port_space != 0 ? hints->ai_port_space : RDMA_PS_TCP;
+  r->ai_qp_type = hints != nullptr && hints->ai_qp_type != 0 ? hints->ai_qp_type
+                  : r->ai_port_space == RDMA_PS_UDP        ? IBV_QPT_UD
+                                                           : IBV_QPT_RC;
+}
+
+// Copies `len` bytes of `from` into *to (nothing when there are none). False only when memory ran out.
+bool set_address(sockaddr*& to, socklen_t& to_len, const sockaddr* from, socklen_t len) {
+  if (from == nullptr || len == 0) return true;
+  to = copy_address(from, len);
+  if (to == nullptr) return false;
+  to_len = len;
+  return true;
+}
+
+// With neither node nor service, the result is the hints' own addresses (librdmacm's behaviour, which
+// pyverbs' AddrInfo(src=...) relies on, e.g. to name a multicast group for rdma_join_multicast).
+rdma_addrinfo* from_hints(const rdma_addrinfo& hints) {
+  auto* r = static_cast<rdma_addrinfo*>(calloc(1, sizeof(rdma_addrinfo)));
+  if (r == nullptr) return nullptr;
+  r->ai_flags = hints.ai_flags;
+  r->ai_family = hints.ai_family;
+  set_transport(r, &hints);
+  if (!set_address(r->ai_dst_addr, r->ai_dst_len, hints.ai_dst_addr, hints.ai_dst_len) ||
+      !set_address(r->ai_src_addr, r->ai_src_len, hints.ai_src_addr, hints.ai_src_len)) {
+    rdma_freeaddrinfo(r);
+    return nullptr;
+  }
+  if (r->ai_family == AF_UNSPEC) {
+    const sockaddr* any = r->ai_dst_addr != nullptr ? r->ai_dst_addr : r->ai_src_addr;
+    if (any != nullptr) r->ai_family = any->sa_family;
+  }
+  return r;
+}
+
 }  // namespace
 
 CMA_EXPORT int rdma_getaddrinfo(const char* node, const char* service, const rdma_addrinfo* hints,
                                 rdma_addrinfo** res) {
-  if (res == nullptr || (node == nullptr && service == nullptr)) {
+  if (res == nullptr || (node == nullptr && service == nullptr && hints == nullptr)) {
     errno = EINVAL;
     return -1;
+  }
+  if (node == nullptr && service == nullptr) {
+    *res = from_hints(*hints);
+    if (*res == nullptr) errno = ENOMEM;
+    return *res != nullptr ? 0 : -1;
   }
   const int family = hints != nullptr ? hints->ai_family : AF_UNSPEC;
   if (family != AF_UNSPEC && family != AF_INET && family != AF_INET6) {
@@ -58,10 +100,7 @@ CMA_EXPORT int rdma_getaddrinfo(const char* node, const char* service, const rdm
   r->ai_flags = hints != nullptr ? hints->ai_flags : 0;
   const addrinfo* chosen = pick(found, passive && node == nullptr);
   r->ai_family = chosen->ai_family;
-  r->ai_port_space = hints != nullptr && hints->ai_port_space != 0 ? hints->ai_port_space : RDMA_PS_TCP;
-  r->ai_qp_type = hints != nullptr && hints->ai_qp_type != 0 ? hints->ai_qp_type
-                  : r->ai_port_space == RDMA_PS_UDP        ? IBV_QPT_UD
-                                                           : IBV_QPT_RC;
+  set_transport(r, hints);
   const socklen_t len = chosen->ai_addrlen;
   sockaddr* a = copy_address(chosen->ai_addr, len);
   freeaddrinfo(found);
@@ -76,12 +115,10 @@ CMA_EXPORT int rdma_getaddrinfo(const char* node, const char* service, const rdm
   } else {
     r->ai_dst_addr = a;
     r->ai_dst_len = len;
-    if (hints != nullptr && hints->ai_src_addr != nullptr && hints->ai_src_len > 0) {
-      sockaddr* s = copy_address(hints->ai_src_addr, hints->ai_src_len);
-      if (s != nullptr) {
-        r->ai_src_addr = s;
-        r->ai_src_len = hints->ai_src_len;
-      }
+    if (hints != nullptr && !set_address(r->ai_src_addr, r->ai_src_len, hints->ai_src_addr, hints->ai_src_len)) {
+      rdma_freeaddrinfo(r);
+      errno = ENOMEM;
+      return -1;
     }
   }
   *res = r;

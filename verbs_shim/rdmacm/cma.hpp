@@ -54,6 +54,11 @@ inline Event* to_impl(rdma_cm_event* e) { return reinterpret_cast<Event*>(e); }
 emulator::client::ControlConnection& control();
 nlohmann::json call(nlohmann::json request, std::vector<int>* fds = nullptr);
 ibv_context* device_context();  // uroce's device (the first one), opened once
+// The device's protection domain that every ID bound to it carries (rdma_cm_id::pd), allocated once, as
+// librdmacm allocates one per device: rdma_create_qp and rdma_create_srq without a PD use it, and so do
+// applications that take the ID's (pyverbs' CMID.pd after rdma_resolve_route). Null, errno set, if it
+// cannot be made.
+ibv_pd* device_pd();
 std::vector<ibv_context*> all_device_contexts();
 
 // Registers / finds / forgets the ID a daemon handle names (events carry handles).

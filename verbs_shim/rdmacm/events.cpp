@@ -91,6 +91,7 @@ Id* new_connection_id(Id* listener, const json& m) {
   id->id.ps = listener->id.ps;
   id->id.qp_type = listener->id.qp_type;
   id->id.verbs = device_context();
+  id->id.pd = device_pd();
   id->id.port_num = 1;
   // Never synchronous here, even under a synchronous listener: it shares the listener's channel, which is not
   // its own to destroy; rdma_get_request gives it a channel of its own and makes it synchronous then.

@@ -48,6 +48,20 @@ std::vector<ibv_context*> all_device_contexts() {
 
 ibv_context* device_context() { return all_device_contexts().front(); }
 
+ibv_pd* device_pd() {
+  static ibv_pd* pd = nullptr;
+  ibv_context* context = nullptr;
+  try {
+    context = device_context();
+  } catch (const client::ControlError& e) {
+    errno = e.error_number();
+    return nullptr;
+  }
+  std::lock_guard g(lock);
+  if (pd == nullptr) pd = ibv_alloc_pd(context);  // (errno set when it fails; tried again next time)
+  return pd;
+}
+
 void remember(Id* id) {
   std::lock_guard g(lock);
   ids[id->handle] = id;

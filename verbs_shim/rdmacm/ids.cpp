@@ -103,6 +103,7 @@ CMA_EXPORT int rdma_bind_addr(rdma_cm_id* cm_id, sockaddr* addr) {
     // Bound to one of the port's own addresses, the ID belongs to its device (a wildcard does not).
     if (r.value("addr", std::string()) != "0.0.0.0" && r.value("addr", std::string()) != "::") {
       id->id.verbs = device_context();
+      id->id.pd = device_pd();
       id->id.port_num = 1;
     }
     return 0;
@@ -121,6 +122,7 @@ CMA_EXPORT int rdma_resolve_addr(rdma_cm_id* cm_id, sockaddr* src, sockaddr* dst
     set_ip(&a.dst_addr, r.value("dst", std::string()), port_of(dst));
     set_gid(a.addr.ibaddr.dgid, r.value("dst", std::string()));
     id->id.verbs = device_context();
+    id->id.pd = device_pd();
     id->id.port_num = 1;
     return 0;
   });
