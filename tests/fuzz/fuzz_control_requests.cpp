@@ -7,8 +7,10 @@
 // exception (which the control server would turn into "internal error"); no descriptor is left open once
 // the sessions close, and none is handed out by a failed request.
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/shm.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -75,11 +77,38 @@ struct OpFields {
   std::vector<const char*> fields;
 };
 const OpFields op_fields[] = {{"create_cq", {"cqe"}},
+                              {"reg_mr", {"pd", "addr", "length", "access"}},
                               {"create_srq", {"pd", "max_wr", "max_sge", "cq", "tm"}},
                               {"post_srq_ops", {"srq", "ops"}}};
 // Of those, the members that name an object and those that are counts or codes: half the time they get a
 // handle, or a number below 20, rather than a value of any kind.
 bool names_object(const std::string& name) { return name == "pd" || name == "cq" || name == "srq" || name == "handle"; }
+
+// Shared memory of this process that reg_mr may name, made once (LLVMFuzzerInitialize): the daemon maps what it
+// can of it itself (emulator/daemon/shared_mappings.hpp) and must refuse the rest. A SysV segment, shared
+// anonymous memory, a sealed and an unsealed memfd mapped shared, a SysV segment attached read-only.
+std::vector<uint64_t> shared_mappings;
+constexpr size_t shared_mapping_size = 1 << 16;
+
+void map_shared_memory() {
+  const auto add = [](void* p) {
+    if (p != MAP_FAILED && p != reinterpret_cast<void*>(-1)) shared_mappings.push_back(reinterpret_cast<uint64_t>(p));
+  };
+  for (const int flags : {0, SHM_RDONLY}) {
+    const int id = shmget(IPC_PRIVATE, shared_mapping_size, IPC_CREAT | 0600);
+    if (id < 0) continue;
+    add(shmat(id, nullptr, flags));
+    shmctl(id, IPC_RMID, nullptr);  // gone when detached: at exit
+  }
+  add(mmap(nullptr, shared_mapping_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  for (const bool sealed : {true, false}) {
+    const int fd = memfd_create("uroce-fuzz-shared", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0 || ftruncate(fd, shared_mapping_size) != 0) continue;
+    if (sealed) fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK);
+    add(mmap(nullptr, shared_mapping_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+    close(fd);  // the mapping keeps it
+  }
+}
 bool is_count(const std::string& name) {
   return name == "cqe" || name == "max_wr" || name == "max_sge" || name == "max_num_tags" || name == "max_ops" ||
          name == "opcode" || name == "flags" || name == "unexpected_cnt";
@@ -138,6 +167,9 @@ json member(Reader& in, int depth, const std::string& name) {
     return shaped(in, depth, name);
   }
   if (names_object(name) && in.byte() % 2 == 0) return handles[in.byte() % handles.size()];
+  if (name == "addr" && !shared_mappings.empty() && in.byte() % 2 == 0) {  // in, near or past the end of one
+    return shared_mappings[in.byte() % shared_mappings.size()] + in.word(2) * 2;
+  }
   if (is_count(name) && in.byte() % 2 == 0) return in.byte() % 20;
   return value(in, depth + 1);
 }
@@ -236,6 +268,7 @@ struct Served {
 // The service logs every session and refusal: millions of lines that would only slow the fuzzer down.
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   spdlog::set_level(spdlog::level::off);
+  map_shared_memory();
   return 0;
 }
 
