@@ -11,6 +11,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <mutex>
 #include <string>
 
@@ -27,23 +28,19 @@ struct MapsEntry {
   char perms[5] = {};
 };
 
-// The mapping of /proc/PID/maps that holds `addr`.
+// The mapping of /proc/PID/maps that holds `addr`. Read line by line whatever a line's length: a path may be
+// as long as PATH_MAX, and the rest of a line cut short could read as a mapping the client made up.
 std::optional<MapsEntry> mapping_at(pid_t pid, uint64_t addr) {
-  const std::string path = "/proc/" + std::to_string(pid) + "/maps";
-  FILE* maps = fopen(path.c_str(), "re");
-  if (maps == nullptr) return std::nullopt;
-  std::optional<MapsEntry> found;
-  char line[4096];
-  while (fgets(line, sizeof line, maps) != nullptr) {
+  std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
     MapsEntry e;
-    if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %4s %" SCNx64, &e.lo, &e.hi, e.perms, &e.file_offset) == 4 &&
+    if (sscanf(line.c_str(), "%" SCNx64 "-%" SCNx64 " %4s %" SCNx64, &e.lo, &e.hi, e.perms, &e.file_offset) == 4 &&
         e.lo <= addr && addr < e.hi) {
-      found = e;
-      break;
+      return e;
     }
   }
-  fclose(maps);
-  return found;
+  return std::nullopt;
 }
 
 // The device of the kernel's internal mount that holds files of `page_size` pages: the shmem one (SysV
