@@ -107,13 +107,7 @@ std::optional<SharedMapping> open_shared_mapping(pid_t pid, uint64_t addr, uint6
   }
   // What was opened is named by its own link, not by the maps line read before (the process may have
   // remapped meanwhile; the offset then names another part of a file the process maps, bounds-checked).
-  const std::string name = link_of(s.file.get());
-  s.fixed_size = fixed_size_file(s.file.get(), name);
-  const int seals = fcntl(s.file.get(), F_GET_SEALS);
-  if (!s.fixed_size && (seals < 0 || (seals & F_SEAL_SHRINK) == 0)) {
-    spdlog::debug("region at {:#x}: {} could shrink under a mapping; reached with process_vm_*", addr, name);
-    return std::nullopt;
-  }
+  s.fixed_size = fixed_size_file(s.file.get(), link_of(s.file.get()));
   s.offset = m->file_offset + (addr - m->lo);
   return s;
 }

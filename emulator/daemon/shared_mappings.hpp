@@ -23,12 +23,13 @@ namespace uroce::emulator {
 struct SharedMapping {
   control::UniqueFd file;    // the mapping's file, opened read-write
   uint64_t offset = 0;       // where the registered range starts in it
-  bool fixed_size = false;   // a SysV segment or shared anonymous memory (otherwise a memfd sealed against shrinking)
+  bool fixed_size = false;   // a SysV segment or shared anonymous memory (SharedMemory::Size::fixed)
 };
 
-// The file under [addr, addr + length) of process `pid`, when one mapping holds the whole range, it is
-// shared, readable and writable in the process, and its file is one of the kinds above; nothing otherwise
-// (the reason is logged at debug level).
+// The file under [addr, addr + length) of process `pid`, when one mapping holds the whole range and it is
+// shared, readable and writable in the process; nothing otherwise (the reason is logged at debug level).
+// Whether the file keeps its size is for SharedMemory to hold it to: `fixed_size` when it is a SysV segment
+// or shared anonymous memory, else its seals are checked there, as a memfd a client sends is.
 std::optional<SharedMapping> open_shared_mapping(pid_t pid, uint64_t addr, uint64_t length);
 
 }  // namespace uroce::emulator

@@ -13,8 +13,10 @@ namespace uroce::emulator {
 SharedMemory::SharedMemory(int fd, uint64_t offset, uint64_t length, std::shared_ptr<ClientLiveness> liveness,
                            Size size)
     : length_(length), liveness_(std::move(liveness)) {
-  const int seals = fcntl(fd, F_GET_SEALS);
-  if (size == Size::sealed && (seals < 0 || (seals & F_SEAL_SHRINK) == 0)) throw std::runtime_error("memory fd is not a memfd sealed against shrinking");
+  if (size == Size::sealed) {
+    const int seals = fcntl(fd, F_GET_SEALS);
+    if (seals < 0 || (seals & F_SEAL_SHRINK) == 0) throw std::runtime_error("memory fd is not a memfd sealed against shrinking");
+  }
   struct stat st {};
   if (fstat(fd, &st) != 0 || st.st_size < 0 || offset > uint64_t(st.st_size) || length > uint64_t(st.st_size) - offset) {
     throw std::runtime_error("memory fd is smaller than the region");

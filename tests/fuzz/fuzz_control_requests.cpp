@@ -70,8 +70,9 @@ const char* const words[] = {"eth", "ipv4", "ipv6", "tcp", "udp", "drop"};
 const char* const tm_fields[] = {"max_num_tags", "max_ops"};
 const char* const tag_op_fields[] = {"wr_id", "opcode", "flags", "unexpected_cnt", "handle", "recv_wr_id", "tag",
                                      "mask", "sg_list"};
-// What the tag matching requests read (and the CQ a TM SRQ needs), all given half the time: names picked at
-// random from sixty would seldom make a TM SRQ, and post_srq_ops would never get past its SRQ.
+// What the tag matching requests read (and the CQ a TM SRQ needs), and reg_mr, all given half the time: names
+// picked at random from sixty would seldom make a TM SRQ, post_srq_ops would never get past its SRQ, and
+// reg_mr would seldom name a mapping.
 struct OpFields {
   const char* op;
   std::vector<const char*> fields;
@@ -83,6 +84,10 @@ const OpFields op_fields[] = {{"create_cq", {"cqe"}},
 // Of those, the members that name an object and those that are counts or codes: half the time they get a
 // handle, or a number below 20, rather than a value of any kind.
 bool names_object(const std::string& name) { return name == "pd" || name == "cq" || name == "srq" || name == "handle"; }
+bool is_count(const std::string& name) {
+  return name == "cqe" || name == "max_wr" || name == "max_sge" || name == "max_num_tags" || name == "max_ops" ||
+         name == "opcode" || name == "flags" || name == "unexpected_cnt";
+}
 
 // Shared memory of this process that reg_mr may name, made once (LLVMFuzzerInitialize): the daemon maps what it
 // can of it itself (emulator/daemon/shared_mappings.hpp) and must refuse the rest. A SysV segment, shared
@@ -91,8 +96,8 @@ std::vector<uint64_t> shared_mappings;
 constexpr size_t shared_mapping_size = 1 << 16;
 
 void map_shared_memory() {
-  const auto add = [](void* p) {
-    if (p != MAP_FAILED && p != reinterpret_cast<void*>(-1)) shared_mappings.push_back(reinterpret_cast<uint64_t>(p));
+  const auto add = [](void* p) {  // (shmat fails with MAP_FAILED's value too)
+    if (p != MAP_FAILED) shared_mappings.push_back(reinterpret_cast<uint64_t>(p));
   };
   for (const int flags : {0, SHM_RDONLY}) {
     const int id = shmget(IPC_PRIVATE, shared_mapping_size, IPC_CREAT | 0600);
@@ -103,15 +108,15 @@ void map_shared_memory() {
   add(mmap(nullptr, shared_mapping_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   for (const bool sealed : {true, false}) {
     const int fd = memfd_create("uroce-fuzz-shared", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (fd < 0 || ftruncate(fd, shared_mapping_size) != 0) continue;
+    if (fd < 0) continue;
+    if (ftruncate(fd, shared_mapping_size) != 0) {
+      close(fd);
+      continue;
+    }
     if (sealed) fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK);
     add(mmap(nullptr, shared_mapping_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
     close(fd);  // the mapping keeps it
   }
-}
-bool is_count(const std::string& name) {
-  return name == "cqe" || name == "max_wr" || name == "max_sge" || name == "max_num_tags" || name == "max_ops" ||
-         name == "opcode" || name == "flags" || name == "unexpected_cnt";
 }
 
 template <size_t N>
