@@ -4,7 +4,10 @@
 // fill it): for RoCE v2 over IPv4, twenty zero bytes and then the datagram's IPv4 header; over IPv6 the
 // IPv6 header itself, which has the GRH's layout. The reply goes from the GID the datagram was sent to
 // (its destination address, looked up in the port's GID table) to its source address, with its TTL /
-// hop limit and traffic class, as rdma-core does for RoCE.
+// hop limit and traffic class, as rdma-core does for RoCE. Its SL is wc->sl, as rdma-core copies it: on a
+// RoCE completion that field holds the packet's type (0xA for RoCE v2 over IPv4, 0x9 over IPv6; see
+// roce_packet_type in transport/qp/responder.cpp), as on ConnectX, so on a VLAN port the reply goes at
+// priority 2 or 1 unless the program sets the SL itself.
 #include <cstring>
 
 #include "shim.hpp"

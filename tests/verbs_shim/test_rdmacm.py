@@ -9,7 +9,8 @@ it; (b) veth: two uroced in two network namespaces over a veth pair (root only),
 10.77.0.1, the client through 10.77.0.2 - the programs address each other by the daemons' IPs; (c) veth-vlan: the same with both ports
 on 802.1Q VLAN 100 (uroced --vlan 100 --egress-qos-map "0:3 6:5"): ARP, the CM's MADs and the connections'
 traffic all tagged; then rping, ib_write_bw -R --tos 16 and udaddy -t 16 on fresh daemons, whose captures
-must show every RoCE frame at the priority the client's TOS maps to (priority_cases).
+must show every RoCE frame at the priority the client's TOS maps to (priority_cases; udaddy's server
+answers at the SL its completions report, udaddy_at).
 
 Cases: rping with data verification (-V -C N), rping to a port nobody listens on (the client must see
 RDMA_CM_EVENT_REJECTED, uroced's CM answers the REQ with a REJ), rping to an address nobody has
@@ -221,15 +222,19 @@ def perftest(uroce_run, server_socket, client_socket, server_ip, program, extra)
 EGRESS_QOS_MAP = ["--vlan", "100", "--egress-qos-map", "0:3 6:5"]
 
 
-def roce_frames(pcap):
-    """(PCP, IP TOS, BTH opcode) of each 802.1Q-tagged IPv4 RoCEv2 frame of a capture."""
+def roce_frames(pcap, with_source=False):
+    """(PCP, IP TOS, BTH opcode) of each 802.1Q-tagged IPv4 RoCEv2 frame of a capture; with_source adds the
+    source address (dotted) and the destination QP."""
     out = []
     for f in capture_check.pcap_records.frames(pcap):
         if f[12:14] != b"\x81\x00" or f[16:18] != b"\x08\x00" or len(f) < 18 + 20 + 8 + 12 or f[18 + 9] != 17:
             continue
         bth = 18 + (f[18] & 0x0F) * 4 + 8
         if int.from_bytes(f[bth - 6:bth - 4], "big") == 4791:
-            out.append((f[14] >> 5, f[19], f[bth]))
+            frame = (f[14] >> 5, f[19], f[bth])
+            if with_source:
+                frame += (".".join(str(b) for b in f[18 + 12:18 + 16]), int.from_bytes(f[bth + 5:bth + 8], "big"))
+            out.append(frame)
     return out
 
 
@@ -249,19 +254,33 @@ def writes_at(pcp, tos, others):
     return check
 
 
+def udaddy_at(pcp, server, reply_pcp):
+    """udaddy's server answers each datagram through an address handle made from its completion
+    (ibv_create_ah_from_wc). A RoCE completion's SL field holds the packet's type, as ConnectX's does (0xA:
+    RoCE v2 over IPv4; UCX reads it), and rdma-core copies that field into the handle's SL: the answers go
+    at priority 0xA & 7 = 2. Everything else, the CM's MADs both ways included, goes at the TOS's PCP."""
+    def check(frames):
+        answers = {p for p, _, _, source, qp in frames if source == server and qp != 1}
+        others = {p for p, _, _, source, qp in frames if source != server or qp == 1}
+        assert answers == {reply_pcp}, f"the server's datagrams at {sorted(answers)}"
+        assert others == {pcp}, f"the other RoCE frames at {sorted(others)}"
+    check.with_source = True
+    return check
+
+
 def priority_cases(uroce_run):
     """rdma_cm's SL on a VLAN, as Linux gives a ConnectX port on a VLAN device: the TOS makes a priority
     (rt_tos2priority), the egress QoS map a PCP, the SL of the path. Each case runs on fresh daemons, and the
     server's capture (both sides' frames) must show the connection's RoCE frames, the CM's MADs included, at
-    the PCP the client's TOS maps to: the client's from its route, the server's from the SL in the REQ (RC)
-    or the datagram's PCP (UD: udaddy's server answers through ibv_create_ah_from_wc)."""
+    the PCP the client's TOS maps to: the client's from its route, the server's from the SL in the REQ (RC).
+    udaddy's server answers through ibv_create_ah_from_wc, at the SL a RoCE completion reports (udaddy_at)."""
     server_ip, client_ip = "10.77.0.1", "10.77.0.2"
     return [
         ("rping, no TOS: PCP 3", all_at(3),
          lambda s, c: rping(uroce_run, s, c, server_ip, client_ip, 5, 64)),
         ("ib_write_bw -R --tos 16: the WRITEs at PCP 5", writes_at(5, 0x12, 3),  # TOS 0x10, ECN-capable
          lambda s, c: perftest(uroce_run, s, c, server_ip, "ib_write_bw", ["-n", "200", "-s", "4096", "--tos", "16"])),
-        ("udaddy -t 16: PCP 5", all_at(5),
+        ("udaddy -t 16: PCP 5, the server's answers at 2", udaddy_at(5, server_ip, 2),
          lambda s, c: udaddy(uroce_run, s, c, server_ip, client_extra=["-t", "16"])),
     ]
 
@@ -277,7 +296,7 @@ def run_priority_cases(uroced, uroce_run):
                 pcap = os.path.join(work, "va.pcap")
                 seen = capture_check.check_vlan(pcap, 100, {"10.77.0.1": "server", "10.77.0.2": "client"}, {})
                 assert seen["error"] is None, seen["error"]
-                frames = roce_frames(pcap)
+                frames = roce_frames(pcap, with_source=getattr(check, "with_source", False))
                 check(frames)
                 print(f"PASS veth-vlan priorities: {what}: {result}; {len(frames)} RoCE frames, priorities "
                       f"{seen['priorities']}", flush=True)

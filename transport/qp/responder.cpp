@@ -651,6 +651,18 @@ void handle_uc(DeviceImpl& d, QueuePair& qp, const wire::Frame& f) {
 // Every datagram lands behind a 40-byte GRH area: for IPv4 twenty zero bytes and then the IPv4 header,
 // for IPv6 the IPv6 header (what rxe writes, and what ibv_ud_pingpong skips): ud_grh_size bytes.
 
+// A RoCE datagram's completion carries no SL (RoCE has none: a VLAN's priority is the nearest thing). In
+// its place ConnectX reports the packet's type, and so does uroce: bit 3 set for a UDP header (RoCE v2),
+// and in bits 2:0 the L3 header, 2 for IPv4, 1 for IPv6 (0 would be RoCE v1's GRH). That is what
+// mlx5's provider hands out as ibv_wc.sl (the CQE's flags_rqpn bits 27:24), and hns's does the same.
+// Programs depend on it: UCX up to 1.17 (Debian 12 ships 1.13) reads sl & 7 to know whether the GRH
+// area holds an IPv4 header, and otherwise compares 16 bytes of it with its GIDs, which drops every
+// IPv4 datagram (its UD transport then never connects).
+uint8_t roce_packet_type(const wire::Frame& f) {
+  constexpr uint8_t udp_header = 0x8, ipv4 = 0x2, ipv6 = 0x1;
+  return udp_header | (f.ip_version == wire::IpVersion::v4 ? ipv4 : ipv6);
+}
+
 void handle_ud(DeviceImpl& d, QueuePair& qp, const wire::Frame& f) {
   const auto& h = f.roce.headers;
   if (h.deth.qkey != qp.attr.qkey) {
@@ -668,9 +680,7 @@ void handle_ud(DeviceImpl& d, QueuePair& qp, const wire::Frame& f) {
   wc.opcode = WcOpcode::recv;
   wc.qp_num = qp.qpn;
   wc.src_qp = h.deth.src_qp;
-  // The sender's SL as its frame's 802.1p priority, as ConnectX reports a tagged RoCE datagram: so an
-  // address handle made from this completion (ibv_create_ah_from_wc) answers at the same priority.
-  wc.sl = f.eth.has_vlan ? f.eth.vlan_pcp() : 0;
+  wc.sl = roce_packet_type(f);
   wc.solicited = f.roce.bth().solicited;
   wc.wc_flags = wc_grh;
   wc.byte_len = ud_grh_size + uint32_t(payload.size());

@@ -2,7 +2,8 @@
 // and hardware RNICs write it: 20 zero bytes, then the IPv4 header as it was on the wire), then the
 // payload; the completion has IBV_WC_GRH, byte_len = 40 + length and the sender's QPN. The Q_Key is
 // checked (a mismatch drops the datagram), and one with the high bit set in the WR means "the sending
-// QP's own Q_Key" (IBTA 10.2.5).
+// QP's own Q_Key" (IBTA 10.2.5). In place of an SL the completion carries the packet's type, as ConnectX
+// reports it (transport/qp/responder.cpp, roce_packet_type): UCX's UD transport reads it.
 #include "tests/unit/transport/transport_fixture.hpp"
 
 using namespace uroce::test;
@@ -83,6 +84,7 @@ TEST_CASE("ud: SEND and SEND with immediate land behind the GRH", "[transport][u
     CHECK(rc[i].src_qp == p.qa);
     CHECK(rc[i].byte_len == grh + lengths[i]);
     CHECK((rc[i].wc_flags & wc_grh) != 0);
+    CHECK(rc[i].sl == 0x0a);  // RoCE v2 (UDP) over IPv4
     const size_t at = i * 4096;
     // GRH area: 20 zero bytes, then the IPv4 header exactly as delivered.
     CHECK(slice(p.b.buffer(0), at, 20) == std::vector<uint8_t>(20, 0));
@@ -107,6 +109,34 @@ TEST_CASE("ud: a zero-length datagram delivers the GRH alone", "[transport][ud]"
   CHECK(rc[0].status == WcStatus::success);
   CHECK(rc[0].byte_len == grh);
   CHECK(rc[0].src_qp == p.qa);
+}
+
+TEST_CASE("ud: over IPv6 the GRH area is the IPv6 header and the packet type says so", "[transport][ud]") {
+  sim::SimNetwork net(1);
+  Host a{net, ip("fd00:75::1")}, b{net, ip("fd00:75::2")};
+  const uint32_t a_key = a.add_buffer(4096, access_local_write, a_base);
+  const uint32_t b_key = b.add_buffer(4096, access_local_write, b_base);
+  const uint32_t qa = a.create_qp(QpType::ud, 16), qb = b.create_qp(QpType::ud, 16);
+  connect(*a.device, qa, QpType::ud, b.address, qb, 0, 0);
+  connect(*b.device, qb, QpType::ud, a.address, qa, 0, 0);
+  AddressVector av;
+  av.dgid = b.address;
+  uint32_t ah = 0;
+  REQUIRE(a.device->create_ah(a.pd, av, ah) == 0);
+  REQUIRE(b.device->post_recv(qb, recv_wr(1, b_base, 4096, b_key)) == 0);
+  SendWr wr = send_wr(2, WrOpcode::send, a_base, 100, a_key);
+  wr.ah = ah;
+  wr.remote_qpn = qb;
+  wr.remote_qkey = 0x11111111;
+  REQUIRE(a.device->post_send(qa, wr, net.now()) == 0);
+  REQUIRE(net.run_until_idle(net.now() + 1'000'000'000));
+  const auto rc = b.poll(b.recv_cq);
+  REQUIRE(rc.size() == 1);
+  CHECK(rc[0].status == WcStatus::success);
+  CHECK(rc[0].byte_len == grh + 100);
+  CHECK(rc[0].sl == 0x09);  // RoCE v2 (UDP) over IPv6
+  CHECK(b.buffer(0)[0] >> 4 == 6);  // the IPv6 header fills the whole area
+  CHECK(slice(b.buffer(0), 24, 16) == std::vector<uint8_t>(b.address.bytes.begin(), b.address.bytes.end()));
 }
 
 TEST_CASE("ud: a wrong Q_Key drops the datagram", "[transport][ud]") {
