@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <cstring>
 #include <unistd.h>
 
@@ -19,6 +20,7 @@
 
 #include "emulator/control/control_server.hpp"
 #include "emulator/daemon/control_adapter.hpp"
+#include "emulator/daemon/device_node.hpp"
 #include "emulator/daemon/options.hpp"
 #include "emulator/daemon/verbs_service.hpp"
 #include "emulator/engine/engine.hpp"
@@ -97,6 +99,8 @@ int serve(const DaemonOptions& o) {
   description.egress_qos_map = o.egress_qos_map;
   if (!o.port.empty()) description.link_state = [&p = *port] { return p.link().up; };
   VerbsService service(engine, description, config.limits, engine.wake_fd(), engine.status_fd());
+  std::optional<DeviceNode> device_node;
+  if (!o.no_device_node) device_node.emplace(description.dev_name());
   ControlAdapter adapter(service);
 
   boost::asio::io_context io;

@@ -25,6 +25,7 @@ packages=(
   python3                             # test glue (tshark comparison)
   ibverbs-utils perftest              # unmodified verbs programs run through the verbs shim
   qperf rdmacm-utils python3-pyverbs  # more unmodified verbs programs (qperf, rping) and pyverbs
+  ucx-utils libfabric-bin             # UCX (ucx_perftest) and libfabric (fi_pingpong) on their verbs transports
   iperf3                              # the kernel's TCP beside uroce in the benchmark table
   strace                              # counts the verbs shim's system calls (tests/verbs_shim/test_syscalls.py)
   iputils-ping                        # the kernel's ping -6 against the daemon (tests/integration/test_ipv6.py)

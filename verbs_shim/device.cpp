@@ -50,7 +50,9 @@ Device* find_or_add(const std::string& socket, const nlohmann::json& info) {
   d->dev.node_type = IBV_NODE_CA;
   d->dev.transport_type = IBV_TRANSPORT_IB;  // RoCE reports the IB transport
   std::snprintf(d->dev.name, sizeof d->dev.name, "%s", name.c_str());
-  std::snprintf(d->dev.dev_name, sizeof d->dev.dev_name, "uverbs-%s", name.c_str());
+  // uroced makes /dev/infiniband/<dev_name> for libraries that look for it (emulator/daemon/device_node.hpp).
+  const std::string dev_name = info.value("dev_name", "uverbs-" + name);
+  std::snprintf(d->dev.dev_name, sizeof d->dev.dev_name, "%s", dev_name.c_str());
   std::snprintf(d->dev.dev_path, sizeof d->dev.dev_path, "%s", socket.c_str());
   std::snprintf(d->dev.ibdev_path, sizeof d->dev.ibdev_path, "/sys/class/infiniband/%s", name.c_str());
   registry.push_back(d);

@@ -39,6 +39,9 @@ void describe_options(CLI::App& app, DaemonOptions& o) {
                "a link-local address solicits them at start; a --gateway always wins over a learned router)");
   app.add_flag("--no-link-local", o.no_link_local,
                "do not add the port's IPv6 link-local address (from its MAC) as the last GID");
+  app.add_flag("--no-device-node", o.no_device_node,
+               "do not make /dev/infiniband/uverbs-uroce0, the node without a driver that UCX looks for before it "
+               "uses a device (made by default, and removed when the last uroced stops)");
   app.add_option("--mtu", o.mtu, "set the port's IP MTU (the RoCE path MTU follows, as in rxe)")->check(
       CLI::Range(576u, 9000u));
   CLI::Option* vlan = app.add_option("--vlan", o.vlan,

@@ -29,6 +29,7 @@ struct DaemonOptions {
   net::Routes routes;               // the --ip subnets and the --gateway routers
   bool no_router_discovery = false;  // ignore IPv6 Router Advertisements, send no solicitations
   bool no_link_local = false;       // a real port gets no fe80:: GID after the configured addresses
+  bool no_device_node = false;      // make no /dev/infiniband node (daemon/device_node.hpp)
   unsigned mtu = 0;                 // 0: keep the port's
   int vlan = -1;                    // the 802.1Q VLAN ID the port is on; -1: none (0: priority-tagged)
   std::vector<std::string> egress_qos_map_text;  // "FROM:TO" pairs, as ip link's egress-qos-map

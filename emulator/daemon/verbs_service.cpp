@@ -199,6 +199,7 @@ json VerbsService::query_device(Session&, uint64_t, const json&, std::vector<int
   json gids = json::array();
   for (const auto& g : port_.gids) gids.push_back(g);
   return {{"device_name", port_.device_name},
+          {"dev_name", port_.dev_name()},
           {"port_name", port_.port_name},
           {"mac", port_.mac},
           {"gids", gids},

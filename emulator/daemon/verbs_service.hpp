@@ -38,6 +38,9 @@ struct ServiceError : std::runtime_error {
 // What the port looks like to applications (ibv_query_device / ibv_query_port / ibv_query_gid).
 struct PortDescription {
   std::string device_name = "uroce0";
+  // ibv_device.dev_name, the node under /dev/infiniband that libraries such as UCX look for
+  // (daemon/device_node.hpp); a kernel device's is uverbsN.
+  std::string dev_name() const { return "uverbs-" + device_name; }
   std::string port_name;           // the DPDK devargs or "loopback"
   wire::MacAddress mac;
   std::vector<wire::IpAddress> gids;

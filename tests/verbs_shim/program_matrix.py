@@ -1,10 +1,13 @@
 """The unmodified server/client verbs programs the shim must run, how one run is checked, and which runs make
-the CI subset and which the full matrix (scripts/test.sh --long). Three families:
+the CI subset and which the full matrix (scripts/test.sh --long). The families:
 
-  pingpong  ibverbs-utils: ibv_rc/uc/ud/srq/xsrq_pingpong (-d uroce0 -g 0);
-  perftest  ib_write/read/send/atomic _bw and _lat (-d uroce0 -x 0), with -a, -b, -q 4 and -e where the
-            program has the option (ib_write_* have no -e, ib_atomic_* no -a, the _lat programs no -b/-q);
-  qperf     qperf's RDMA tests (-i uroce0:1) against one qperf server per setup.
+  pingpong      ibverbs-utils: ibv_rc/uc/ud/srq/xsrq_pingpong (-d uroce0 -g 0);
+  perftest      ib_write/read/send/atomic _bw and _lat (-d uroce0 -x 0), with -a, -b, -q 4 and -e where the
+                program has the option (ib_write_* have no -e, ib_atomic_* no -a, the _lat programs no -b/-q);
+  raw_ethernet  perftest's raw_ethernet_bw, _lat and _fs_rate (raw packet QPs, flow steering);
+  qperf         qperf's RDMA tests (-i uroce0:1) against one qperf server per setup;
+  ucx           UCX's ucx_perftest on its rc_verbs and ud_verbs transports, and through UCP;
+  libfabric     libfabric's fi_pingpong on its verbs provider (datagram, and reliable through ofi_rxd).
 
 Each family gives, per setup (loopback, veth, memif) and the active MTU of its ports, its `ci` cases (short
 iteration counts, a representative subset: ctest) and its `full` cases (every program x every option;
@@ -49,6 +52,15 @@ def tcp_port():
     just exited may leave its port in TIME_WAIT)."""
     _next_port[0] += 1
     return str(_next_port[0])
+
+
+def per_run_session(run_one):
+    """The session of a family whose runs each start a server of their own: run(program, extra) is
+    run_one(uroce_run, server_socket, client_socket, program, extra)."""
+    @contextlib.contextmanager
+    def session(uroce_run, server_socket, client_socket, workdir, mtu):
+        yield lambda program, extra: run_one(uroce_run, server_socket, client_socket, program, extra)
+    return staticmethod(session)
 
 
 # --- pingpong ------------------------------------------------------------------------------------------
@@ -114,10 +126,7 @@ class Pingpong:
                   for m in MTUS if m <= mtu for k in range(17)]
         return cases
 
-    @staticmethod
-    @contextlib.contextmanager
-    def session(uroce_run, server_socket, client_socket, workdir, mtu):
-        yield lambda program, extra: pingpong(uroce_run, server_socket, client_socket, program, extra)
+    session = per_run_session(pingpong)
 
 
 # --- perftest ------------------------------------------------------------------------------------------
@@ -197,10 +206,7 @@ class Perftest:
             cases.append((program, ["-c", "XRC", "-n", "500"]))
         return cases
 
-    @staticmethod
-    @contextlib.contextmanager
-    def session(uroce_run, server_socket, client_socket, workdir, mtu):
-        yield lambda program, extra: perftest(uroce_run, server_socket, client_socket, program, extra)
+    session = per_run_session(perftest)
 
 
 # --- perftest's raw Ethernet programs ------------------------------------------------------------------
@@ -293,10 +299,7 @@ class RawEthernet:
         unique = dict.fromkeys((p, tuple(o)) for p, o in cases)  # on the loopback, CI's cases include some
         return [(p, list(o)) for p, o in unique]
 
-    @staticmethod
-    @contextlib.contextmanager
-    def session(uroce_run, server_socket, client_socket, workdir, mtu):
-        yield lambda program, extra: raw_ethernet(uroce_run, server_socket, client_socket, program, extra)
+    session = per_run_session(raw_ethernet)
 
 
 # --- qperf ---------------------------------------------------------------------------------------------
@@ -379,4 +382,113 @@ class Qperf:
             server.stop()
 
 
-FAMILIES = {f.name: f for f in (Pingpong, Perftest, RawEthernet, Qperf)}
+# --- UCX ---------------------------------------------------------------------------------------------------
+# ucx_perftest (Debian's ucx-utils: UCX 1.13). UCX finds uroce0 through libibverbs like any verbs device and
+# drives it with its generic verbs transports, rc_verbs and ud_verbs (its mlx5 ones need mlx5 hardware).
+# Two things it needs from a RoCE device beyond the verbs: a node /dev/infiniband/<dev_name> to stat
+# (uroced makes one: emulator/daemon/device_node.hpp) and the packet type in a UD completion's SL
+# (transport/qp/responder.cpp, roce_packet_type), without which ud_verbs drops every datagram. Tests are
+# "TL:test", run on that UCT transport alone (-d uroce0:1 -x TL: active messages, RDMA put and get, atomics),
+# or "ucp:test", through UCP, the API MPI uses: rc_verbs for data, its connections made over ud_verbs.
+UCX_FINAL = re.compile(r"^Final:\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\d+)\s+(\d+)",
+                       re.M)
+
+
+def ucx_perftest(uroce_run, server_socket, client_socket, test, extra):
+    """Both sides exit 0 and the client's "Final:" line counts every iteration (-n, which `extra` gives) at a
+    message rate above zero. Returns its latency, bandwidth and rate."""
+    transport, name = test.split(":")
+    if transport == "ucp":
+        selection = ["env", "UCX_TLS=rc_verbs,ud_verbs", "UCX_NET_DEVICES=uroce0:1", "ucx_perftest"]
+    else:
+        selection = ["ucx_perftest", "-d", "uroce0:1", "-x", transport]
+    command = [*selection, "-p", tcp_port(), "-t", name, *extra]
+    r = run_server_client(uroce_run, server_socket, client_socket, command, " ".join([test, *extra]), TIMEOUT,
+                          not_listening=("connect() failed: Connection refused",))
+    r.assert_both_exited_0()
+    final = UCX_FINAL.search(r.client.stdout)
+    assert final, f"no Final line ({r.what}):\n{r.client.stdout}{r.client.stderr}"
+    iterations, _, _, latency, _, bandwidth, _, rate = final.groups()
+    assert iterations == extra[extra.index("-n") + 1], f"{iterations} iterations ({r.what}):\n{r.client.stdout}"
+    assert int(rate) > 0, f"no messages ({r.what}):\n{r.client.stdout}"
+    return f"{latency} us, {bandwidth} MB/s, {rate} msg/s"
+
+
+class Ucx:
+    name = "ucx"
+    programs = ("ucx_perftest",)
+
+    @staticmethod
+    def ci(setup, mtu):
+        n = lambda count: ["-n", str(count)]  # noqa: E731
+        cases = [("rc_verbs:am_lat", n(2000)), ("ud_verbs:am_lat", n(2000)), ("ucp:tag_lat", n(2000)),
+                 ("ucp:tag_bw", ["-s", "1048576", *n(200)])]
+        if setup == "loopback":
+            cases += [("rc_verbs:put_bw", ["-D", "zcopy", "-s", "65536", *n(1000)]),
+                      ("rc_verbs:get", ["-D", "zcopy", "-s", "65536", *n(1000)]),
+                      ("rc_verbs:add_lat", n(2000)), ("rc_verbs:cswap", n(2000)),
+                      ("ud_verbs:am_bw", ["-D", "bcopy", "-s", "2048", *n(10000)]),
+                      ("ucp:ucp_get", ["-s", "65536", *n(1000)]), ("ucp:ucp_fadd", n(2000)),
+                      ("ucp:stream_bw", ["-s", "65536", *n(1000)])]
+        return cases
+
+    @staticmethod
+    def full(setup, mtu):
+        n = ["-n", "5000"]
+        cases = [(f"{tl}:{t}", n) for tl in ("rc_verbs", "ud_verbs") for t in ("am_lat", "am_bw")]
+        cases += [(f"rc_verbs:{t}", n) for t in ("put_lat", "add_lat", "fadd", "swap", "cswap", "add_mr")]
+        cases += [(f"rc_verbs:{t}", ["-D", "zcopy", "-s", str(s), *n]) for t in ("put_bw", "get")
+                  for s in (8, 4096, 65536, 1048576)]
+        cases += [(f"ucp:{t}", n) for t in ("tag_lat", "tag_sync_lat", "ucp_put_lat", "ucp_fadd", "ucp_swap",
+                                            "ucp_cswap", "ucp_add", "stream_lat", "ucp_am_lat")]
+        cases += [(f"ucp:{t}", ["-s", str(s), *n]) for t in ("tag_bw", "tag_sync_bw", "ucp_put_bw", "ucp_get",
+                                                             "stream_bw", "ucp_am_bw")
+                  for s in (8, 65536, 1048576)]
+        return cases
+
+    session = per_run_session(ucx_perftest)
+
+
+# --- libfabric ---------------------------------------------------------------------------------------------
+# fi_pingpong (Debian's libfabric-bin: libfabric 1.17) on libfabric's verbs provider: datagram endpoints on
+# UD QPs, and reliable ones through ofi_rxd, libfabric's reliability layer over them. (Its MSG endpoints
+# want the device's address on a kernel interface named ib*, an IPoIB one, which uroce's ports have not.)
+# -c: every byte of every message is checked.
+# bytes, #sent, =#ack, total, time, MB/sec, usec/xfer, Mxfers/sec
+FI_RESULT = re.compile(r"^(\d+[kmg]?)\s+(\d+[kmg]?)\s+=(\d+[kmg]?)\s+\S+\s+[\d.]+s\s+([\d.]+)\s+([\d.]+)\s+[\d.]+$",
+                       re.M)
+FI_PROVIDERS = {"dgram": "verbs", "rdm": "verbs;ofi_rxd"}
+
+
+def fi_pingpong(uroce_run, server_socket, client_socket, endpoint, extra):
+    """Both sides exit 0 and the client reports a line per size with a rate above zero."""
+    port = tcp_port()
+    common = ["fi_pingpong", "-p", FI_PROVIDERS[endpoint], "-e", endpoint, "-c", *extra]
+    r = run_server_client(uroce_run, server_socket, client_socket, [*common, "-B", port],
+                          " ".join([endpoint, *extra]), TIMEOUT, client_command=[*common, "-P", port],
+                          not_listening=("failed to connect: Connection refused",))
+    r.assert_both_exited_0()
+    lines = FI_RESULT.findall(r.client.stdout)
+    assert lines, f"no results ({r.what}):\n{r.client.stdout}{r.client.stderr}"
+    for size, sent, acked, mb_per_s, _ in lines:
+        assert sent == acked and float(mb_per_s) > 0, f"{size} B: {sent} sent, {acked} acknowledged ({r.what})"
+    size, _, _, mb_per_s, usec = lines[-1]
+    return f"{len(lines)} sizes, {size} B: {mb_per_s} MB/s, {usec} us"
+
+
+class Libfabric:
+    name = "libfabric"
+    programs = ("fi_pingpong",)
+
+    @staticmethod
+    def ci(setup, mtu):
+        return [("dgram", ["-I", "200"]), ("rdm", ["-I", "200"])]
+
+    @staticmethod
+    def full(setup, mtu):
+        return [(e, ["-I", "2000", *m]) for e in FI_PROVIDERS for m in ([], ["-m", "tagged"])]
+
+    session = per_run_session(fi_pingpong)
+
+
+FAMILIES = {f.name: f for f in (Pingpong, Perftest, RawEthernet, Qperf, Ucx, Libfabric)}
