@@ -7,7 +7,8 @@ the CI subset and which the full matrix (scripts/test.sh --long). The families:
   raw_ethernet  perftest's raw_ethernet_bw, _lat and _fs_rate (raw packet QPs, flow steering);
   qperf         qperf's RDMA tests (-i uroce0:1) against one qperf server per setup;
   ucx           UCX's ucx_perftest on its rc_verbs and ud_verbs transports, and through UCP;
-  libfabric     libfabric's fi_pingpong on its verbs provider (datagram, and reliable through ofi_rxd).
+  libfabric     libfabric's fi_pingpong on its verbs provider (datagram, and reliable through ofi_rxd);
+  mpi           NetPIPE's MPI build under Open MPI with its UCX PML, on UCX's verbs transports.
 
 Each family gives, per setup (loopback, veth, memif) and the active MTU of its ports, its `ci` cases (short
 iteration counts, a representative subset: ctest) and its `full` cases (every program x every option;
@@ -491,4 +492,51 @@ class Libfabric:
     session = per_run_session(fi_pingpong)
 
 
-FAMILIES = {f.name: f for f in (Pingpong, Perftest, RawEthernet, Qperf, Ucx, Libfabric)}
+# --- MPI ---------------------------------------------------------------------------------------------------
+# NetPIPE's MPI build (Debian's netpipe-openmpi: NPopenmpi), an MPI program as HPC users run one, under Open
+# MPI 4.1 and its UCX PML. One mpirun starts both ranks, rank 0 through the server's daemon and rank 1
+# through the client's (UROCE_SOCKET per rank). Open MPI may use only the UCX PML and UCX only its verbs
+# transports, so a run that cannot use uroce fails instead of falling back to shared memory or TCP.
+NETPIPE_LINE = re.compile(r"^\s*\d+:\s+(\d+) bytes\s+(\d+) times -->\s+([\d.]+) Mbps in\s+([\d.]+) usec", re.M)
+
+
+def netpipe(uroce_run, server_socket, client_socket, workdir, program, extra):
+    """mpirun exits 0 and rank 0 reports each size NetPIPE ran (-l .. -u) at a rate above zero."""
+    def rank(socket):
+        return ["-np", "1", "-x", f"UROCE_SOCKET={socket}", program, *extra, "-o", os.path.join(workdir, "np.out")]
+    command = [os.path.abspath(uroce_run), "--socket", server_socket, "mpirun", "--allow-run-as-root", "--oversubscribe",
+               "--mca", "pml", "ucx", "--mca", "btl", "self", "-x", "UCX_TLS=rc_verbs,ud_verbs",
+               "-x", "UCX_NET_DEVICES=uroce0:1", *rank(server_socket), ":", *rank(client_socket)]
+    what = " ".join([program, *extra])
+    out = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT, cwd=workdir)
+    assert out.returncode == 0, f"mpirun {what}: rc {out.returncode}:\n{out.stdout[-3000:]}{out.stderr[-3000:]}"
+    said = out.stdout + out.stderr  # NetPIPE reports on stderr
+    lines = NETPIPE_LINE.findall(said)
+    assert lines and all(float(mbps) > 0 for _, _, mbps, _ in lines), f"no results ({what}):\n{said}"
+    upper = extra[extra.index("-u") + 1]
+    assert lines[-1][0] == upper, f"stopped at {lines[-1][0]} bytes, not {upper} ({what}):\n{said}"
+    size, _, mbps, usec = lines[-1]
+    return f"{len(lines)} sizes, {size} B: {mbps} Mb/s, {usec} us"
+
+
+class Mpi:
+    name = "mpi"
+    programs = ("mpirun", "NPopenmpi")
+
+    @staticmethod
+    def ci(setup, mtu):
+        return [("NPopenmpi", ["-l", "8", "-u", "8", "-p", "0"]),
+                ("NPopenmpi", ["-l", "1048576", "-u", "1048576", "-p", "0"])]
+
+    @staticmethod
+    def full(setup, mtu):
+        return [("NPopenmpi", ["-u", "8388608"]), ("NPopenmpi", ["-u", "1048576", "-B"]),  # -B: both ways
+                ("NPopenmpi", ["-u", "1048576", "-a"])]  # -a: non-blocking sends and receives
+
+    @staticmethod
+    @contextlib.contextmanager
+    def session(uroce_run, server_socket, client_socket, workdir, mtu):
+        yield lambda program, extra: netpipe(uroce_run, server_socket, client_socket, workdir, program, extra)
+
+
+FAMILIES = {f.name: f for f in (Pingpong, Perftest, RawEthernet, Qperf, Ucx, Libfabric, Mpi)}
