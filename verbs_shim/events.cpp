@@ -7,14 +7,10 @@
 
 using namespace uroce::shim;
 
-SHIM_EXPORT int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
-  uroce::emulator::protocol::AsyncEventRecord r{};
-  const ssize_t n = read(context->async_fd, &r, sizeof r);
-  if (n != ssize_t(sizeof r)) {
-    if (n >= 0) errno = EIO;  // 0: the daemon went away
-    return -1;
-  }
-  Context* c = to_shim(context);
+namespace {
+
+// Fills `event` from a record; false when the record is about a QP, CQ or SRQ this context no longer has.
+bool resolve(Context* c, const uroce::emulator::protocol::AsyncEventRecord& r, ibv_async_event* event) {
   event->event_type = ibv_event_type(r.type);
   event->element = {};
   std::lock_guard g(*c->objects_lock);
@@ -22,7 +18,7 @@ SHIM_EXPORT int ibv_get_async_event(ibv_context* context, ibv_async_event* event
     case IBV_EVENT_CQ_ERR: {
       auto it = c->cqs->find(r.object);
       event->element.cq = it == c->cqs->end() ? nullptr : &it->second->cq;
-      break;
+      return event->element.cq != nullptr;
     }
     case IBV_EVENT_QP_FATAL:
     case IBV_EVENT_QP_REQ_ERR:
@@ -35,19 +31,38 @@ SHIM_EXPORT int ibv_get_async_event(ibv_context* context, ibv_async_event* event
       // With several handles on the QP (ibv_open_qp), the oldest: insertion keeps them in order.
       auto [it, last] = c->qps->equal_range(r.object);
       event->element.qp = it == last ? nullptr : &it->second->qp;
-      break;
+      return event->element.qp != nullptr;
     }
     case IBV_EVENT_SRQ_ERR:
     case IBV_EVENT_SRQ_LIMIT_REACHED: {
       auto it = c->srqs->find(r.object);
       event->element.srq = it == c->srqs->end() ? nullptr : &it->second->srq;
-      break;
+      return event->element.srq != nullptr;
     }
     default:
       event->element.port_num = int(r.object);
-      break;
+      return true;
   }
-  return 0;
+}
+
+}  // namespace
+
+// An event about an object the application has destroyed since uroced raised it is passed over, as the
+// kernel drops a destroyed object's pending events: a program that destroys a QP right after moving it to
+// the error state (UCX does, and an SRQ's QP then raises QP_LAST_WQE_REACHED) must never be handed an
+// element that is NULL (UCX's async thread read qp->qp_num through it and crashed). On a non-blocking
+// async_fd that leaves nothing to read ends with EAGAIN, as with no event at all.
+SHIM_EXPORT int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
+  Context* c = to_shim(context);
+  for (;;) {
+    uroce::emulator::protocol::AsyncEventRecord r{};
+    const ssize_t n = read(context->async_fd, &r, sizeof r);
+    if (n != ssize_t(sizeof r)) {
+      if (n >= 0) errno = EIO;  // 0: the daemon went away
+      return -1;
+    }
+    if (resolve(c, r, event)) return 0;
+  }
 }
 
 // Counting acknowledgements is what lets destroy calls wait for events in flight in rdma-core; uroced

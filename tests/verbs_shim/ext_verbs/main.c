@@ -37,6 +37,7 @@ int main(void) {
   test_fork(&e);
   test_import(&e);
   test_parent_domain(&e);
+  test_async_events_of_destroyed_objects(&e);
   env_close(&e);
   printf("ALL PASSED\n");
   return 0;
