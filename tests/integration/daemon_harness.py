@@ -152,6 +152,33 @@ def tempdir():
     return tempfile.TemporaryDirectory(prefix="uroce-daemon-test-")
 
 
+HUGE_PAGES = "/proc/sys/vm/nr_hugepages"  # the pool of the default size: 2 MiB pages on x86-64
+
+
+@contextlib.contextmanager
+def huge_pages_added(count):
+    """Grows the system's pool of huge pages by `count` for the block, as root, and gives them back after;
+    yields how many pages the pool has (0: none, and none could be added)."""
+    try:
+        with open(HUGE_PAGES) as f:
+            before = int(f.read())
+    except OSError:
+        yield 0
+        return
+    grown = False
+    if is_root():
+        with open(HUGE_PAGES, "w") as f:
+            f.write(str(before + count))
+        grown = True
+    try:
+        with open(HUGE_PAGES) as f:
+            yield int(f.read())
+    finally:
+        if grown:
+            with open(HUGE_PAGES, "w") as f:
+                f.write(str(before))
+
+
 # --- The three setups of the daemon and verbs tests --------------------------------------------------------
 # Each is a context manager yielding (daemons, server_socket, client_socket): (a) one uroced on its internal
 # loopback port, both sides through it; (b) two uroced in two network namespaces joined by a veth pair

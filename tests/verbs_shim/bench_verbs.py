@@ -11,7 +11,6 @@ perftest's t_typical (median) and 99% percentile. perftest's and qperf's latenci
 is met; a failed run is a row that says FAILED (and the exit status is 1).
 """
 import argparse
-import contextlib
 import json
 import os
 import random
@@ -23,7 +22,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
-from daemon_harness import SETUPS, is_root, stats, tempdir  # noqa: E402
+from daemon_harness import SETUPS, huge_pages_added, is_root, stats, tempdir  # noqa: E402
 from server_client import run_server_client  # noqa: E402
 
 GB = 1e9
@@ -49,31 +48,7 @@ LAT_LINE = re.compile(r"^\s*#bytes\s+#iterations\s+t_min.*\n\s*(\d+)\s+(\d+)\s+(
                       r"\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)", re.M)
 
 
-HUGE_PAGES = "/proc/sys/vm/nr_hugepages"
 HUGE_PAGES_FOR_RUN = 64  # 2 MiB each: both perftest processes' buffers, with room to spare
-
-
-@contextlib.contextmanager
-def huge_pages_reserved():
-    """Grows the pool of huge pages for the run as root and gives them back; yields whether there are any."""
-    try:
-        with open(HUGE_PAGES) as f:
-            before = int(f.read())
-    except OSError:
-        yield False
-        return
-    grown = False
-    if is_root():
-        with open(HUGE_PAGES, "w") as f:
-            f.write(str(before + HUGE_PAGES_FOR_RUN))
-        grown = True
-    try:
-        with open(HUGE_PAGES) as f:
-            yield int(f.read()) > 0
-    finally:
-        if grown:
-            with open(HUGE_PAGES, "w") as f:
-                f.write(str(before))
 
 
 def perftest(uroce_run, server_socket, client_socket, program, size, extra, kind, scale):
@@ -158,7 +133,8 @@ def main():
     copy = memcpy_gbps(tool, 65536)
     rows, failed = [], 0
     results = {}
-    with tempdir() as d, huge_pages_reserved() as have_huge_pages:
+    with tempdir() as d, huge_pages_added(HUGE_PAGES_FOR_RUN) as huge_pages:
+        have_huge_pages = huge_pages > 0
         for setup in args.setup or ["loopback", "memif", "veth"]:
             if setup == "veth" and not is_root():
                 rows.append((setup, "(all)", "", "skipped: needs root", "", ""))

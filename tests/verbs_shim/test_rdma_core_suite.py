@@ -26,7 +26,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
-from daemon_harness import Daemon  # noqa: E402
+from daemon_harness import Daemon, huge_pages_added  # noqa: E402
 
 PYTHON = "/usr/bin/python3"  # Debian's pyverbs is built for it
 SUITE = "/usr/share/doc/rdma-core/tests"
@@ -43,7 +43,7 @@ ACCEPTED_SKIPS = [
     (r"\.test_(mlx5|efa)", r"Could not open mlx5 context \(This is not an MLX5 device\)"),
     (r"\.test_(mlx5|efa)", r"(Converting timestamp to nanoseconds|Create Extended CQ) is not supported"),
     (r"\.test_(mlx5|efa)", r"PCI device must be passed by the user"),  # VFIO
-    (r"", NO_HUGE_PAGES),  # accepted only when the machine has none (see reserve_huge_pages)
+    (r"", NO_HUGE_PAGES),  # accepted only when the machine has none (see main)
     (r"", r"Allocating dmabuf is not supported by /dev/dri/\S+"),  # no GPU here
     (r"", r"cuda-python 12\.0\+ must be installed to run CUDA tests"),
     # Accepted only when the suite could not run with NETDEV (not root): uroce has no kernel network device
@@ -89,36 +89,7 @@ def netdev_wrapper(workdir):
         f.write(NETDEV)
     return ["unshare", "--mount", "--net", "/bin/sh", script]
 
-HUGE_PAGES = "/proc/sys/vm/nr_hugepages"  # of the default size, 2 MiB on x86-64, which the suite asks for
-HUGE_PAGES_FOR_SUITE = 16
-
-
-def reserve_huge_pages():
-    """The number of huge pages reserved before, if this run reserved some (root, and none were); else None."""
-    try:
-        with open(HUGE_PAGES) as f:
-            before = int(f.read())
-        if before != 0 or os.geteuid() != 0:
-            return None
-        with open(HUGE_PAGES, "w") as f:
-            f.write(str(HUGE_PAGES_FOR_SUITE))
-        return before
-    except OSError:
-        return None
-
-
-def huge_pages_reserved():
-    try:
-        with open(HUGE_PAGES) as f:
-            return int(f.read()) > 0
-    except OSError:
-        return False
-
-
-def release_huge_pages(before):
-    if before is not None:
-        with open(HUGE_PAGES, "w") as f:
-            f.write(str(before))
+HUGE_PAGES_FOR_SUITE = 16  # of the default size, 2 MiB on x86-64, which the suite asks for
 
 
 TEST_LINE = re.compile(r"^(test\w+) \(([\w.]+)\)")
@@ -163,23 +134,24 @@ def main():
     suite = os.path.join(workdir, "tests")
     unpack_suite(suite)
     daemon = Daemon(args.uroced, workdir, "u", ["--ip", PORT_ADDRESS])
-    huge_pages_before = reserve_huge_pages()
     wrapper = netdev_wrapper(workdir)
-    accepted = [(w, r) for w, r in ACCEPTED_SKIPS
-                if (r != NO_HUGE_PAGES or not huge_pages_reserved()) and (r != NO_NETDEV or not wrapper)]
     if not wrapper:
         print("(not root: rdma_cm's tests will skip, having no network interface to read the address from)")
     try:
-        out = subprocess.run([*wrapper, os.path.abspath(args.uroce_run), "--socket", daemon.socket, PYTHON,
-                              "run_tests.py", "--dev", "uroce0", "-v"], cwd=suite, capture_output=True, text=True,
-                             timeout=TIMEOUT, env=dict(os.environ, PYTHONWARNINGS="ignore",  # "... ok" on its line
-                                                       UROCE_WORK=workdir, UROCE_ADDRESS=PORT_ADDRESS))
+        with huge_pages_added(HUGE_PAGES_FOR_SUITE) as huge_pages:
+            # Their skip is accepted only when the machine has none (not root, none reserved).
+            accepted = [(w, r) for w, r in ACCEPTED_SKIPS
+                        if (r != NO_HUGE_PAGES or huge_pages == 0) and (r != NO_NETDEV or not wrapper)]
+            out = subprocess.run([*wrapper, os.path.abspath(args.uroce_run), "--socket", daemon.socket, PYTHON,
+                                  "run_tests.py", "--dev", "uroce0", "-v"], cwd=suite, capture_output=True,
+                                 text=True, timeout=TIMEOUT,
+                                 env=dict(os.environ, PYTHONWARNINGS="ignore",  # "... ok" on its line
+                                          UROCE_WORK=workdir, UROCE_ADDRESS=PORT_ADDRESS))
     except subprocess.TimeoutExpired as e:
         print(f"FAIL: the suite did not finish in {TIMEOUT} s\n{(e.stderr or b'')[-4000:]}")
         return 1
     finally:
         d_rc = daemon.stop()
-        release_huge_pages(huge_pages_before)
     text = out.stderr
     with open(os.path.join(workdir, "suite.log"), "w") as f:
         f.write(out.stdout + text)

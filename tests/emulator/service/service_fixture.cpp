@@ -296,4 +296,39 @@ void close_all(std::vector<int>& fds) {
   fds.clear();
 }
 
+RemoteWriter::RemoteWriter(pid_t target_process) : source(pattern(3 * size_t(sysconf(_SC_PAGESIZE)), 41)) {
+  h.service->open_session(1, target_process, getuid());
+  h.service->open_session(2, getpid(), getuid());
+  pd_1 = h.call(1, {{"op", "alloc_pd"}}).at("pd");
+  pd_2 = h.call(2, {{"op", "alloc_pd"}}).at("pd");
+  source_key = h.call(2, {{"op", "reg_mr"}, {"pd", pd_2}, {"addr", reinterpret_cast<uint64_t>(source.data())},
+                          {"length", uint64_t(source.size())}, {"access", uint32_t(Pair::all_access)}})
+                   .at("lkey");
+  uint32_t cq_1 = 0, cq_2 = 0;
+  target_cq = create_client_cq(h, 1, 4, cq_1);
+  send_cq = create_client_cq(h, 2, 4, cq_2);
+  target = create_client_qp(h, 1, pd_1, cq_1);
+  sender = create_client_qp(h, 2, pd_2, cq_2);
+  connect_qp(h, 1, target.qpn, sender.qpn);
+  connect_qp(h, 2, sender.qpn, target.qpn);
+}
+
+uint32_t RemoteWriter::reg(const void* addr, uint64_t length, uint32_t access) {
+  return h.call(1, {{"op", "reg_mr"}, {"pd", pd_1}, {"addr", reinterpret_cast<uint64_t>(addr)},
+                    {"length", length}, {"access", access}})
+      .at("rkey");
+}
+
+uint32_t RemoteWriter::write(const void* addr, uint32_t rkey, uint32_t length) {
+  protocol::SendEntry w = send_entry(7, verbs::WrOpcode::rdma_write);
+  w.remote_addr = reinterpret_cast<uint64_t>(addr);
+  w.rkey = rkey;
+  const protocol::WireSge s = sge(reinterpret_cast<uint64_t>(source.data()), length, source_key);
+  REQUIRE(sender.send.post(w, std::span(&s, 1), {}) == 0);
+  h.pump();
+  const auto done = poll_all(send_cq);
+  REQUIRE(done.size() == 1);
+  return done[0].status;
+}
+
 }  // namespace uroce::test::service

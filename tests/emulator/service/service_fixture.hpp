@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstring>
 #include <fstream>
 #include <optional>
 #include <span>
@@ -168,6 +169,27 @@ struct ClientQp {
 };
 ClientQp create_client_qp(ServiceHarness& h, uint64_t session, uint32_t pd, uint32_t cq);
 client::CompletionRing create_client_cq(ServiceHarness& h, uint64_t session, uint32_t cqe, uint32_t& cqn);
+
+// Session 1 owns the regions under test and a QP facing session 2's, which RDMA WRITEs into them from a
+// buffer of its own (three pages of a pattern). One write that fails takes both QPs to the error state:
+// one per test section.
+struct RemoteWriter {
+  // Session 1 is `target_process`'s (whose memory its regions are reached in), session 2 this process's.
+  explicit RemoteWriter(pid_t target_process = getpid());
+
+  // Registers [addr, addr + length) for session 1 as the client library does for memory it could not
+  // move: no memfd with the request. Returns the rkey.
+  uint32_t reg(const void* addr, uint64_t length, uint32_t access = Pair::all_access);
+  // WRITEs `length` bytes of the source pattern to (addr, rkey); the status it completed with.
+  uint32_t write(const void* addr, uint32_t rkey, uint32_t length);
+  bool holds_source(const uint8_t* p, size_t length) const { return std::memcmp(p, source.data(), length) == 0; }
+
+  ServiceHarness h;
+  std::vector<uint8_t> source;
+  uint32_t pd_1 = 0, pd_2 = 0, source_key = 0;
+  client::CompletionRing target_cq, send_cq;
+  ClientQp target, sender;
+};
 
 // One object of every kind, created by one session through requests; `buffer` is registered as the MR
 // (through process_vm_*: no memfd is sent).

@@ -28,56 +28,6 @@ namespace {
 
 size_t page_size() { return size_t(sysconf(_SC_PAGESIZE)); }
 
-// Session 1 owns the regions under test and a QP facing session 2's, which RDMA WRITEs into them from a
-// buffer of its own. One write that fails takes both QPs to the error state: one per test section.
-struct Writer {
-  explicit Writer(pid_t target_process = getpid()) {
-    h.service->open_session(1, target_process, getuid());
-    h.service->open_session(2, getpid(), getuid());
-    pd_1 = h.call(1, {{"op", "alloc_pd"}}).at("pd");
-    pd_2 = h.call(2, {{"op", "alloc_pd"}}).at("pd");
-    source_key = h.call(2, {{"op", "reg_mr"}, {"pd", pd_2}, {"addr", reinterpret_cast<uint64_t>(source.data())},
-                            {"length", uint64_t(source.size())}, {"access", uint32_t(Pair::all_access)}})
-                     .at("lkey");
-    uint32_t cq_1 = 0, cq_2 = 0;
-    target_cq = create_client_cq(h, 1, 4, cq_1);
-    send_cq = create_client_cq(h, 2, 4, cq_2);
-    target = create_client_qp(h, 1, pd_1, cq_1);
-    sender = create_client_qp(h, 2, pd_2, cq_2);
-    connect_qp(h, 1, target.qpn, sender.qpn);
-    connect_qp(h, 2, sender.qpn, target.qpn);
-  }
-
-  // Registers [addr, addr + length) for session 1 as the client library does for memory it could not
-  // move: no memfd with the request.
-  uint32_t reg(const void* addr, uint64_t length, uint32_t access = Pair::all_access) {
-    return h.call(1, {{"op", "reg_mr"}, {"pd", pd_1}, {"addr", reinterpret_cast<uint64_t>(addr)},
-                      {"length", length}, {"access", access}})
-        .at("rkey");
-  }
-
-  // WRITEs `length` bytes of the source pattern to (addr, rkey); the status it completed with.
-  uint32_t write(const void* addr, uint32_t rkey, uint32_t length) {
-    protocol::SendEntry w = send_entry(7, verbs::WrOpcode::rdma_write);
-    w.remote_addr = reinterpret_cast<uint64_t>(addr);
-    w.rkey = rkey;
-    const protocol::WireSge s = sge(reinterpret_cast<uint64_t>(source.data()), length, source_key);
-    REQUIRE(sender.send.post(w, std::span(&s, 1), {}) == 0);
-    h.pump();
-    const auto done = poll_all(send_cq);
-    REQUIRE(done.size() == 1);
-    return done[0].status;
-  }
-
-  bool holds_source(const uint8_t* p, size_t length) const { return std::memcmp(p, source.data(), length) == 0; }
-
-  ServiceHarness h;
-  std::vector<uint8_t> source = pattern(3 * page_size(), 41);
-  uint32_t pd_1 = 0, pd_2 = 0, source_key = 0;
-  client::CompletionRing target_cq, send_cq;
-  ClientQp target, sender;
-};
-
 constexpr uint32_t success = uint32_t(verbs::WcStatus::success);
 
 // A SysV segment of `size` bytes attached twice: `registered` to be registered and then detached, `view` to
@@ -153,7 +103,7 @@ std::unique_ptr<Child> child_with_pid(pid_t pid) {
 TEST_CASE("a region on SysV shared memory is reached in place, even after the process detaches it",
           "[verbs][memory][shared-mappings]") {
   if (!can_open_map_files()) return;
-  Writer w;
+  RemoteWriter w;
   const size_t page = page_size();
   Segment seg(3 * page);
   REQUIRE(seg.ok());
@@ -170,7 +120,7 @@ TEST_CASE("a region on SysV shared memory of huge pages (perftest --use_hugepage
   constexpr size_t huge = 2 << 20;
   HugePagePool pool(1);
   REQUIRE(pool.grown);
-  Writer w;
+  RemoteWriter w;
   Segment seg(huge, SHM_HUGETLB);
   REQUIRE(seg.ok());
   const size_t offset = huge - 4096;  // in the huge page's tail: the daemon's mapping starts at its head
@@ -183,7 +133,7 @@ TEST_CASE("a region on SysV shared memory of huge pages (perftest --use_hugepage
 TEST_CASE("a region on shared anonymous memory or a sealed memfd follows the pages when the process moves them",
           "[verbs][memory][shared-mappings]") {
   if (!can_open_map_files()) return;
-  Writer w;
+  RemoteWriter w;
   const size_t page = page_size(), size = 3 * page;
   int memfd = -1;
   uint8_t* mapping = nullptr;
@@ -213,7 +163,7 @@ TEST_CASE("a region on shared anonymous memory or a sealed memfd follows the pag
 TEST_CASE("a shared memfd that can shrink and a mapping the process may only read are not mapped by the daemon",
           "[verbs][memory][shared-mappings]") {
   if (!can_open_map_files()) return;
-  Writer w;
+  RemoteWriter w;
   const size_t page = page_size();
   SECTION("truncated under its region: an error completion, not a fault in the daemon") {
     const int memfd = memfd_create("uroce-test-unsealed", MFD_CLOEXEC);
@@ -254,7 +204,7 @@ TEST_CASE("a region of a process that ended never reaches another process given 
   std::memset(buffer, 0x11, page);
   auto first = std::make_unique<Child>();
   const pid_t pid = first->pid;
-  Writer w(pid);  // session 1 is the first child's (a forked child that joined it registers the same way)
+  RemoteWriter w(pid);  // session 1 is the first child's (a forked child that joined it registers the same way)
   const uint32_t rkey = w.reg(buffer, page);
   CHECK(w.write(buffer, rkey, 64) == success);  // reaches the first child while it lives
   first->end();

@@ -115,45 +115,19 @@ TEST_CASE("reg_mr takes a sealed memfd and refuses one that could shrink or is t
 }
 
 TEST_CASE("a buffer shared by SharedPages and registered with its memfd is written in place", "[verbs][memory]") {
-  ServiceHarness h;
-  h.service->open_session(1, getpid(), getuid());
-  h.service->open_session(2, getpid(), getuid());
-  // The target: three pages of anonymous memory, moved onto a memfd the way Context::reg_mr does.
+  // Session 1's target: three pages of anonymous memory, moved onto a memfd the way Context::reg_mr does;
+  // session 2 WRITEs into it from process memory.
+  RemoteWriter w;
   const size_t page = size_t(sysconf(_SC_PAGESIZE));
   auto* target = static_cast<uint8_t*>(mmap(nullptr, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
   REQUIRE(target != MAP_FAILED);
   client::SharedPages pages;
   const std::optional<client::SharedSpan> span = pages.share(target + 100, 2 * page);
   REQUIRE(span);
-  const uint32_t pd_1 = h.call(1, {{"op", "alloc_pd"}}).at("pd");
-  const json mr = h.call(1, shared_reg(pd_1, reinterpret_cast<uint64_t>(target + 100), 2 * page, span->offset),
-                         nullptr, {span->fd});
-
-  // Session 2 writes into it with an RDMA WRITE from process memory.
-  std::vector<uint8_t> source = pattern(2 * page, 21);
-  const uint32_t pd_2 = h.call(2, {{"op", "alloc_pd"}}).at("pd");
-  const uint32_t lkey = h.call(2, {{"op", "reg_mr"}, {"pd", pd_2}, {"addr", reinterpret_cast<uint64_t>(source.data())},
-                                   {"length", uint64_t(source.size())}, {"access", 1}})
-                            .at("lkey");
-  const uint32_t cq = h.call(2, {{"op", "create_cq"}, {"cqe", 4}}).at("cq");
-  std::vector<int> fds;
-  const json qp = h.call(2, qp_request(pd_2, cq, cq), &fds);
-  const auto cap = qp.at("cap").get<verbs::QpCap>();
-  client::SendRing send(fds[0], qp.at("send_ring_bytes"), cap.max_send_wr, qp.at("send_entry_size"), cap.max_send_sge,
-                        cap.max_inline_data);
-  close(fds[1]);
-  // The responder is a QP of session 1, in the PD of its memory region.
-  const uint32_t cq_1 = h.call(1, {{"op", "create_cq"}, {"cqe", 4}}).at("cq");
-  const uint32_t qp_1 = h.call(1, qp_request(pd_1, cq_1, cq_1)).at("qp_num");
-  connect_qp(h, 2, qp.at("qp_num"), qp_1);
-  connect_qp(h, 1, qp_1, qp.at("qp_num"));
-  protocol::SendEntry write = send_entry(1, verbs::WrOpcode::rdma_write);
-  write.remote_addr = reinterpret_cast<uint64_t>(target + 100);
-  write.rkey = mr.at("rkey");
-  const protocol::WireSge s = sge(reinterpret_cast<uint64_t>(source.data()), uint32_t(source.size()), lkey);
-  REQUIRE(send.post(write, std::span(&s, 1), {}) == 0);
-  h.pump();
-  CHECK((std::vector<uint8_t>(target + 100, target + 100 + 2 * page) == source));
+  const json mr = w.h.call(1, shared_reg(w.pd_1, reinterpret_cast<uint64_t>(target + 100), 2 * page, span->offset),
+                           nullptr, {span->fd});
+  CHECK(w.write(target + 100, mr.at("rkey"), uint32_t(2 * page)) == uint32_t(verbs::WcStatus::success));
+  CHECK(w.holds_source(target + 100, 2 * page));
   munmap(target, 3 * page);
 }
 
