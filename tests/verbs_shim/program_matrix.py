@@ -437,9 +437,11 @@ class Ucx:
     def full(setup, mtu):
         n = ["-n", "5000"]
         cases = [(f"{tl}:{t}", n) for tl in ("rc_verbs", "ud_verbs") for t in ("am_lat", "am_bw")]
-        cases += [(f"rc_verbs:{t}", n) for t in ("put_lat", "add_lat", "fadd", "swap", "cswap", "add_mr")]
-        cases += [(f"rc_verbs:{t}", ["-D", "zcopy", "-s", str(s), *n]) for t in ("put_bw", "get")
-                  for s in (8, 4096, 65536, 1048576)]
+        # rc_verbs has no swap (verbs have none; UCP's ucp_swap below emulates it), and zero-copy get takes
+        # 65 bytes and more.
+        cases += [(f"rc_verbs:{t}", n) for t in ("put_lat", "add_lat", "fadd", "cswap", "add_mr")]
+        cases += [("rc_verbs:put_bw", ["-D", "zcopy", "-s", str(s), *n]) for s in (8, 4096, 65536, 1048576)]
+        cases += [("rc_verbs:get", ["-D", "zcopy", "-s", str(s), *n]) for s in (65, 4096, 65536, 1048576)]
         cases += [(f"ucp:{t}", n) for t in ("tag_lat", "tag_sync_lat", "ucp_put_lat", "ucp_fadd", "ucp_swap",
                                             "ucp_cswap", "ucp_add", "stream_lat", "ucp_am_lat")]
         cases += [(f"ucp:{t}", ["-s", str(s), *n]) for t in ("tag_bw", "tag_sync_bw", "ucp_put_bw", "ucp_get",
@@ -487,7 +489,8 @@ class Libfabric:
 
     @staticmethod
     def full(setup, mtu):
-        return [(e, ["-I", "2000", *m]) for e in FI_PROVIDERS for m in ([], ["-m", "tagged"])]
+        # Tagged messages only through ofi_rxd: the verbs provider's datagram endpoints have none.
+        return [("dgram", ["-I", "2000"]), ("rdm", ["-I", "2000"]), ("rdm", ["-I", "2000", "-m", "tagged"])]
 
     session = per_run_session(fi_pingpong)
 
@@ -513,8 +516,8 @@ def netpipe(uroce_run, server_socket, client_socket, workdir, program, extra):
     said = out.stdout + out.stderr  # NetPIPE reports on stderr
     lines = NETPIPE_LINE.findall(said)
     assert lines and all(float(mbps) > 0 for _, _, mbps, _ in lines), f"no results ({what}):\n{said}"
-    upper = extra[extra.index("-u") + 1]
-    assert lines[-1][0] == upper, f"stopped at {lines[-1][0]} bytes, not {upper} ({what}):\n{said}"
+    upper = int(extra[extra.index("-u") + 1])  # the last size is upper + 3 unless -p 0 (NetPIPE's perturbation)
+    assert int(lines[-1][0]) >= upper, f"stopped at {lines[-1][0]} bytes, below {upper} ({what}):\n{said}"
     size, _, mbps, usec = lines[-1]
     return f"{len(lines)} sizes, {size} B: {mbps} Mb/s, {usec} us"
 
@@ -530,7 +533,7 @@ class Mpi:
 
     @staticmethod
     def full(setup, mtu):
-        return [("NPopenmpi", ["-u", "8388608"]), ("NPopenmpi", ["-u", "1048576", "-B"]),  # -B: both ways
+        return [("NPopenmpi", ["-u", "8388608"]),
                 ("NPopenmpi", ["-u", "1048576", "-a"])]  # -a: non-blocking sends and receives
 
     @staticmethod
