@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <optional>
-#include <cstring>
 #include <unistd.h>
 
 #include <boost/asio/io_context.hpp>
@@ -21,6 +21,7 @@
 #include "emulator/control/control_server.hpp"
 #include "emulator/daemon/control_adapter.hpp"
 #include "emulator/daemon/device_node.hpp"
+#include "emulator/daemon/link_watch.hpp"
 #include "emulator/daemon/options.hpp"
 #include "emulator/daemon/verbs_service.hpp"
 #include "emulator/engine/engine.hpp"
@@ -109,6 +110,18 @@ int serve(const DaemonOptions& o) {
   adapter.set_cm_service(&cm_service);
   io.post([&] { cm_service.start(); });
   control::ControlServer server(io, o.socket, adapter);
+  // Port events for the applications; the internal loopback's link never changes.
+  std::optional<LinkWatch> link_watch;
+  if (!o.port.empty()) {
+    link_watch.emplace(io, description.link_state, [&](bool up) {
+      if (up) {
+        spdlog::info("port {}: link up", description.port_name);
+      } else {
+        spdlog::warn("port {}: link down", description.port_name);
+      }
+      service.port_link_changed(up);
+    });
+  }
   boost::asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code& ec, int signal) {
     if (ec) return;
@@ -116,6 +129,7 @@ int serve(const DaemonOptions& o) {
     engine.announce_shutdown();   // clients see it in shared memory at once,
     service.announce_shutdown();  // as IBV_EVENT_DEVICE_FATAL on their async event fd,
     server.stop();                // and as a "shutdown" event; then their objects are freed
+    if (link_watch) link_watch->stop();
     engine.stop();
   });
   for (const bool v4 : {true, false}) {
@@ -128,6 +142,7 @@ int serve(const DaemonOptions& o) {
   io.post([&] {
     signals.cancel();
     server.stop();
+    if (link_watch) link_watch->stop();
   });
   control.join();
   // A memif peer that is still polling can crash in DPDK 22.11's memif driver when our end disappears

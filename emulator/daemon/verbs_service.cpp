@@ -744,6 +744,11 @@ void VerbsService::announce_shutdown() {
   }
 }
 
+void VerbsService::port_link_changed(bool up) {
+  const EventType type = up ? EventType::port_active : EventType::port_err;
+  engine_.run_on_engine([&](EngineContext& c) { c.queues.broadcast_port_event(type, 1); });
+}
+
 // Order matters: QPs first (they reference CQs, SRQs, PDs and, through their work requests, MRs and
 // windows; a type 2 window is unbound with the QP that bound it), then SRQs, CQs, AHs, memory windows
 // (deallocating one unbinds it: a region with a window bound cannot be deregistered), MRs, PDs — the order

@@ -83,6 +83,9 @@ class VerbsService {
   // The daemon is stopping: every client gets IBV_EVENT_DEVICE_FATAL on its async event fd, which is how
   // a real device tells applications it is gone.
   void announce_shutdown();
+  // The port's link went down or came back (daemon/link_watch.hpp): every open device context gets
+  // IBV_EVENT_PORT_ERR or IBV_EVENT_PORT_ACTIVE for port 1, as from a RoCE NIC whose link changed.
+  void port_link_changed(bool up);
 
  private:
   struct Channel {

@@ -580,6 +580,10 @@ void QueueService::send_event(SessionId session, const protocol::AsyncEventRecor
   }
 }
 
+void QueueService::broadcast_port_event(verbs::EventType type, uint32_t port_num) {
+  for (const auto& [session, fd] : event_pipes_) send_event(session, {uint32_t(type), port_num});
+}
+
 void QueueService::deliver_events() {
   for (const transport::AsyncEvent& ev : device_.take_events()) {
     SessionId owner = 0;

@@ -107,6 +107,9 @@ class QueueService {
   unsigned deliver_completions();
   // Routes the transport's async events to their sessions' pipes.
   void deliver_events();
+  // A port event (port_active, port_err) to every session with an event pipe: every open device context
+  // hears of its port, as the kernel queues a port event on every uverbs file of the device.
+  void broadcast_port_event(verbs::EventType type, uint32_t port_num);
   // True when a client posted something not yet taken (checked before the engine sleeps).
   bool work_waiting() const;
 

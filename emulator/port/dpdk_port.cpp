@@ -245,9 +245,15 @@ void DpdkPort::set_mtu(uint16_t mtu) {
 LinkStatus DpdkPort::link() const {
   rte_eth_link status{};
   if (rte_eth_link_get_nowait(port_id_, &status) < 0) return {};
-  return {status.link_status == RTE_ETH_LINK_UP,
-          status.link_speed == RTE_ETH_SPEED_NUM_UNKNOWN ? 0u : status.link_speed,
-          status.link_duplex == RTE_ETH_LINK_FULL_DUPLEX};
+  LinkStatus result{status.link_status == RTE_ETH_LINK_UP,
+                    status.link_speed == RTE_ETH_SPEED_NUM_UNKNOWN ? 0u : status.link_speed,
+                    status.link_duplex == RTE_ETH_LINK_FULL_DUPLEX};
+  // af_packet's driver reports its link up for as long as the port runs; the interface's carrier is the
+  // real state (kernel_interface.hpp). A port that is not started stays down whatever the kernel says.
+  if (result.up && !kernel_interface_.empty()) {
+    if (const auto carrier = kernel_link_up(kernel_interface_)) result.up = *carrier;
+  }
+  return result;
 }
 
 PortStats DpdkPort::stats() const {

@@ -104,6 +104,7 @@ class DpdkPort {
   // whose driver offers no rx interrupt but has one underneath: af_packet's sockets (their rx ring).
   // Empty for other ports. The driver owns them; use them only to wait, never to read.
   const std::vector<int>& rx_wait_fds() const { return rx_wait_fds_; }
+  // The driver's link status; for af_packet and tap ports, up only if the kernel interface has a carrier.
   LinkStatus link() const;
   PortStats stats() const;
   void reset_stats();

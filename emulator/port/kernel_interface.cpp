@@ -2,6 +2,8 @@
 
 #include "emulator/port/dpdk_port.hpp"
 
+#include <linux/ethtool.h>
+#include <linux/sockios.h>
 #include <net/if.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -42,6 +44,18 @@ void set_kernel_mtu(const std::string& interface, uint16_t mtu) {
   if (rc != 0)
     throw PortError("cannot set the MTU of " + interface + " to " + std::to_string(mtu) + ": " +
                     std::strerror(-rc));
+}
+
+std::optional<bool> kernel_link_up(const std::string& interface) {
+  ethtool_value link{};
+  link.cmd = ETHTOOL_GLINK;
+  ifreq request = request_for(interface);
+  request.ifr_data = reinterpret_cast<char*>(&link);
+  if (interface_ioctl(SIOCETHTOOL, request) == 0) return link.data != 0;
+  request = request_for(interface);
+  if (interface_ioctl(SIOCGIFFLAGS, request) != 0) return std::nullopt;
+  const unsigned flags = static_cast<unsigned short>(request.ifr_flags);
+  return (flags & IFF_UP) != 0 && (flags & IFF_RUNNING) != 0;
 }
 
 }  // namespace uroce::emulator::port

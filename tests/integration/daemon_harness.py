@@ -14,9 +14,12 @@ import unittest
 
 
 class Daemon:
-    """One uroced. `netns`: run it inside that network namespace."""
+    """One uroced. `netns`: run it inside that network namespace. `interface`: the kernel interface its
+    port is on, if any (for tests that act on the link)."""
 
-    def __init__(self, uroced, workdir, name, args=(), netns=None):
+    def __init__(self, uroced, workdir, name, args=(), netns=None, interface=None):
+        self.netns = netns
+        self.interface = interface
         self.socket = os.path.join(workdir, name + ".sock")
         self.log_path = os.path.join(workdir, name + ".log")
         cmd = [uroced, "--socket", self.socket, "--log-level", "debug", *args]
@@ -217,19 +220,26 @@ def veth_setup(uroced, workdir, extra=(), ipv6=False, capture=False):
                 pcap = ["--capture", os.path.join(workdir, name + ".pcap")] if capture else []
                 daemons.append(Daemon(uroced, workdir, name, ["--port", f"net_af_packet0,iface={ifs[i]}",
                                                               "--ip", f"10.77.0.{i + 1}", *v6, *pcap, *extra],
-                                      netns=ns[i]))
+                                      netns=ns[i], interface=ifs[i]))
             yield daemons, daemons[0].socket, daemons[1].socket
 
 
 @contextlib.contextmanager
 def memif_setup(uroced, workdir, extra=()):
-    sock = os.path.join(workdir, "memif.sock")
     daemons = []
     with _stopped_at_exit(daemons):
-        for i, (name, role) in enumerate((("ma", "server"), ("mb", "client"))):
-            daemons.append(Daemon(uroced, workdir, name, ["--port", f"net_memif0,role={role},socket={sock}",
-                                                          "--ip", f"10.78.0.{i + 1}", *extra]))
+        for end in (0, 1):
+            daemons.append(memif_daemon(uroced, workdir, end, extra))
         yield daemons, daemons[0].socket, daemons[1].socket
+
+
+def memif_daemon(uroced, workdir, end, extra=()):
+    """One end of the memif setup: 0 is the memif server (10.78.0.1), 1 its client (10.78.0.2). A port's link
+    is up while both ends run."""
+    name, role = (("ma", "server"), ("mb", "client"))[end]
+    sock = os.path.join(workdir, "memif.sock")
+    return Daemon(uroced, workdir, name, ["--port", f"net_memif0,role={role},socket={sock}",
+                                          "--ip", f"10.78.0.{end + 1}", *extra])
 
 
 SETUPS = {"loopback": loopback_setup, "veth": veth_setup, "memif": memif_setup}

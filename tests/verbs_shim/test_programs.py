@@ -2,7 +2,8 @@
 """Debian's unmodified ibverbs-utils that list and describe devices against a uroced, through the verbs shim
 (uroce-run): ibv_devices, ibv_devinfo and ibv_devinfo -v, on one uroced's loopback port, uroce-run's
 refusal of a bad command line or setting, and the engine's yield when ibv_rc_pingpong drains its receive
-queue. (The server/client programs - pingpongs, perftest, qperf - are in
+queue. As root, also ibv_asyncwatch hearing the port's link go down and come back, on a veth and on a
+memif. (The server/client programs - pingpongs, perftest, qperf - are in
 test_setups.py, in all three setups.) Exits 0 only if every case passed; the daemon is stopped by its PID at
 the end.
 
@@ -13,12 +14,14 @@ import argparse
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
-from daemon_harness import Daemon, stats  # noqa: E402
+from daemon_harness import Daemon, is_root, memif_daemon, sh, stats, veth_setup  # noqa: E402
 from server_client import run_server_client  # noqa: E402
 
 TIMEOUT = 60
@@ -96,6 +99,109 @@ def check_xrc_over_loss(uroced, uroce_run, uroce, workdir):
     assert rc in (0, None), f"the lossy uroced exited with {rc}"
 
 
+class AsyncWatch:
+    """Debian's ibv_asyncwatch through uroce-run on `socket`: it prints every async event of the device until
+    stopped (by its process group). Line-buffered by stdbuf, so that what it printed can be read while it
+    runs."""
+
+    def __init__(self, uroce_run, socket, log_path):
+        self.log_path = log_path
+        with open(log_path, "w") as log:
+            self.proc = subprocess.Popen([uroce_run, "--socket", socket, "stdbuf", "-oL", "ibv_asyncwatch"],
+                                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.wait_until(lambda text: "async event FD" in text, "ibv_asyncwatch to start")
+
+    def output(self):
+        with open(self.log_path) as f:
+            return f.read()
+
+    def events(self):
+        """(event name, port) for each event it printed, in order."""
+        return re.findall(r"event_type (IBV_EVENT_\w+) \(\d+\), port (\d+)", self.output())
+
+    def wait_until(self, done, what, timeout=10):
+        deadline = time.time() + timeout
+        while not done(self.output()):
+            assert self.proc.poll() is None, f"ibv_asyncwatch exited with {self.proc.returncode}:\n{self.output()}"
+            assert time.time() < deadline, f"no {what} in 10 s:\n{self.output()}"
+            time.sleep(0.05)
+
+    def wait_for_events(self, count):
+        self.wait_until(lambda _: len(self.events()) >= count, f"{count} events")
+        time.sleep(0.3)  # three link watch periods: nothing more comes
+        return self.events()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        self.proc.wait(10)
+
+
+def port_state(uroce_run, socket):
+    out = run(uroce_run, socket, ["ibv_devinfo"])
+    assert out.returncode == 0, out.stdout + out.stderr
+    return re.search(r"state:\s+(PORT_\w+)", out.stdout).group(1)
+
+
+def check_link_events_veth(uroced, uroce_run, workdir):
+    """Two uroced on a veth pair, each watched by ibv_asyncwatch. Daemon b's interface is set down, then up:
+    b's port loses its interface, a's its carrier. Each hears IBV_EVENT_PORT_ERR then IBV_EVENT_PORT_ACTIVE
+    for port 1, once each; ibv_devinfo says PORT_DOWN in between; and RDMA works again afterwards."""
+    with veth_setup(uroced, workdir) as (daemons, socket_a, socket_b):
+        b = daemons[1]
+        watches = []
+        try:
+            for d in daemons:
+                watches.append(AsyncWatch(uroce_run, d.socket, d.log_path + ".asyncwatch"))
+            states = [port_state(uroce_run, d.socket) for d in daemons]
+            assert states == ["PORT_ACTIVE"] * 2, states
+            sh("ip", "-n", b.netns, "link", "set", b.interface, "down")
+            for w in watches:
+                assert w.wait_for_events(1) == [("IBV_EVENT_PORT_ERR", "1")], w.output()
+            states = [port_state(uroce_run, d.socket) for d in daemons]
+            assert states == ["PORT_DOWN"] * 2, states
+            sh("ip", "-n", b.netns, "link", "set", b.interface, "up")
+            for w in watches:
+                assert w.wait_for_events(2) == [("IBV_EVENT_PORT_ERR", "1"), ("IBV_EVENT_PORT_ACTIVE", "1")], \
+                    w.output()
+            states = [port_state(uroce_run, d.socket) for d in daemons]
+            assert states == ["PORT_ACTIVE"] * 2, states
+            command = ["ibv_rc_pingpong", "-g", "0", "-p", str(22000 + os.getpid() % 10000), "-n", "100"]
+            run_server_client(uroce_run, socket_a, socket_b, command, "ibv_rc_pingpong after the link came back",
+                              TIMEOUT).assert_both_exited_0()
+        finally:
+            for w in watches:
+                w.stop()
+        for d in daemons:
+            log = d.read_log()
+            assert "link down" in log and "link up" in log, log[-2000:]
+
+
+def check_link_events_memif(uroced, uroce_run, workdir):
+    """A memif's link is up only while its peer is there: the server end's uroced starts alone (PORT_DOWN, no
+    event for that), then its watcher hears IBV_EVENT_PORT_ACTIVE when the client end starts and
+    IBV_EVENT_PORT_ERR when it stops."""
+    server = memif_daemon(uroced, workdir, 0)
+    client = None
+    watch = None
+    try:
+        watch = AsyncWatch(uroce_run, server.socket, server.log_path + ".asyncwatch")
+        assert port_state(uroce_run, server.socket) == "PORT_DOWN"
+        client = memif_daemon(uroced, workdir, 1)
+        assert watch.wait_for_events(1) == [("IBV_EVENT_PORT_ACTIVE", "1")], watch.output()
+        assert port_state(uroce_run, server.socket) == "PORT_ACTIVE"
+        assert client.stop() == 0
+        assert watch.wait_for_events(2) == [("IBV_EVENT_PORT_ACTIVE", "1"), ("IBV_EVENT_PORT_ERR", "1")], \
+            watch.output()
+        assert port_state(uroce_run, server.socket) == "PORT_DOWN"
+    finally:
+        if watch:
+            watch.stop()
+        for d in (client, server):
+            if d:
+                d.stop()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--uroced", required=True)
@@ -118,6 +224,15 @@ def main():
         ("ibv_xsrq_pingpong (XRC) over 5% loss",
          lambda: check_xrc_over_loss(args.uroced, args.uroce_run, args.uroce, workdir)),
     ]
+    if is_root():  # network namespaces and veth pairs
+        cases += [
+            ("ibv_asyncwatch: a veth's link goes down and comes back",
+             lambda: check_link_events_veth(args.uroced, args.uroce_run, workdir)),
+            ("ibv_asyncwatch: a memif's peer comes and goes",
+             lambda: check_link_events_memif(args.uroced, args.uroce_run, workdir)),
+        ]
+    else:
+        print("SKIP the link event cases: they need root (network namespaces)")
     failed = 0
     try:
         for name, case in cases:

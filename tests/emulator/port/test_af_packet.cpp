@@ -1,6 +1,8 @@
 // af_packet ports on a veth pair the test creates and deletes: real kernel interfaces, traffic only there.
 #include "emulator/port/dpdk_port.hpp"
 
+#include <cstdlib>
+
 #include <catch2/catch.hpp>
 
 #include "frames.hpp"
@@ -41,4 +43,22 @@ TEST_CASE("The MTU of an af_packet port is its kernel interface's") {
   CHECK(a->mtu() == 1500);
   a->set_mtu(4200);
   CHECK(a->mtu() == 4200);
+}
+
+// DPDK's af_packet driver says "up" for as long as the port runs; the port reports the kernel interface's
+// carrier instead (ETHTOOL_GLINK), which is what uroced's port events follow. It is current at once, not a
+// second late like the interface's operational state.
+TEST_CASE("An af_packet port's link is its kernel interface's carrier") {
+  if (!can_create_interfaces()) return;
+  VethPair veth("l", 1500);
+  auto a = DpdkPort::open("net_af_packet_l" + veth.a() + ",iface=" + veth.a());
+  CHECK(a->link().up);
+  REQUIRE(std::system(("ip link set " + veth.b() + " down").c_str()) == 0);  // a loses its carrier
+  CHECK_FALSE(a->link().up);
+  REQUIRE(std::system(("ip link set " + veth.b() + " up").c_str()) == 0);
+  CHECK(a->link().up);
+  REQUIRE(std::system(("ip link set " + veth.a() + " down").c_str()) == 0);  // a itself down
+  CHECK_FALSE(a->link().up);
+  REQUIRE(std::system(("ip link set " + veth.a() + " up").c_str()) == 0);
+  CHECK(a->link().up);
 }
