@@ -15,7 +15,8 @@ answers at the SL its completions report, udaddy_at).
 Cases: rping with data verification (-V -C N), rping to a port nobody listens on (the client must see
 RDMA_CM_EVENT_REJECTED, uroced's CM answers the REQ with a REJ), rping to an address nobody has
 (RDMA_CM_EVENT_ADDR_ERROR -110 after rping's 2 s address timeout: ARP got no answer), librdmacm calls
-no program makes (rdmacm_calls.py: rdma_migrate_id to synchronous and back, multicast errors), ucmatose, ib_write_bw -R / ib_send_lat -R,
+no program makes (rdmacm_calls.py: rdma_migrate_id to synchronous and back, multicast errors), ucmatose,
+cmtime (100 connections at once, every step timed), ib_write_bw -R / ib_send_lat -R,
 udaddy (UD), udaddy to nobody (RDMA_CM_EVENT_UNREACHABLE), ib_send_bw -c UD -R, rdma_server/rdma_client
 (the synchronous API: rdma_create_ep, rdma_get_request).
 Exits 0 only if every case passed; daemons are stopped by PID.
@@ -35,6 +36,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
 from daemon_harness import SETUPS, is_root, veth_setup  # noqa: E402
 import cm_psn_check  # noqa: E402
+from server_client import PersistentServer  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "interop"))
 import capture_check  # noqa: E402
@@ -138,6 +140,37 @@ def ucmatose(uroce_run, server_socket, client_socket, server_ip):
                                   "ucmatose", retry_on=("REJECTED", "event: RDMA_CM_EVENT_REJECTED"))
     assert "test complete" in client_out, client_out
     return "2 connections, 10 messages each"
+
+
+def cmtime(uroce_run, server_socket, client_socket, server_ip, workdir, connections=100):
+    """rdma_cm's own benchmark: `connections` connections made at once, through every step (IDs, address
+    and route resolution, QPs, connect, disconnect, destroy), each step timed. Its server serves for ever
+    and is stopped by its process group; its client exits 0 even when every connection was rejected, so
+    the client's output decides: a rejection (the server not listening yet) is retried for up to 10 s, any
+    other error fails the case, and every step must have taken time, the disconnect included."""
+    p = port()
+    server = PersistentServer(uroce_run, server_socket, ["cmtime", "-b", server_ip, "-p", p, "-c", str(connections)],
+                              os.path.join(workdir, f"cmtime-{p}.log"))
+    try:
+        deadline = time.time() + 10
+        while True:
+            client = subprocess.run([uroce_run, "--socket", client_socket, "cmtime", "-s", server_ip, "-p", p,
+                                     "-c", str(connections)], capture_output=True, text=True, timeout=TIMEOUT)
+            out = client.stdout + client.stderr
+            if "RDMA_CM_EVENT_REJECTED" not in out or time.time() > deadline:
+                break
+            time.sleep(0.3)
+        assert client.returncode == 0 and "error" not in out, f"cmtime client rc {client.returncode}:\n{out}"
+        assert server.proc.poll() is None, f"the cmtime server exited with {server.proc.returncode}:\n" \
+                                           f"{server.new_output()}"
+    finally:
+        server.stop()
+    steps = dict(re.findall(r"^(\w[\w ]*?)\s*:\s+([\d.]+)\s", out, re.M))
+    assert set(steps) == {"create id", "resolve addr", "resolve route", "create qp", "connect", "disconnect",
+                          "destroy"}, out
+    assert all(float(ms) > 0 for ms in steps.values()), out  # every step ran, disconnect included
+    per_connect = float(steps["connect"]) * 1000 / connections
+    return f"{connections} connections, connect {per_connect:.0f} us each on average"
 
 
 def rdma_server_client(uroce_run, server_socket, client_socket, server_ip, bind="0.0.0.0"):
@@ -312,7 +345,7 @@ def main():
     ap.add_argument("--uroce-run", required=True)
     ap.add_argument("--setup", action="append", choices=["loopback", "veth", "veth-vlan"])
     a = ap.parse_args()
-    needed = ["rping", "ucmatose", "udaddy", "rdma_server", "rdma_client", "rdma_xserver", "rdma_xclient", "ib_write_bw",
+    needed = ["rping", "ucmatose", "cmtime", "udaddy", "rdma_server", "rdma_client", "rdma_xserver", "rdma_xclient", "ib_write_bw",
               "ib_send_lat"]
     missing = [p for p in needed if shutil.which(p) is None]
     if missing:
@@ -339,6 +372,7 @@ def main():
                     ("rping, nobody there", lambda: rping_nobody_there(a.uroce_run, client_socket, absent_ip)),
                     ("rdma_migrate_id and other calls", lambda: rdmacm_calls(a.uroce_run, client_socket, client_ip)),
                     ("ucmatose", lambda: ucmatose(a.uroce_run, server_socket, client_socket, server_ip)),
+                    ("cmtime -c 100", lambda: cmtime(a.uroce_run, server_socket, client_socket, server_ip, work)),
                     ("ib_write_bw -R", lambda: perftest(a.uroce_run, server_socket, client_socket, server_ip,
                                                         "ib_write_bw", ["-n", "200", "-s", "4096"])),
                     ("ib_send_lat -R", lambda: perftest(a.uroce_run, server_socket, client_socket, server_ip,
