@@ -51,23 +51,22 @@ void DeviceNode::create() {
     spdlog::warn("{} not made: {} (UCX will not see the device)", path_.string(), std::strerror(errno));
     return;
   }
-  struct stat st{};
-  if (::lstat(path_.c_str(), &st) == 0) {
-    present_ = S_ISCHR(st.st_mode);
-    if (!present_) spdlog::warn("{} exists and is not a character device: left alone", path_.string());
+  if (::mknod(path_.c_str(), S_IFCHR | node_mode, makedev(0, 0)) == 0) {
+    ::chmod(path_.c_str(), node_mode);  // past the umask
+    present_ = true;
+    spdlog::info("made {} (a node without a driver, for libraries that look for it)", path_.string());
     return;
   }
-  if (::mknod(path_.c_str(), S_IFCHR | node_mode, makedev(0, 0)) != 0) {
-    if (errno == EEXIST) {  // another uroced starting at the same moment made it
-      present_ = is_placeholder_device_node(path_);
-      return;
-    }
+  if (errno != EEXIST) {
     spdlog::warn("{} not made: {} (UCX will not see the device)", path_.string(), std::strerror(errno));
     return;
   }
-  ::chmod(path_.c_str(), node_mode);  // past the umask
-  present_ = true;
-  spdlog::info("made {} (a node without a driver, for libraries that look for it)", path_.string());
+  // Already there: made by another uroced (running, starting at this moment, or one that was killed), or
+  // by someone else. Any character device serves the libraries that look for it; removal later takes only
+  // the placeholder (remove_if_last).
+  struct stat st{};
+  present_ = ::lstat(path_.c_str(), &st) == 0 && S_ISCHR(st.st_mode);
+  if (!present_) spdlog::warn("{} exists and is not a character device: left alone", path_.string());
 }
 
 void DeviceNode::remove_if_last() {
