@@ -42,7 +42,8 @@ CM_LISTEN_WAIT = 2  # seconds an rdma_cm-only server gets to listen (4x in the T
 STOPPED = (124, 137, 143, -15, -9)  # exit statuses of a program the harness (or its timeout) stopped
 CI_CELLS = [("ibv_rc_pingpong", "uroce-client", 0), ("ibv_rc_pingpong", "uroce-server", 0),
             ("ib_write_bw", "uroce-client", LOSS), ("ibv_rc_pingpong", "vlan-client", 0),
-            ("ib_write_bw", "vlan-server", 0), ("ibv_rc_pingpong", "pci", 0), ("ib_write_bw", "pci", 0)]
+            ("ib_write_bw", "vlan-server", 0), ("ibv_rc_pingpong", "pci", 0), ("ib_write_bw", "pci", 0),
+            ("ucx_perftest tag_bw 1 MiB", "uroce-server", 0)]
 
 
 def on_vlan_column(name):

@@ -14,6 +14,14 @@ RPING = re.compile(r"^ping data: ", re.M)
 # rstream's and riostream's result line with -S/-C: name bytes xfers iters total time Gb/sec usec/xfer
 RSOCKET = re.compile(r"^custom\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+([\d.]+)s\s+([\d.]+)\s+([\d.]+)\s*$", re.M)
 RSOCKETS = ("rstream", "riostream")  # the rows of librdmacm's rsocket programs
+# ucx_perftest's last line: iterations, then typical/average/overall latency (us), average/overall
+# bandwidth (MB/s) and average/overall message rate (msg/s); taken: iterations, typical latency, overall
+# bandwidth and rate (an average can read "inf").
+UCX_FINAL = re.compile(r"^Final:\s+(\d+)\s+([\d.]+)\s+\S+\s+\S+\s+\S+\s+([\d.]+)\s+\S+\s+(\d+)\s*$", re.M)
+# UCX's bulk rows run clean only. UCX gives its RC QPs a 1 s ACK timeout (UCX_RC_TIMEOUT), so over 5% loss
+# a 64 KiB message took seconds (0.03-0.17 MB/s, both ways), and 1 MiB tag_bw passed 240 s against rxe
+# under TCG (rxe <-> rxe too); tag_lat shows UCX's recovery over loss.
+UCX_BULK = ("ucx_perftest tag_bw", "ucx_perftest ucp_put_bw", "ucx_perftest ucp_get")
 
 
 class Program:
@@ -35,7 +43,7 @@ class Program:
         self.dreq_race = name.startswith("rping")
         # UD has no retransmission: one lost datagram stalls a pingpong (or udaddy, or mckey's receiver) for
         # good, so no lossy cell.
-        self.lossy = "ud_pingpong" not in name and not name.startswith(("udaddy", "mckey"))
+        self.lossy = "ud_pingpong" not in name and not name.startswith(("udaddy", "mckey") + UCX_BULK)
         # rping, udaddy, mckey and the rsocket programs talk only rdma_cm: no TCP socket says when the server
         # listens. The harness waits `cm_listen_wait` seconds instead and runs the client again (twice at
         # most) if it was refused (REJECTED: a REQ before rdma_listen; UNREACHABLE: a SIDR_REQ before it;
@@ -189,6 +197,37 @@ def rsocket_stream(program, size, count):
     return server, client
 
 
+def ucx_result(iterations, bandwidth=False):
+    """The Final line must count every iteration, and data must have moved (a bandwidth or, at under one
+    message a second, a message rate above zero); a latency test gives its typical latency, a bandwidth
+    test its bandwidth."""
+    def result(out):
+        m = UCX_FINAL.search(out)
+        if not m or m.group(1) != iterations or (float(m.group(3)) == 0 and int(m.group(4)) == 0):
+            return None
+        return f"{float(m.group(3)):.2f} MB/s" if bandwidth else f"{float(m.group(2)):.1f} us typ"
+    return result
+
+
+def ucx_perftest(test, *extra):
+    # UCX 1.13 (Debian's ucx-utils) through UCP, its API under Open MPI's UCX PML, on the verbs transports
+    # only: UCX's own QPs, address handles from the peer's packed address, zero-copy from its registered
+    # memory, rendezvous by RDMA. Each side names its own device and GID by environment: ucx_perftest's
+    # server takes the test's parameters from its client, a UCT device name (-d) among them, which would
+    # name the other side's device. UCP connects over ud_verbs first; UCX 1.13 takes a datagram's IP
+    # version from wc.sl, which ConnectX's provider and uroce set and rxe's leaves 0, so on rxe (rxe <-> rxe
+    # too) it drops every datagram unless its destination GID check is off, as an rxe user of this UCX must
+    # set. uroce's side keeps the check.
+    def server(side, port):
+        rxe = ["UCX_UD_VERBS_ETH_DGID_CHECK=n"] if side.device.startswith("rxe") else []
+        return ["env", "UCX_TLS=rc_verbs,ud_verbs", f"UCX_NET_DEVICES={side.device}:1", f"UCX_IB_GID_INDEX={side.gid}",
+                *rxe, "ucx_perftest", "-p", str(port), "-t", test, *extra]
+
+    def client(side, port, ip, _server_side):
+        return server(side, port) + [ip]
+    return server, client
+
+
 def sl_option(side, flag):
     """The program's option naming the service level a side asks for (a VLAN side: its frames' priority)."""
     return [flag, side.sl] if getattr(side, "sl", None) else []
@@ -275,6 +314,12 @@ PROGRAMS = {p.name: p for p in [
     _p("rping -C 20 -S 4096 -V (IPv6)", rping(20, 4096, ipv6=True), rping_result),
     _p("udaddy", udaddy(), udaddy_result),
     _p("mckey", mckey(), mckey_result),
+    # Few iterations of the bulk tests: under 5% loss a 1 MiB message crawls through go-back-N (rxe under TCG).
+    _p("ucx_perftest tag_lat", ucx_perftest("tag_lat", "-n", "1000"), ucx_result("1000")),
+    _p("ucx_perftest tag_bw 1 MiB", ucx_perftest("tag_bw", "-s", "1048576", "-n", "20"), ucx_result("20", True)),
+    _p("ucx_perftest ucp_put_bw 64 KiB", ucx_perftest("ucp_put_bw", "-s", "65536", "-n", "50"),
+       ucx_result("50", True)),
+    _p("ucx_perftest ucp_get 64 KiB", ucx_perftest("ucp_get", "-s", "65536", "-n", "50"), ucx_result("50", True)),
     _p("rstream -S 4096 -C 100 -T b -T v", rsocket_stream("rstream", 4096, 100), rsocket_result),
     _p("riostream -S 4096 -C 100 -T b -T v", rsocket_stream("riostream", 4096, 100), rsocket_result),
 ]}
