@@ -40,7 +40,11 @@ def run_server_client(uroce_run, server_socket, client_socket, command, what, ti
             if not any(says in client.stderr + client.stdout for says in not_listening):
                 break
             time.sleep(retry_pause)
-        s_out, s_err = server.communicate(timeout=timeout)
+        try:
+            s_out, s_err = server.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired as e:
+            e.client = client  # what the client did, for a caller that tells a hang at exit from a failure
+            raise
     finally:
         if server.poll() is None:
             server.kill()
