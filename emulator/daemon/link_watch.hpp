@@ -3,8 +3,9 @@
 // (the device advertises IBV_DEVICE_PORT_ACTIVE_EVENT). ibv_query_port reads the live state on its own;
 // this is for programs that wait on their async event fd (ibv_asyncwatch, UCX, MPI libraries).
 //
-// It polls, on the control thread: few DPDK drivers raise link interrupts (af_packet, memif and the ring
-// ports have none), and a look at the link costs an ioctl or a read of the driver's state. A change
+// It polls, on the control thread: few DPDK drivers raise link interrupts. In DPDK 22.11 af_packet, memif
+// and the ring ports set no RTE_ETH_DEV_INTR_LSC (memif only writes dev_link when its control channel
+// connects or drops), and a look at the link costs an ioctl or a read of the driver's state. A change
 // shorter than one period may go unseen, as a flap faster than a NIC's own debounce does.
 #pragma once
 

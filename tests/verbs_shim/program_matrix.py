@@ -24,9 +24,13 @@ import json
 import os
 import re
 import subprocess
+import sys
 import time
 
 from server_client import PersistentServer, run_server_client
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "interop"))
+from programs import UCX_FINAL  # noqa: E402  ucx_perftest's "Final:" line, read the same way as the interop rows
 
 TIMEOUT = 60
 LONG_TIMEOUT = 600  # perftest -a: 23 sizes, and perftest calibrates its clock for ~1 s before each report
@@ -391,8 +395,6 @@ class Qperf:
 # (transport/qp/responder.cpp, roce_packet_type), without which ud_verbs drops every datagram. Tests are
 # "TL:test", run on that UCT transport alone (-d uroce0:1 -x TL: active messages, RDMA put and get, atomics),
 # or "ucp:test", through UCP, the API MPI uses: rc_verbs for data, its connections made over ud_verbs.
-UCX_FINAL = re.compile(r"^Final:\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\d+)\s+(\d+)",
-                       re.M)
 
 
 def ucx_perftest(uroce_run, server_socket, client_socket, test, extra):
@@ -409,7 +411,7 @@ def ucx_perftest(uroce_run, server_socket, client_socket, test, extra):
     r.assert_both_exited_0()
     final = UCX_FINAL.search(r.client.stdout)
     assert final, f"no Final line ({r.what}):\n{r.client.stdout}{r.client.stderr}"
-    iterations, _, _, latency, _, bandwidth, _, rate = final.groups()
+    iterations, latency, bandwidth, rate = final.groups()
     assert iterations == extra[extra.index("-n") + 1], f"{iterations} iterations ({r.what}):\n{r.client.stdout}"
     assert int(rate) > 0, f"no messages ({r.what}):\n{r.client.stdout}"
     return f"{latency} us, {bandwidth} MB/s, {rate} msg/s"

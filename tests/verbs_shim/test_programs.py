@@ -123,7 +123,7 @@ class AsyncWatch:
         deadline = time.time() + timeout
         while not done(self.output()):
             assert self.proc.poll() is None, f"ibv_asyncwatch exited with {self.proc.returncode}:\n{self.output()}"
-            assert time.time() < deadline, f"no {what} in 10 s:\n{self.output()}"
+            assert time.time() < deadline, f"no {what} in {timeout} s:\n{self.output()}"
             time.sleep(0.05)
 
     def wait_for_events(self, count):
