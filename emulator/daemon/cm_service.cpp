@@ -289,15 +289,22 @@ void CmService::take_port(uint32_t n, uint16_t port) {
   id.bound = true;
 }
 
+// Binding to one of the port's addresses ties the ID to the device ("on_port": the shim then sets the ID's
+// verbs context); a wildcard does not. Nor does a loopback address (127.0.0.0/8, ::1), which Linux binds
+// too, to no device: rdma_bind_addr and rdma_listen succeed (rxe, Linux 6.1), and nothing from the wire can
+// reach such a listener. libfabric's verbs provider relies on it: fi_getinfo without an address binds
+// "localhost" to ask which devices there are.
 json CmService::bind(uint64_t s, const json& r, std::vector<int>&) {
   CmId& id = id_of(s, r);
   if (id.bound) throw ServiceError(EINVAL, "already bound");
   const wire::IpAddress a = need_ip(r, "addr");
-  if (!is_wildcard(a) && !is_local(a)) throw ServiceError(EADDRNOTAVAIL, wire::to_string(a) + " is not this port's");
+  if (!is_wildcard(a) && !is_local(a) && !is_loopback(a)) {
+    throw ServiceError(EADDRNOTAVAIL, wire::to_string(a) + " is not this port's");
+  }
   id.src = a;  // a wildcard keeps its family (see CmId::afonly)
   if (!id.afonly) id.afonly = a.is_v4();
   take_port(need_field(r, "cm_id"), uint16_t(r.value("port", 0u)));
-  return {{"addr", wire::to_string(id.src)}, {"port", id.src_port}};
+  return {{"addr", wire::to_string(id.src)}, {"port", id.src_port}, {"on_port", is_local(id.src)}};
 }
 
 // Address resolution: the source is the port's GID for the destination (source_gid.hpp: same family, and
@@ -327,6 +334,9 @@ json CmService::resolve_addr(uint64_t s, const json& r, std::vector<int>&) {
     take_port(need_field(r, "cm_id"), 0);
   } else if (is_wildcard(id.src)) {
     id.src = port_.gids[*source];
+  } else if (is_loopback(id.src)) {
+    // Linux resolves such an address and then fails the route with ENODEV (no RoCE device has it).
+    throw ServiceError(ENODEV, "bound to " + wire::to_string(id.src) + ", which no RoCE port has");
   } else {
     check_family(id.src);
   }

@@ -100,8 +100,9 @@ CMA_EXPORT int rdma_bind_addr(rdma_cm_id* cm_id, sockaddr* addr) {
     const uint16_t port = port_of(addr);
     const json r = call({{"op", "cm_bind"}, {"cm_id", id->handle}, {"addr", ip}, {"port", port}});
     fill_src(id, r);
-    // Bound to one of the port's own addresses, the ID belongs to its device (a wildcard does not).
-    if (r.value("addr", std::string()) != "0.0.0.0" && r.value("addr", std::string()) != "::") {
+    // Bound to one of the port's own addresses, the ID belongs to its device (a wildcard or a loopback
+    // address does not: uroced says which).
+    if (r.value("on_port", false)) {
       id->id.verbs = device_context();
       id->id.pd = device_pd();
       id->id.port_num = 1;

@@ -96,6 +96,32 @@ TEST_CASE("rdma_cm refuses addresses the port cannot use", "[cm][ipv6][bad]") {
   CHECK(dual.error_of({{"op", "cm_resolve_addr"}, {"cm_id", bound}, {"dst", "10.0.0.2"}}) == EINVAL);
 }
 
+// As Linux binds them (rping -s -a 127.0.0.1 and -a ::1 listen on rxe, Linux 6.1): to no device, so the
+// shim leaves the ID's verbs context unset. libfabric's verbs provider binds "localhost" to learn which
+// devices there are. Nothing can connect to such a listener (a REQ's destination is a port's address), and
+// an ID bound so resolves nothing: ENODEV, where Linux fails the route with ENODEV.
+TEST_CASE("rdma_cm binds loopback addresses to no device, as Linux does", "[cm][address]") {
+  CmHarness c({ip("10.0.0.1")});
+  for (const char* loopback : {"127.0.0.1", "127.1.2.3", "::1"}) {
+    INFO(loopback);
+    const uint32_t id = c.new_id(ps_tcp, 2);
+    const json bound = c.call({{"op", "cm_bind"}, {"cm_id", id}, {"addr", loopback}, {"port", 0}});
+    CHECK(bound.at("addr") == loopback);
+    CHECK(bound.at("on_port") == false);
+    CHECK(c.call({{"op", "cm_listen"}, {"cm_id", id}, {"backlog", 4}}).at("port") == bound.at("port"));
+    const uint32_t other = c.new_id(ps_tcp, 2);
+    c.call({{"op", "cm_bind"}, {"cm_id", other}, {"addr", loopback}, {"port", 0}});
+    CHECK(c.error_of({{"op", "cm_resolve_addr"}, {"cm_id", other}, {"dst", "10.0.0.2"}}) == ENODEV);
+  }
+  CHECK(c.call({{"op", "cm_bind"}, {"cm_id", c.new_id(ps_tcp, 2)}, {"addr", "10.0.0.1"}, {"port", 0}}).at("on_port") ==
+        true);
+  CHECK(c.call({{"op", "cm_bind"}, {"cm_id", c.new_id(ps_tcp, 2)}, {"addr", "0.0.0.0"}, {"port", 0}}).at("on_port") ==
+        false);
+  // Any other address is still refused: 127/8 is loopback, 128.0.0.1 and ::2 are not.
+  CHECK(c.error_of({{"op", "cm_bind"}, {"cm_id", c.new_id(ps_tcp, 2)}, {"addr", "128.0.0.1"}}) == EADDRNOTAVAIL);
+  CHECK(c.error_of({{"op", "cm_bind"}, {"cm_id", c.new_id(ps_tcp, 2)}, {"addr", "::2"}}) == EADDRNOTAVAIL);
+}
+
 TEST_CASE("UD rdma_cm requests: bad ones are refused, the QP attributes are the fixed ones", "[cm][ud][bad]") {
   CmHarness c({ip("10.0.0.1")});
   // RDMA_PS_IB is served (XRC connects on it); RDMA_PS_IPOIB is not.
