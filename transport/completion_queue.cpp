@@ -27,11 +27,22 @@ uint32_t CompletionQueue::remove_qp(uint32_t qpn) {
 
 bool CompletionQueue::resize(uint32_t capacity) {
   if (capacity == 0 || capacity < count_) return false;
-  std::vector<verbs::WorkCompletion> ring(capacity);
+  capacity_ = capacity;
+  relocate(std::max(count_, std::min(capacity_, std::max(kInitialSlots, uint32_t(ring_.size())))));
+  return true;
+}
+
+bool CompletionQueue::grow() {
+  if (ring_.size() >= capacity_) return false;
+  relocate(uint32_t(std::min<uint64_t>(capacity_, uint64_t(ring_.size()) * 2)));
+  return true;
+}
+
+void CompletionQueue::relocate(uint32_t slots) {
+  std::vector<verbs::WorkCompletion> ring(slots);
   for (uint32_t i = 0; i < count_; ++i) ring[i] = ring_[index(i)];
   ring_ = std::move(ring);
   head_ = 0;
-  return true;
 }
 
 }  // namespace uroce::transport

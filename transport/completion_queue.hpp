@@ -2,6 +2,7 @@
 // (IBV_EVENT_CQ_ERR), never a silently lost completion.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -10,16 +11,22 @@
 
 namespace uroce::transport {
 
+// Its slots grow with use, up to the capacity the consumer asked for: a CQ may hold 2^22 completions (a
+// ConnectX's max_cqe, which libfabric's ofi_rxm needs 2^18 of), and most never queue more than a few
+// dozen at a time, so an idle one costs kInitialSlots, not its capacity.
 class CompletionQueue {
  public:
-  explicit CompletionQueue(uint32_t capacity) : ring_(capacity ? capacity : 1) {}
+  static constexpr uint32_t kInitialSlots = 64;
+
+  explicit CompletionQueue(uint32_t capacity)
+      : capacity_(capacity ? capacity : 1), ring_(std::min(capacity_, kInitialSlots)) {}
 
   // Appends a default completion for the caller to fill in place, or returns nullptr (and the CQ is
   // marked overflowed) when full. The hot paths fill the slot directly: a completion built on the stack
   // field by field and then copied in is read back with wide loads that wait for the narrow stores to
   // reach the cache (store forwarding fails), on every completion.
   verbs::WorkCompletion* append() {
-    if (count_ == ring_.size()) {
+    if (count_ == ring_.size() && !grow()) {
       overflowed_ = true;
       return nullptr;
     }
@@ -43,7 +50,8 @@ class CompletionQueue {
   // Grows or shrinks; false if the completions already queued would not fit.
   bool resize(uint32_t capacity);
 
-  uint32_t capacity() const { return uint32_t(ring_.size()); }
+  uint32_t capacity() const { return capacity_; }
+  uint32_t slots() const { return uint32_t(ring_.size()); }  // allocated so far (tests)
   uint32_t size() const { return count_; }
   bool overflowed() const { return overflowed_; }
 
@@ -57,6 +65,13 @@ class CompletionQueue {
     return at >= ring_.size() ? uint32_t(at - ring_.size()) : at;
   }
 
+  // Doubles the slots (at most to the capacity), the queued completions moved to the front in order;
+  // false when they are all in use already.
+  bool grow();
+  // The queued completions in order at the front of `slots` new slots.
+  void relocate(uint32_t slots);
+
+  uint32_t capacity_;
   std::vector<verbs::WorkCompletion> ring_;
   uint32_t head_ = 0;   // oldest
   uint32_t count_ = 0;

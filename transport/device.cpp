@@ -2,6 +2,7 @@
 #include "transport/device.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 
 #include "transport/device_impl.hpp"
@@ -289,9 +290,13 @@ int Device::dealloc_mw(uint32_t mw) {
   return 0;
 }
 
+// A CQ may have up to the power of two at or above max_cqe: the daemon rounds a CQ's ring up to a power of
+// two (as mlx5 does), and the CQ holds as many completions as its ring.
+static uint32_t cq_size_limit(const DeviceLimits& l) { return std::bit_ceil(l.max_cqe); }
+
 int Device::create_cq(uint32_t cqe, uint32_t& cqn) {
   DeviceImpl& d = *impl_;
-  if (cqe == 0 || cqe > d.limits_.max_cqe || d.cqs_.size() >= d.limits_.max_cq) return EINVAL;
+  if (cqe == 0 || cqe > cq_size_limit(d.limits_) || d.cqs_.size() >= d.limits_.max_cq) return EINVAL;
   cqn = d.next_cqn_++;
   d.cqs_.insert(cqn, std::make_unique<CompletionQueue>(cqe));
   return 0;
@@ -300,7 +305,7 @@ int Device::create_cq(uint32_t cqe, uint32_t& cqn) {
 int Device::resize_cq(uint32_t cqn, uint32_t cqe) {
   DeviceImpl& d = *impl_;
   CompletionQueue* cq = d.cqs_.find(cqn);
-  if (cq == nullptr || cqe == 0 || cqe > d.limits_.max_cqe) return EINVAL;
+  if (cq == nullptr || cqe == 0 || cqe > cq_size_limit(d.limits_)) return EINVAL;
   return cq->resize(cqe) ? 0 : EINVAL;
 }
 

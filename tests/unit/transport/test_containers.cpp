@@ -103,3 +103,42 @@ TEST_CASE("CompletionQueue::remove_qp keeps the other QPs' completions in order,
     CHECK(out[size_t(i)].qp_num != 2);
   }
 }
+
+TEST_CASE("CompletionQueue grows its slots with use, keeps order across growth, and overflows at its capacity",
+          "[transport][containers]") {
+  const uint32_t capacity = 4194303;  // the device's max_cqe (a ConnectX's)
+  CompletionQueue cq(capacity);
+  CHECK(cq.capacity() == capacity);
+  CHECK(cq.slots() == CompletionQueue::kInitialSlots);  // an idle CQ does not cost its capacity
+  // Wrap the head, then fill past several growths; a model checks the order.
+  std::vector<uroce::verbs::WorkCompletion> out(1000);
+  uint64_t next = 0, expected = 0;
+  for (int i = 0; i < 40; ++i) REQUIRE(cq.push({.wr_id = next++}));
+  REQUIRE(cq.poll(std::span(out.data(), 30)) == 30);
+  expected = 30;
+  for (int i = 0; i < 5000; ++i) REQUIRE(cq.push({.wr_id = next++}));
+  CHECK(cq.slots() == 8192);
+  while (cq.size() > 0) {
+    const size_t n = cq.poll(out);
+    for (size_t i = 0; i < n; ++i) REQUIRE(out[i].wr_id == expected++);
+  }
+  CHECK(expected == next);
+
+  // A small CQ overflows at its capacity, not at a power of two, and says so.
+  CompletionQueue small(100);
+  for (uint64_t i = 0; i < 100; ++i) REQUIRE(small.push({.wr_id = i}));
+  CHECK(small.slots() == 100);
+  CHECK_FALSE(small.overflowed());
+  CHECK_FALSE(small.push({.wr_id = 100}));
+  CHECK(small.overflowed());
+
+  // resize: below what is queued refused; shrinking keeps the order and the new limit.
+  CompletionQueue r(1000);
+  for (uint64_t i = 0; i < 300; ++i) REQUIRE(r.push({.wr_id = i}));
+  CHECK_FALSE(r.resize(299));
+  REQUIRE(r.resize(300));
+  CHECK(r.capacity() == 300);
+  CHECK_FALSE(r.push({.wr_id = 300}));
+  REQUIRE(r.poll(out) == 300);
+  for (uint64_t i = 0; i < 300; ++i) CHECK(out[i].wr_id == i);
+}
