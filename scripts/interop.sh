@@ -5,9 +5,10 @@
 #   scripts/interop.sh                 the short subset (CI): ibv_rc_pingpong both ways, one lossy ib_write_bw,
 #                                      ibv_rc_pingpong and ib_write_bw from uroce on a PCI NIC (below), and
 #                                      ibv_rc_pingpong and ib_write_bw on 802.1Q VLAN 100, one each way, and
-#                                      UCX's tag_bw (ucx_perftest through UCP) from rxe to uroce
-#   scripts/interop.sh --full          everything: pingpongs, perftest, qperf, pyverbs, UCX; uroce as client and as
-#                                      server, plus rxe <-> rxe (a second VM) as the control; clean and lossy;
+#                                      UCX's tag_bw (ucx_perftest through UCP) and libfabric's ofi_rxm
+#                                      (fi_pingpong over MSG endpoints) from rxe to uroce
+#   scripts/interop.sh --full          everything: pingpongs, perftest, qperf, pyverbs, UCX, libfabric; uroce as
+#                                      client and as server, plus rxe <-> rxe (a second VM) as the control; clean and lossy;
 #                                      and every program from uroce on a PCI NIC: uroced in the VM on its
 #                                      second NIC, a virtio-net PCI device run by DPDK's net_virtio through
 #                                      uio_pci_generic, as uroced runs a physical NIC, against the host's uroced

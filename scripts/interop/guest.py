@@ -63,6 +63,7 @@ class GuestJob:
 class Guest:
     """One VM: its name, address, rxe device and GID index (IPv4 RoCEv2 GID: index 1)."""
     device, gid, gid6 = "rxe0", "1", "2"  # GID 2: ip6, added after the rxe device
+    netdev = "eth0"  # rxe's
 
     def __init__(self, work, name, ip):
         self.name, self.ip = name, ip

@@ -13,6 +13,7 @@ PCI_MAC = "52:54:00:99:00:04"  # interop.sh
 
 class GuestUroce:
     device, gid, gid6 = "uroce0", "0", "1"  # GID 1: PCI_IP6
+    netdev = None  # its address is on no kernel interface: DPDK has the NIC
 
     def __init__(self, guest, build):
         self.guest = guest

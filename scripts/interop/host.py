@@ -81,6 +81,7 @@ class HostJob:
 class HostSide:
     """Programs through uroce-run against one uroced, in the namespace."""
     device, gid, gid6 = "uroce0", "0", "1"  # GID 1: UROCE_IP6
+    netdev = "vu"  # the kernel interface that holds uroce's address too (netns.sh)
     ip = roce_ip = UROCE_IP
     ip6 = UROCE_IP6
     port_args = ("--ip", UROCE_IP, "--ip", UROCE_IP6)  # the cell's uroced

@@ -43,7 +43,7 @@ STOPPED = (124, 137, 143, -15, -9)  # exit statuses of a program the harness (or
 CI_CELLS = [("ibv_rc_pingpong", "uroce-client", 0), ("ibv_rc_pingpong", "uroce-server", 0),
             ("ib_write_bw", "uroce-client", LOSS), ("ibv_rc_pingpong", "vlan-client", 0),
             ("ib_write_bw", "vlan-server", 0), ("ibv_rc_pingpong", "pci", 0), ("ib_write_bw", "pci", 0),
-            ("ucx_perftest tag_bw 1 MiB", "uroce-server", 0)]
+            ("ucx_perftest tag_bw 1 MiB", "uroce-server", 0), ("fi_pingpong verbs;ofi_rxm rdm", "uroce-server", 0)]
 
 
 def on_vlan_column(name):
@@ -62,7 +62,7 @@ def full_cells():
             if loss and not PROGRAMS[name].lossy:
                 continue
             for direction in DIRECTIONS:
-                if direction == "pci" and loss and name != "ib_write_bw":
+                if direction == "pci" and ((loss and name != "ib_write_bw") or PROGRAMS[name].needs_netdev):
                     continue  # the PCI column shows the port works; loss recovery is the other columns'
                 if direction.startswith("vlan") and (loss or not on_vlan_column(name)):
                     continue  # the VLAN columns show the tagged frames work both ways

@@ -22,6 +22,10 @@ UCX_FINAL = re.compile(r"^Final:\s+(\d+)\s+([\d.]+)\s+\S+\s+\S+\s+\S+\s+([\d.]+)
 # a 64 KiB message took seconds (0.03-0.17 MB/s, both ways), and 1 MiB tag_bw passed 240 s against rxe
 # under TCG (rxe <-> rxe too); tag_lat shows UCX's recovery over loss.
 UCX_BULK = ("ucx_perftest tag_bw", "ucx_perftest ucp_put_bw", "ucx_perftest ucp_get")
+FI_DGRAM = "fi_pingpong verbs dgram"  # UD: no retransmission, so no lossy cell
+# fi_pingpong's result line per size: bytes, #sent, =#ack, total, time, MB/sec, usec/xfer, Mxfers/sec.
+FI_RESULT = re.compile(r"^(\d+[kmg]?)\s+(\d+[kmg]?)\s+=(\d+[kmg]?)\s+\S+\s+[\d.]+s\s+([\d.]+)\s+([\d.]+)\s+[\d.]+$",
+                       re.M)
 
 
 class Program:
@@ -43,12 +47,15 @@ class Program:
         self.dreq_race = name.startswith("rping")
         # UD has no retransmission: one lost datagram stalls a pingpong (or udaddy, or mckey's receiver) for
         # good, so no lossy cell.
-        self.lossy = "ud_pingpong" not in name and not name.startswith(("udaddy", "mckey") + UCX_BULK)
+        self.lossy = "ud_pingpong" not in name and not name.startswith(("udaddy", "mckey", FI_DGRAM) + UCX_BULK)
         # rping, udaddy, mckey and the rsocket programs talk only rdma_cm: no TCP socket says when the server
         # listens. The harness waits `cm_listen_wait` seconds instead and runs the client again (twice at
         # most) if it was refused (REJECTED: a REQ before rdma_listen; UNREACHABLE: a SIDR_REQ before it;
         # "Connection refused": an rsocket's rconnect got the REJ).
         self.cm_only = name.startswith(("rping", "udaddy", "mckey") + RSOCKETS)
+        # libfabric's MSG endpoints (and ofi_rxm's over them) need the RoCE address on a kernel interface
+        # (side.netdev), which uroced on the VM's PCI NIC has not: no PCI cell.
+        self.needs_netdev = name.startswith(("fi_pingpong verbs msg", "fi_pingpong verbs;ofi_rxm"))
         # RoCEv2 over IPv6: every RoCE frame of the cell's capture must be IPv6.
         self.ipv6 = name.endswith("(IPv6)")
         # A qperf server serves clients until it is stopped: its end says nothing.
@@ -69,6 +76,12 @@ class Program:
         # costs a whole ACK timeout) and 3 s can end before one completes: then qperf reports 0 bytes/sec,
         # for rxe <-> rxe too. Lossy cells send 4 KiB messages for 10 s.
         self.lossy_options = {"-t": "10", "-m": "4096"} if self.server_persists else {}
+        # fi_pingpong over loss: one 4 KiB size, 20 round trips. Its RC QPs (rdma_cm's defaults) wait about a
+        # second for an ACK, so the default sizes up to 1 MiB crawl under TCG (both ways and rxe <-> rxe:
+        # 4 KiB x 50 took 25 s); ofi_rxd resends on timers of its own.
+        self.options_before = "-t"
+        if name.startswith("fi_pingpong"):
+            self.lossy_options, self.options_before = {"-S": "4096", "-I": "20"}, "-c"
         # pyverbs_peer's remote access error check: under loss the responder's NAK can be lost, and RC never
         # repeats it (the responder's QP went to the error state and drops the resends), so the requester
         # ends with retry-exceeded instead. --lossy accepts that outcome; the clean cells still require the NAK.
@@ -84,8 +97,9 @@ class Program:
         for option, value in self.lossy_options.items():
             if option in argv:
                 argv[argv.index(option) + 1] = value
-            elif "-t" in argv:  # a client: options go before the host and the tests
-                argv[argv.index("-t"):argv.index("-t")] = [option, value]
+            elif self.options_before in argv:  # e.g. a qperf client: options go before the host and the tests
+                at = argv.index(self.options_before)
+                argv[at:at] = [option, value]
         return argv
 
 
@@ -228,6 +242,37 @@ def ucx_perftest(test, *extra):
     return server, client
 
 
+def fi_result(out):
+    """Every size fi_pingpong reports must have each message acknowledged (and checked: -c), at a rate
+    above zero; the result is the last (largest) size's."""
+    lines = FI_RESULT.findall(out)
+    if not lines or any(sent != acked or float(mb) == 0 for _, sent, acked, mb, _ in lines):
+        return None
+    size, _, _, mb, usec = lines[-1]
+    return f"{size}: {float(mb):.3g} MB/s, {float(usec):.0f} us"
+
+
+def fi_pingpong(provider, endpoint, *extra):
+    # libfabric 1.17 (Debian's libfabric-bin) on its verbs provider. Its MSG endpoints (RC QPs connected by
+    # rdma_cm) and ofi_rxm's reliable ones over them find a device through the kernel interface that holds
+    # its address (FI_VERBS_IFACE: uroce's "vu" holds it too, netns.sh). Its datagram endpoints (UD) and
+    # ofi_rxd's over them address a port's GID by index (FI_VERBS_GID_IDX: rxe's IPv4 GID is 1, uroce's 0).
+    # ofi_rxm sizes its CQ for a universe of 256 peers: 2^18 entries, which rxe (at most 32767) refuses, so
+    # fi_enable fails there with -22 (rxe <-> rxe too); rxe's side runs with a universe of 16. uroce's CQs
+    # take 2^22 entries, as a ConnectX's do, and its side keeps the default.
+    def server(side, port):
+        env = [f"FI_VERBS_DEVICE_NAME={side.device}", f"FI_VERBS_GID_IDX={side.gid}"]
+        if side.netdev:
+            env.append(f"FI_VERBS_IFACE={side.netdev}")
+        if "ofi_rxm" in provider and side.device.startswith("rxe"):
+            env.append("FI_UNIVERSE_SIZE=16")
+        return ["env", *env, "fi_pingpong", "-p", provider, "-e", endpoint, "-c", *extra, "-B", str(port)]
+
+    def client(side, port, ip, _server_side):
+        return server(side, port)[:-2] + ["-P", str(port), ip]
+    return server, client
+
+
 def sl_option(side, flag):
     """The program's option naming the service level a side asks for (a VLAN side: its frames' priority)."""
     return [flag, side.sl] if getattr(side, "sl", None) else []
@@ -320,6 +365,12 @@ PROGRAMS = {p.name: p for p in [
     _p("ucx_perftest ucp_put_bw 64 KiB", ucx_perftest("ucp_put_bw", "-s", "65536", "-n", "50"),
        ucx_result("50", True)),
     _p("ucx_perftest ucp_get 64 KiB", ucx_perftest("ucp_get", "-s", "65536", "-n", "50"), ucx_result("50", True)),
+    # fi_pingpong's default sizes (64 B to 1 MiB, a datagram's up to the path MTU) but through ofi_rxd,
+    # whose 1 MiB messages took two minutes under TCG: 64 KiB there.
+    _p("fi_pingpong verbs msg", fi_pingpong("verbs", "msg", "-I", "50"), fi_result),
+    _p("fi_pingpong verbs;ofi_rxm rdm", fi_pingpong("verbs;ofi_rxm", "rdm", "-I", "50"), fi_result),
+    _p(FI_DGRAM, fi_pingpong("verbs", "dgram", "-I", "50"), fi_result),
+    _p("fi_pingpong verbs;ofi_rxd rdm", fi_pingpong("verbs;ofi_rxd", "rdm", "-S", "65536", "-I", "50"), fi_result),
     _p("rstream -S 4096 -C 100 -T b -T v", rsocket_stream("rstream", 4096, 100), rsocket_result),
     _p("riostream -S 4096 -C 100 -T b -T v", rsocket_stream("riostream", 4096, 100), rsocket_result),
 ]}

@@ -41,6 +41,7 @@ rc_lat:
 
 class Side:
     device, gid, gid6, ip = "rxe0", "1", "2", "10.99.0.1"
+    netdev = "eth0"
     roce_ip = ip
     ip6 = "fd99::1"
 
@@ -67,6 +68,17 @@ def main():
     assert programs.rsocket_result(RSTREAM) == "800k moved, 0.13 Gb/s"
     assert programs.rsocket_result(RSTREAM + "data verification failed byte 4097\n") is None
     assert programs.rsocket_result(RSTREAM.splitlines()[0] + "\nrconnect: Connection refused\n") is None
+    fi_out = ("bytes   #sent   #ack     total       time     MB/sec    usec/xfer   Mxfers/sec\n"
+              "64      50      =50      6.2k        0.25s      0.02    2508.20       0.00\n"
+              "1m      50      =50      100m        7.93s     13.22   79315.42       0.00\n")
+    assert programs.fi_result(fi_out) == "1m: 13.2 MB/s, 79315 us"
+    assert programs.fi_result(fi_out.replace("=50      100m", "=49      100m")) is None  # one not acknowledged
+    assert programs.fi_result("fi_getinfo(): util/pingpong.c:1489, ret=-61 (No data available)\n") is None
+    # Over loss fi_pingpong runs one 4 KiB size, 20 round trips: -S added before -c, -I replaced.
+    msg = programs.PROGRAMS["fi_pingpong verbs msg"]
+    lossy = msg.argv(msg.client(Side, 1, "10.99.0.254", Side), 5)
+    assert lossy[lossy.index("-S") + 1] == "4096" and lossy[lossy.index("-I") + 1] == "20", lossy
+    assert "FI_VERBS_IFACE=eth0" in lossy and lossy[-1] == "10.99.0.254", lossy
 
     # Every program's command lines are well formed on both kinds of side; lossy bandwidth cells send less.
     # The client gets the server's TCP address and the server's side: rping and udaddy (rdma_cm only) must

@@ -30,7 +30,7 @@ import time
 from server_client import PersistentServer, run_server_client
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "interop"))
-from programs import UCX_FINAL  # noqa: E402  ucx_perftest's "Final:" line, read the same way as the interop rows
+from programs import FI_RESULT, UCX_FINAL  # noqa: E402  read the same way as the interop rows
 
 TIMEOUT = 60
 LONG_TIMEOUT = 600  # perftest -a: 23 sizes, and perftest calibrates its clock for ~1 s before each report
@@ -455,22 +455,51 @@ class Ucx:
 
 
 # --- libfabric ---------------------------------------------------------------------------------------------
-# fi_pingpong (Debian's libfabric-bin: libfabric 1.17) on libfabric's verbs provider: datagram endpoints on
-# UD QPs, and reliable ones through ofi_rxd, libfabric's reliability layer over them. (Its MSG endpoints
-# want the device's address on a kernel interface named ib*, an IPoIB one, which uroce's ports have not.)
-# -c: every byte of every message is checked.
-# bytes, #sent, =#ack, total, time, MB/sec, usec/xfer, Mxfers/sec
-FI_RESULT = re.compile(r"^(\d+[kmg]?)\s+(\d+[kmg]?)\s+=(\d+[kmg]?)\s+\S+\s+[\d.]+s\s+([\d.]+)\s+([\d.]+)\s+[\d.]+$",
-                       re.M)
-FI_PROVIDERS = {"dgram": "verbs", "rdm": "verbs;ofi_rxd"}
+# fi_pingpong (Debian's libfabric-bin: libfabric 1.17) on libfabric's verbs provider, four ways: datagram
+# endpoints on UD QPs; reliable ones through ofi_rxd, libfabric's reliability layer over them; MSG endpoints,
+# RC QPs that rdma_cm connects; and reliable (RDM) ones through ofi_rxm over MSG endpoints, what MPICH and
+# Intel MPI use on verbs. -c: every byte of every message is checked. Result lines: FI_RESULT (programs.py).
+FI_ENDPOINTS = {"dgram": ("verbs", "dgram"), "rdm": ("verbs;ofi_rxd", "rdm"), "msg": ("verbs", "msg"),
+                "rxm": ("verbs;ofi_rxm", "rdm")}
+# MSG endpoints (rxm's too) find their device through the kernel interface that holds its address
+# (FI_VERBS_IFACE), as on a host with a RoCE NIC. They run on the loopback setup, in a namespace whose
+# interface uroce0 holds the port's address (interface_namespace); uroced and its port stay outside.
+FI_BY_INTERFACE = ("msg", "rxm")
 
 
 # The last size fi_pingpong -I N reports (its default sizes up to the endpoint's message size limit).
-FI_LAST_SIZE = {"dgram": "4k", "rdm": "1m"}
+FI_LAST_SIZE = {"dgram": "4k", "rdm": "1m", "msg": "1m", "rxm": "1m"}
 
 
-def fi_pingpong(uroce_run, server_socket, client_socket, endpoint, extra):
-    """Both sides exit 0 and the client reports a line per size with a rate above zero.
+def port_address(uroce_run, socket):
+    """The port's GID 0 as an IPv4 address (ibv_devinfo -v: "GID[  0]: ::ffff:192.0.2.1, RoCE v2")."""
+    out = subprocess.run([uroce_run, "--socket", socket, "ibv_devinfo", "-v"], capture_output=True, text=True,
+                         timeout=TIMEOUT)
+    m = re.search(r"GID\[\s*0\]:\s*::ffff:([\d.]+)", out.stdout)
+    assert m, f"no IPv4 GID 0 in ibv_devinfo -v:\n{out.stdout}{out.stderr}"
+    return m.group(1)
+
+
+@contextlib.contextmanager
+def interface_namespace(address):
+    """A network namespace of this process's own holding an interface uroce0 (one end of a veth whose other
+    end is there too, up) with `address`/24; yields the command prefix that runs a program in it with
+    FI_VERBS_IFACE naming that interface. Deleted on exit, with everything in it."""
+    ns = f"uroce-fi{os.getpid()}"
+    try:
+        subprocess.run(["ip", "netns", "add", ns], check=True)
+        for command in (["link", "add", "uroce0", "type", "veth", "peer", "name", "uroce0-peer"],
+                        ["addr", "add", f"{address}/24", "dev", "uroce0"], ["link", "set", "uroce0", "up"],
+                        ["link", "set", "uroce0-peer", "up"], ["link", "set", "lo", "up"]):
+            subprocess.run(["ip", "-n", ns, *command], check=True)
+        yield ["ip", "netns", "exec", ns, "env", "FI_VERBS_IFACE=uroce0"]
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], check=False)
+
+
+def fi_pingpong(uroce_run, server_socket, client_socket, endpoint, extra, wrap=()):
+    """Both sides exit 0 and the client reports a line per size with a rate above zero, every message
+    acknowledged. `wrap`: the command prefix each side runs under (interface_namespace).
 
     One exception, ofi_rxd's exit race: rxd is a reliability layer that the program drives by polling, and
     fabtests' finalize waits on its out-of-band TCP socket. When the last ACK is one rxd still owes (it
@@ -480,12 +509,13 @@ def fi_pingpong(uroce_run, server_socket, client_socket, endpoint, extra):
     datagram (rx_frames equal to the peer's tx_packets, no datagram without a receive). Such a run passes
     only if the client had reported every size, each message acknowledged and checked (-c), and says so."""
     port = tcp_port()
-    common = ["fi_pingpong", "-p", FI_PROVIDERS[endpoint], "-e", endpoint, "-c", *extra]
+    provider, endpoint_type = FI_ENDPOINTS[endpoint]
+    common = ["fi_pingpong", "-p", provider, "-e", endpoint_type, "-c", *extra]
     what = " ".join([endpoint, *extra])
     exit_race = None
     try:
         r = run_server_client(uroce_run, server_socket, client_socket, [*common, "-B", port], what, TIMEOUT,
-                              client_command=[*common, "-P", port],
+                              server_wrap=wrap, client_wrap=wrap, client_command=[*common, "-P", port],
                               not_listening=("failed to connect: Connection refused",))
         r.assert_both_exited_0()
         out = r.client.stdout
@@ -508,20 +538,41 @@ def fi_pingpong(uroce_run, server_socket, client_socket, endpoint, extra):
     return f"{len(lines)} sizes, {size} B: {mb_per_s} MB/s, {usec} us"
 
 
+@contextlib.contextmanager
+def libfabric_session(uroce_run, server_socket, client_socket, workdir, mtu):
+    """run(endpoint, extra); the first MSG or rxm run makes the interface namespace, kept for the rest."""
+    with contextlib.ExitStack() as stack:
+        wrap = []
+
+        def run(endpoint, extra):
+            if endpoint in FI_BY_INTERFACE and not wrap:
+                assert server_socket == client_socket, "MSG endpoints run on the loopback setup (one daemon)"
+                wrap.extend(stack.enter_context(interface_namespace(port_address(uroce_run, server_socket))))
+            return fi_pingpong(uroce_run, server_socket, client_socket, endpoint, extra,
+                               wrap if endpoint in FI_BY_INTERFACE else ())
+        yield run
+
+
 class Libfabric:
     name = "libfabric"
     programs = ("fi_pingpong",)
 
     @staticmethod
     def ci(setup, mtu):
-        return [("dgram", ["-I", "200"]), ("rdm", ["-I", "200"])]
+        cases = [("dgram", ["-I", "200"]), ("rdm", ["-I", "200"])]
+        if setup == "loopback" and os.geteuid() == 0:  # a network namespace for the interface
+            cases += [("msg", ["-I", "200"]), ("rxm", ["-I", "200"])]
+        return cases
 
     @staticmethod
     def full(setup, mtu):
-        # Tagged messages only through ofi_rxd: the verbs provider's datagram endpoints have none.
-        return [("dgram", ["-I", "2000"]), ("rdm", ["-I", "2000"]), ("rdm", ["-I", "2000", "-m", "tagged"])]
+        # Tagged messages only through the reliability layers: the verbs provider's own endpoints have none.
+        cases = [("dgram", ["-I", "2000"]), ("rdm", ["-I", "2000"]), ("rdm", ["-I", "2000", "-m", "tagged"])]
+        if setup == "loopback" and os.geteuid() == 0:
+            cases += [("msg", ["-I", "2000"]), ("rxm", ["-I", "2000"]), ("rxm", ["-I", "2000", "-m", "tagged"])]
+        return cases
 
-    session = per_run_session(fi_pingpong)
+    session = staticmethod(libfabric_session)
 
 
 # --- MPI ---------------------------------------------------------------------------------------------------
