@@ -24,7 +24,8 @@ class CompletionQueue {
   // Appends a default completion for the caller to fill in place, or returns nullptr (and the CQ is
   // marked overflowed) when full. The hot paths fill the slot directly: a completion built on the stack
   // field by field and then copied in is read back with wide loads that wait for the narrow stores to
-  // reach the cache (store forwarding fails), on every completion.
+  // reach the cache (store forwarding fails), on every completion. The slot is valid until the next
+  // append: growing moves the slots (DeviceImpl::new_completion's callers fill theirs at once).
   verbs::WorkCompletion* append() {
     if (count_ == ring_.size() && !grow()) {
       overflowed_ = true;
