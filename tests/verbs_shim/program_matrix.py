@@ -511,6 +511,9 @@ def fi_pingpong(uroce_run, server_socket, client_socket, endpoint, extra, wrap=(
     port = tcp_port()
     provider, endpoint_type = FI_ENDPOINTS[endpoint]
     common = ["fi_pingpong", "-p", provider, "-e", endpoint_type, "-c", *extra]
+    # Line-buffered, so that a side stopped at its timeout has still said what it did (into a pipe its
+    # printf output stays in a buffer a kill loses: a client hung at exit showed "no results").
+    wrap = [*wrap, "stdbuf", "-oL"]
     what = " ".join([endpoint, *extra])
     exit_race = None
     try:
