@@ -123,6 +123,24 @@ def two_namespaces_with_veth():
             sh("ip", "netns", "del", n, check=False)
 
 
+@contextlib.contextmanager
+def interface_namespace(address, ifname):
+    """A network namespace of this process's own in which the interface `ifname` (one end of a veth whose
+    other end is there too; both up) holds `address`/24, as a RoCE NIC's netdev holds its port's address on
+    a host; yields its name. For programs that find their device through a kernel interface (libfabric's
+    FI_VERBS_IFACE), while uroced and its port stay outside. Deleted on exit, with everything in it."""
+    ns = f"u{os.getpid()}if"
+    try:
+        sh("ip", "netns", "add", ns)
+        sh("ip", "-n", ns, "link", "add", ifname, "type", "veth", "peer", "name", f"{ifname}-peer")
+        sh("ip", "-n", ns, "addr", "add", f"{address}/24", "dev", ifname)
+        for link in (ifname, f"{ifname}-peer", "lo"):
+            sh("ip", "-n", ns, "link", "set", link, "up")
+        yield ns
+    finally:
+        sh("ip", "netns", "del", ns, check=False)
+
+
 def tshark(*args):
     """tshark's output lines (blank ones dropped); fails the test if tshark does."""
     out = subprocess.run(["tshark", *args], capture_output=True, text=True, timeout=120)

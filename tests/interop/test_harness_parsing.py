@@ -74,8 +74,16 @@ def main():
     assert programs.fi_result(fi_out) == "1m: 13.2 MB/s, 79315 us"
     assert programs.fi_result(fi_out.replace("=50      100m", "=49      100m")) is None  # one not acknowledged
     assert programs.fi_result("fi_getinfo(): util/pingpong.c:1489, ret=-61 (No data available)\n") is None
-    # Over loss fi_pingpong runs one 4 KiB size, 20 round trips: -S added before -c, -I replaced.
+    zero_rate = fi_out.replace("  0.02    2508.20", "  0.00    2508.20")
+    assert programs.fi_result(zero_rate) is None
+    assert programs.fi_unacknowledged(programs.FI_RESULT.findall(zero_rate)) == "64 B: 50 sent, 50 acknowledged, 0.00 MB/s"
+    assert programs.fi_unacknowledged(programs.FI_RESULT.findall(fi_out)) is None
+    # The server listens on the out-of-band port (-B); the client connects to it (-P), with no -B.
     msg = programs.PROGRAMS["fi_pingpong verbs msg"]
+    fi_server, fi_client = msg.server(Side, 18001), msg.client(Side, 18001, "10.99.0.254", Side)
+    assert fi_server[-2:] == ["-B", "18001"] and "-P" not in fi_server, fi_server
+    assert fi_client[-3:] == ["-P", "18001", "10.99.0.254"] and "-B" not in fi_client, fi_client
+    # Over loss fi_pingpong runs one 4 KiB size, 20 round trips: -S added before -c, -I replaced.
     lossy = msg.argv(msg.client(Side, 1, "10.99.0.254", Side), 5)
     assert lossy[lossy.index("-S") + 1] == "4096" and lossy[lossy.index("-I") + 1] == "20", lossy
     assert "FI_VERBS_IFACE=eth0" in lossy and lossy[-1] == "10.99.0.254", lossy

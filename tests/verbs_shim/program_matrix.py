@@ -7,7 +7,8 @@ the CI subset and which the full matrix (scripts/test.sh --long). The families:
   raw_ethernet  perftest's raw_ethernet_bw, _lat and _fs_rate (raw packet QPs, flow steering);
   qperf         qperf's RDMA tests (-i uroce0:1) against one qperf server per setup;
   ucx           UCX's ucx_perftest on its rc_verbs and ud_verbs transports, and through UCP;
-  libfabric     libfabric's fi_pingpong on its verbs provider (datagram, and reliable through ofi_rxd);
+  libfabric     libfabric's fi_pingpong on its verbs provider: datagram, reliable through ofi_rxd, MSG
+                (rdma_cm-connected RC) and reliable through ofi_rxm;
   mpi           NetPIPE's MPI build under Open MPI with its UCX PML, on UCX's verbs transports.
 
 Each family gives, per setup (loopback, veth, memif) and the active MTU of its ports, its `ci` cases (short
@@ -30,7 +31,9 @@ import time
 from server_client import PersistentServer, run_server_client
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "interop"))
-from programs import FI_RESULT, UCX_FINAL  # noqa: E402  read the same way as the interop rows
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+from programs import FI_RESULT, UCX_FINAL, fi_unacknowledged  # noqa: E402  read the same way as the interop rows
+from daemon_harness import interface_namespace  # noqa: E402
 
 TIMEOUT = 60
 LONG_TIMEOUT = 600  # perftest -a: 23 sizes, and perftest calibrates its clock for ~1 s before each report
@@ -463,12 +466,14 @@ FI_ENDPOINTS = {"dgram": ("verbs", "dgram"), "rdm": ("verbs;ofi_rxd", "rdm"), "m
                 "rxm": ("verbs;ofi_rxm", "rdm")}
 # MSG endpoints (rxm's too) find their device through the kernel interface that holds its address
 # (FI_VERBS_IFACE), as on a host with a RoCE NIC. They run on the loopback setup, in a namespace whose
-# interface uroce0 holds the port's address (interface_namespace); uroced and its port stay outside.
+# interface uroce0 holds the port's address (daemon_harness.interface_namespace); uroced and its port stay
+# outside.
 FI_BY_INTERFACE = ("msg", "rxm")
 
 
-# The last size fi_pingpong -I N reports (its default sizes up to the endpoint's message size limit).
-FI_LAST_SIZE = {"dgram": "4k", "rdm": "1m", "msg": "1m", "rxm": "1m"}
+# The last size fi_pingpong -I N reports through ofi_rxd (its default sizes, up to its message size limit):
+# how a run that hung at exit (rxd's race, fi_pingpong below) shows it had done every size.
+RXD_LAST_SIZE = "1m"
 
 
 def port_address(uroce_run, socket):
@@ -478,23 +483,6 @@ def port_address(uroce_run, socket):
     m = re.search(r"GID\[\s*0\]:\s*::ffff:([\d.]+)", out.stdout)
     assert m, f"no IPv4 GID 0 in ibv_devinfo -v:\n{out.stdout}{out.stderr}"
     return m.group(1)
-
-
-@contextlib.contextmanager
-def interface_namespace(address):
-    """A network namespace of this process's own holding an interface uroce0 (one end of a veth whose other
-    end is there too, up) with `address`/24; yields the command prefix that runs a program in it with
-    FI_VERBS_IFACE naming that interface. Deleted on exit, with everything in it."""
-    ns = f"uroce-fi{os.getpid()}"
-    try:
-        subprocess.run(["ip", "netns", "add", ns], check=True)
-        for command in (["link", "add", "uroce0", "type", "veth", "peer", "name", "uroce0-peer"],
-                        ["addr", "add", f"{address}/24", "dev", "uroce0"], ["link", "set", "uroce0", "up"],
-                        ["link", "set", "uroce0-peer", "up"], ["link", "set", "lo", "up"]):
-            subprocess.run(["ip", "-n", ns, *command], check=True)
-        yield ["ip", "netns", "exec", ns, "env", "FI_VERBS_IFACE=uroce0"]
-    finally:
-        subprocess.run(["ip", "netns", "del", ns], check=False)
 
 
 def fi_pingpong(uroce_run, server_socket, client_socket, endpoint, extra, wrap=()):
@@ -532,11 +520,11 @@ def fi_pingpong(uroce_run, server_socket, client_socket, endpoint, extra, wrap=(
             raise
     lines = FI_RESULT.findall(out)
     assert lines, f"no results ({what}):\n{out}"
-    for size, sent, acked, mb_per_s, _ in lines:
-        assert sent == acked and float(mb_per_s) > 0, f"{size} B: {sent} sent, {acked} acknowledged ({what})"
+    bad = fi_unacknowledged(lines)
+    assert not bad, f"{bad} ({what})"
     size, _, _, mb_per_s, usec = lines[-1]
     if exit_race:
-        assert size == FI_LAST_SIZE[endpoint], f"{exit_race} hung before the last size ({what}):\n{out}"
+        assert size == RXD_LAST_SIZE, f"{exit_race} hung before the last size ({what}):\n{out}"
         return f"{len(lines)} sizes, {size} B: {mb_per_s} MB/s, {usec} us; then {exit_race} hung at exit (rxd's race)"
     return f"{len(lines)} sizes, {size} B: {mb_per_s} MB/s, {usec} us"
 
@@ -550,7 +538,8 @@ def libfabric_session(uroce_run, server_socket, client_socket, workdir, mtu):
         def run(endpoint, extra):
             if endpoint in FI_BY_INTERFACE and not wrap:
                 assert server_socket == client_socket, "MSG endpoints run on the loopback setup (one daemon)"
-                wrap.extend(stack.enter_context(interface_namespace(port_address(uroce_run, server_socket))))
+                ns = stack.enter_context(interface_namespace(port_address(uroce_run, server_socket), "uroce0"))
+                wrap.extend(["ip", "netns", "exec", ns, "env", "FI_VERBS_IFACE=uroce0"])
             return fi_pingpong(uroce_run, server_socket, client_socket, endpoint, extra,
                                wrap if endpoint in FI_BY_INTERFACE else ())
         yield run
