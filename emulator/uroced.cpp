@@ -26,6 +26,7 @@
 #include "emulator/daemon/verbs_service.hpp"
 #include "emulator/engine/engine.hpp"
 #include "emulator/net/nd_frames.hpp"
+#include "emulator/port/control_thread.hpp"
 #include "emulator/port/dpdk_port.hpp"
 #include "emulator/port/eal.hpp"
 #include "emulator/port/pmd_choice.hpp"
@@ -137,8 +138,22 @@ int serve(const DaemonOptions& o) {
   }
   spdlog::info("uroced ready: port {} ({}), address {}, control socket {}", description.port_name,
                uroce::wire::to_string(description.mac), uroce::wire::to_string(o.addresses.front()), o.socket);
-  std::thread control([&] { io.run(); });
-  engine.run();  // the engine runs on the EAL's main lcore, this thread
+  // Off the engine's CPU (control_thread.hpp). A control thread that fails stops the engine, and serve()
+  // then reports its error: a daemon must not go on polling with nobody left to answer its clients.
+  port::ControlThread control("uroce-control", [&] {
+    try {
+      io.run();
+    } catch (...) {
+      engine.stop();
+      throw;
+    }
+  });
+  try {
+    engine.run();  // the engine runs on the EAL's main lcore, this thread
+  } catch (...) {
+    io.stop();  // or the control thread's join, on the way out, would wait for ever
+    throw;
+  }
   io.post([&] {
     signals.cancel();
     server.stop();

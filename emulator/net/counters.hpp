@@ -1,5 +1,5 @@
 // What the NIC did besides RoCE, as plain counters: the engine thread increments them with no atomics, and
-// `uroce stats` reads a copy taken on the engine thread (Engine::call) and prints them by name.
+// `uroce stats` reads a copy taken on the engine thread (Engine::run_on_engine) and prints them by name.
 #pragma once
 
 #include <array>

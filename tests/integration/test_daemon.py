@@ -84,6 +84,24 @@ class Loopback(DaemonTestCase):
         # 1500 x 16 at the largest path MTU, more at smaller ones.
         self.assertGreaterEqual(s["device"]["rx_placed_early"], 1500 * 15 + 1500 * 16, s["device"])
 
+    def test_control_thread_beside_the_engine(self):
+        # The engine polls on its core; the control thread (socket, rdma_cm) runs where DPDK puts its own
+        # control threads: on the CPUs this process may use minus the engine's, or on the engine's if that
+        # is all there is (emulator/port/control_thread.hpp).
+        allowed = os.sched_getaffinity(0)
+        for core in sorted(allowed)[:2]:  # the first CPU, and another when there is one
+            with self.subTest(core=core):
+                d = self.daemon(f"cpu{core}", ["--core", str(core)])
+                threads = {}
+                for tid in os.listdir(f"/proc/{d.proc.pid}/task"):
+                    with open(f"/proc/{d.proc.pid}/task/{tid}/comm") as f:
+                        threads[f.read().strip()] = os.sched_getaffinity(int(tid))
+                self.assertEqual(os.sched_getaffinity(d.proc.pid), {core})  # the engine: the main lcore
+                self.assertIn("uroce-control", threads, threads)
+                self.assertEqual(threads["uroce-control"], (allowed - {core}) or {core}, threads)
+                # ... and serves from there: a transfer sets up through the control socket.
+                self.run_workload(f"engine on CPU {core}", d.socket, d.socket, [("write", 65536, 100)])
+
     def test_client_killed_mid_transfer(self):
         d = self.daemon("lo")
         oob = os.path.join(self.dir.name, "oob-kill")
