@@ -61,9 +61,14 @@ def check_bad_invocations(uroce_run, socket):
     ]:
         out = invoke(args, env)
         assert out.returncode == 2 and says in out.stderr and out.stdout == "", (args, env, out)
+    # No daemon at the socket: a warning naming it, and the program runs (finding no device).
+    missing = socket + ".missing"
+    out = invoke(["--socket", missing, "ibv_devices"])
+    assert out.returncode == 0 and "uroce0" not in out.stdout, out
+    assert f"no uroced socket at {missing} (is uroced running?" in out.stderr, out
     for value in ("0", "1000", ""):  # never, rarely, the default
         out = invoke(["--socket", socket, "ibv_devices"], {"UROCE_POLL_YIELD": value})
-        assert out.returncode == 0 and "uroce0" in out.stdout, (value, out)
+        assert out.returncode == 0 and "uroce0" in out.stdout and out.stderr == "", (value, out)
 
 
 def check_receive_queue_low(uroce_run, uroce, socket):
