@@ -3,7 +3,8 @@
 # parse / ICRC-verify throughput against memcpy of the same bytes, the CRC-32 library candidates, the
 # transport over an in-memory wire; then uroced between two processes in its three setups (loopback,
 # veth in two network namespaces, memif) beside memcpy; then Debian's unmodified perftest through the verbs
-# shim in the same three setups, beside the kernel's TCP on loopback (qperf, iperf3) and memcpy.
+# shim in the same three setups, beside the kernel's TCP on loopback (qperf, iperf3) and memcpy; then the
+# control path (verbs calls that go to uroced's socket) beside a bare Unix-socket request and reply.
 #
 #   scripts/bench.sh [uroce_bench options: --quick, --rounds N, --sample-ms MS, --cpu N, --dram-mib MIB]
 #
@@ -30,3 +31,5 @@ for a in "$@"; do [ "$a" = "--quick" ] && scale=0.1; done
 python3 tests/integration/bench_daemon.py "$build_dir" --scale "$scale" | tee -a "$build_dir/bench-results.md"
 # The verbs shim: perftest through uroce-run, beside TCP (issue 5's speed table and its targets).
 python3 tests/verbs_shim/bench_verbs.py "$build_dir" --scale "$scale" | tee -a "$build_dir/bench-results.md"
+# The control path: verbs calls that go to uroced, beside a bare request/reply over a Unix socket pair.
+python3 tests/verbs_shim/bench_control.py "$build_dir" --scale "$scale" | tee -a "$build_dir/bench-results.md"

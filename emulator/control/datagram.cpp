@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <memory>
 
 #include "emulator/control/protocol.hpp"
 
@@ -37,8 +38,11 @@ std::vector<UniqueFd> take_descriptors(msghdr& message) {
 
 ReceiveResult receive_datagram(int socket_fd, Blocking blocking) {
   ReceiveResult result;
-  std::string buffer(kMaxMessageBytes, '\0');
-  iovec data{buffer.data(), buffer.size()};
+  // One buffer per thread, reused and never cleared: a fresh zero-filled 64 KiB string per message was a
+  // malloc, a 64 KiB memset and a free for replies of a few hundred bytes (10% of a control call's CPU
+  // time on both ends in a profile). Only what arrived is copied out.
+  thread_local const std::unique_ptr<char[]> buffer(new char[kMaxMessageBytes]);
+  iovec data{buffer.get(), kMaxMessageBytes};  // a longer message arrives cut, with MSG_TRUNC
   alignas(cmsghdr) unsigned char control[kControlBytes];
   msghdr message{};
   message.msg_iov = &data;
@@ -65,8 +69,7 @@ ReceiveResult receive_datagram(int socket_fd, Blocking blocking) {
     result.status = IoStatus::peer_closed;
     return result;
   }
-  buffer.resize(static_cast<std::size_t>(received));
-  result.datagram.text = std::move(buffer);
+  result.datagram.text.assign(buffer.get(), static_cast<std::size_t>(received));
   result.datagram.text_truncated = (message.msg_flags & MSG_TRUNC) != 0;
   result.datagram.control_truncated = (message.msg_flags & MSG_CTRUNC) != 0;
   result.status = IoStatus::done;

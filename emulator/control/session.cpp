@@ -203,14 +203,14 @@ void Session::send_reply(const nlohmann::json& id, Reply& reply) {
     enqueue(error_response(id, EIO, "internal error in uroced: too many descriptors in the reply"), {});
     return;
   }
-  const nlohmann::json response = success_response(id, std::move(reply.body));
-  if (encode(response).size() > kMaxMessageBytes) {
+  std::string response = encode(success_response(id, std::move(reply.body)));
+  if (response.size() > kMaxMessageBytes) {
     spdlog::error("control: session {}: the reply to request {} is longer than {} bytes", id_, id.dump(),
                   kMaxMessageBytes);
     enqueue(error_response(id, EMSGSIZE, "the reply is too long for one message"), {});
     return;
   }
-  enqueue(response, std::move(reply.fds()));
+  enqueue_encoded(std::move(response), std::move(reply.fds()));
 }
 
 void Session::refuse(const nlohmann::json& id, int error_number, const std::string& text, bool then_close) {
@@ -225,21 +225,27 @@ void Session::refuse(const nlohmann::json& id, int error_number, const std::stri
 void Session::send_event(const nlohmann::json& event, std::vector<UniqueFd> fds) {
   if (!is_event(event)) throw std::invalid_argument("an event is an object with a string \"event\" member");
   if (closed_) return;
-  if (encode(event).size() > kMaxMessageBytes || fds.size() > kMaxFds) {
+  std::string text = encode(event);
+  if (text.size() > kMaxMessageBytes || fds.size() > kMaxFds) {
     spdlog::error("control: session {}: event {} dropped: too long or too many descriptors", id_,
                   event["event"].get<std::string>());
     return;
   }
-  enqueue(event, std::move(fds));
+  enqueue_encoded(std::move(text), std::move(fds));
 }
 
 void Session::enqueue(const nlohmann::json& message, std::vector<UniqueFd> fds) {
+  enqueue_encoded(encode(message), std::move(fds));
+}
+
+// Messages are encoded once: a reply's size is checked on the text that is then sent.
+void Session::enqueue_encoded(std::string text, std::vector<UniqueFd> fds) {
   if (closed_) return;
   if (outgoing_.size() >= kMaxQueuedMessages) {
     drop("the peer does not read its messages (" + std::to_string(kMaxQueuedMessages) + " unsent)");
     return;
   }
-  outgoing_.push_back({encode(message), std::move(fds)});
+  outgoing_.push_back({std::move(text), std::move(fds)});
   if (!waiting_writable_) flush();
 }
 

@@ -78,6 +78,7 @@ class Session : public std::enable_shared_from_this<Session> {
   // Answers with an error; when `then_close`, the session ends once the answer is out (or could not be).
   void refuse(const nlohmann::json& id, int error_number, const std::string& text, bool then_close = false);
   void enqueue(const nlohmann::json& message, std::vector<UniqueFd> fds);
+  void enqueue_encoded(std::string text, std::vector<UniqueFd> fds);
   // close() for a peer that broke the protocol: logged as a warning.
   void drop(const std::string& violation);
   void flush();
