@@ -93,6 +93,7 @@ int serve(const DaemonOptions& o) {
 
   PortDescription description;
   description.port_name = o.port.empty() ? "loopback" : o.port;
+  description.device_name = o.device_name;
   description.mac = config.mac.value_or(port->mac());
   description.gids = config.addresses;
   description.ip_mtu = config.ip_mtu;
@@ -136,8 +137,9 @@ int serve(const DaemonOptions& o) {
   for (const bool v4 : {true, false}) {
     if (const auto g = config.routes.gateway(v4)) spdlog::info("gateway {}", uroce::wire::to_string(*g));
   }
-  spdlog::info("uroced ready: port {} ({}), address {}, control socket {}", description.port_name,
-               uroce::wire::to_string(description.mac), uroce::wire::to_string(o.addresses.front()), o.socket);
+  spdlog::info("uroced ready: device {}, port {} ({}), address {}, control socket {}", description.device_name,
+               description.port_name, uroce::wire::to_string(description.mac),
+               uroce::wire::to_string(o.addresses.front()), o.socket);
   // Off the engine's CPU (control_thread.hpp). A control thread that fails stops the engine, and serve()
   // then reports its error: a daemon must not go on polling with nobody left to answer its clients.
   port::ControlThread control("uroce-control", [&] {

@@ -46,6 +46,7 @@ Device* find_or_add(const std::string& socket, const nlohmann::json& info) {
   }
   auto* d = new Device{};
   d->socket = socket;
+  d->index = int(registry.size());
   d->guid_be = guid_from_mac(info.value("mac", std::string()));
   d->dev.node_type = IBV_NODE_CA;
   d->dev.transport_type = IBV_TRANSPORT_IB;  // RoCE reports the IB transport
@@ -102,7 +103,7 @@ void fill_port_attr(Context& c, ibv_port_attr& a) {
   try {
     info = c.impl->control().call({{"op", "query_port"}});
   } catch (const std::exception& e) {
-    spdlog::debug("uroce verbs shim: query_port: {}", e.what());
+    shim_log().debug("uroce verbs shim: query_port: {}", e.what());
   }
   const bool up = info.value("link_up", true);
   a.state = up ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
@@ -231,14 +232,26 @@ int query_rt_values(ibv_context*, ibv_values_ex* values) {
 using namespace uroce::shim;
 
 SHIM_EXPORT ibv_device** ibv_get_device_list(int* num_devices) {
-  const std::string socket = uroce::emulator::client::ControlConnection::default_socket_path();
+  // One device per uroced in $UROCE_SOCKET, in its order, as a host lists one per NIC.
   std::vector<Device*> found;
-  try {
-    auto conn = uroce::emulator::client::ControlConnection::connect(socket, "uroce-verbs-shim");
-    found.push_back(find_or_add(socket, conn->call({{"op", "query_device"}})));
-  } catch (const std::exception& e) {
-    // No daemon: no device. Not an error (ibv_get_device_list fails only when it cannot allocate).
-    spdlog::debug("uroce verbs shim: no device at {}: {}", socket, e.what());
+  for (const std::string& socket : uroce::emulator::client::ControlConnection::socket_paths()) {
+    try {
+      auto conn = uroce::emulator::client::ControlConnection::connect(socket, "uroce-verbs-shim");
+      Device* d = find_or_add(socket, conn->call({{"op", "query_device"}}));
+      // Names are how programs choose a device (-d NAME): two daemons with one name would make the second
+      // unreachable, or a program's choice depend on the order. The first keeps it, as the kernel refuses
+      // a second device of a name.
+      const auto same_name = [&](const Device* f) { return std::strcmp(f->dev.name, d->dev.name) == 0; };
+      if (std::any_of(found.begin(), found.end(), same_name)) {
+        shim_log().warn("uroce verbs shim: the uroced at {} is also called {}: left out (uroced --device-name "
+                        "gives each its own)", socket, d->dev.name);
+        continue;
+      }
+      found.push_back(d);
+    } catch (const std::exception& e) {
+      // No daemon: no device. Not an error (ibv_get_device_list fails only when it cannot allocate).
+      shim_log().debug("uroce verbs shim: no device at {}: {}", socket, e.what());
+    }
   }
   auto** list = static_cast<ibv_device**>(calloc(found.size() + 1, sizeof(ibv_device*)));
   if (!list) {
@@ -258,8 +271,7 @@ SHIM_EXPORT __be64 ibv_get_device_guid(ibv_device* device) { return to_shim(devi
 
 SHIM_EXPORT int ibv_get_device_index(ibv_device* device) {
   // Kernel devices have an index; a user-space device has its position among uroce's (one per daemon).
-  (void)device;
-  return 0;
+  return to_shim(device)->index;
 }
 
 namespace {

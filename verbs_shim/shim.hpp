@@ -17,7 +17,7 @@
 #include <string>
 
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
+#include "emulator/client/logger.hpp"
 
 #include "emulator/client/context.hpp"
 
@@ -34,10 +34,14 @@ namespace uroce::shim {
 
 namespace client = emulator::client;
 
+// The shim's log: the program's stderr, at $UROCE_LOG_LEVEL (emulator/client/logger.hpp).
+inline spdlog::logger& shim_log() { return client::logger(); }
+
 struct Device {
   ibv_device dev;        // must stay first: applications hold &dev
   uint64_t guid_be = 0;  // node GUID, network order (EUI-64 from the port's MAC)
   std::string socket;    // the uroced serving this device
+  int index = 0;         // ibv_get_device_index: the order in which this process first saw it
 };
 
 struct Cq;
@@ -181,12 +185,12 @@ int guarded(const char* what, F&& f) {
     f();
     return 0;
   } catch (const client::ControlError& e) {
-    spdlog::debug("uroce verbs shim: {}: {}", what, e.what());
+    shim_log().debug("uroce verbs shim: {}: {}", what, e.what());
     errno = e.error_number() ? e.error_number() : EIO;
   } catch (const std::bad_alloc&) {
     errno = ENOMEM;
   } catch (const std::exception& e) {
-    spdlog::debug("uroce verbs shim: {}: {}", what, e.what());
+    shim_log().debug("uroce verbs shim: {}: {}", what, e.what());
     errno = EINVAL;
   }
   return errno;

@@ -4,12 +4,14 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 
-#include <spdlog/spdlog.h>
+#include "emulator/client/logger.hpp"
 
 #include "emulator/control/datagram.hpp"
 #include "emulator/control/messages.hpp"
@@ -29,10 +31,21 @@ std::string unreachable(const std::string& path, const std::string& why) {
 
 }  // namespace
 
-std::string ControlConnection::default_socket_path() {
-  const char* configured = std::getenv(std::string(control::kSocketPathEnvironment).c_str());
-  return configured != nullptr && *configured != '\0' ? configured : std::string(control::kDefaultSocketPath);
+std::vector<std::string> ControlConnection::socket_paths() {
+  std::vector<std::string> paths;
+  if (const char* configured = std::getenv(std::string(control::kSocketPathEnvironment).c_str())) {
+    const std::string_view list(configured);
+    for (size_t start = 0; start <= list.size();) {
+      const size_t end = std::min(list.find(':', start), list.size());
+      if (end > start) paths.emplace_back(list.substr(start, end - start));
+      start = end + 1;
+    }
+  }
+  if (paths.empty()) paths.emplace_back(control::kDefaultSocketPath);
+  return paths;
 }
+
+std::string ControlConnection::default_socket_path() { return socket_paths().front(); }
 
 UniqueFd ControlConnection::open_socket(const std::string& path) {
   sockaddr_un address{};
@@ -167,7 +180,7 @@ nlohmann::json ControlConnection::call_locked(nlohmann::json request, std::span<
     // A null id is the server saying it could not read the request: with one request in flight, ours.
     const bool ours = response_id != response.end() && (*response_id == id || response_id->is_null());
     if (!ours) {
-      spdlog::warn("uroce client: ignoring a response that is not to request {}: {}", id, control::encode(response));
+      logger().warn("uroce client: ignoring a response that is not to request {}: {}", id, control::encode(response));
       continue;
     }
     if (!response.value("ok", false)) {
@@ -192,7 +205,7 @@ std::vector<ControlEvent> ControlConnection::take_events() {
     std::vector<UniqueFd> fds;
     while (!closed_ && receive_one(/*wait=*/false, message, fds)) {
       if (message.is_null()) break;  // nothing more waiting
-      spdlog::warn("uroce client: ignoring a message that is neither an event nor awaited: {}",
+      logger().warn("uroce client: ignoring a message that is neither an event nor awaited: {}",
                    control::encode(message));
     }
   }
@@ -211,18 +224,18 @@ bool ControlConnection::receive_one(bool wait, nlohmann::json& message, std::vec
     if (received.status == IoStatus::would_block) return true;  // message stays null: nothing waiting
     if (received.status != IoStatus::done) {
       if (received.status == IoStatus::failed) {
-        spdlog::error("uroce client: receive from uroced failed: {}", std::strerror(received.error));
+        logger().error("uroce client: receive from uroced failed: {}", std::strerror(received.error));
       }
       closed_ = true;
       return false;
     }
     if (received.datagram.text_truncated || received.datagram.control_truncated) {
-      spdlog::error("uroce client: dropped a truncated message from uroced");
+      logger().error("uroce client: dropped a truncated message from uroced");
       continue;
     }
     message = nlohmann::json::parse(received.datagram.text, nullptr, /*allow_exceptions=*/false);
     if (message.is_discarded() || !message.is_object()) {
-      spdlog::error("uroce client: dropped a message from uroced that is not a JSON object");
+      logger().error("uroce client: dropped a message from uroced that is not a JSON object");
       continue;
     }
     if (control::is_event(message)) {

@@ -12,7 +12,7 @@
 #include <sstream>
 #include <string>
 
-#include <spdlog/spdlog.h>
+#include "emulator/client/logger.hpp"
 
 namespace uroce::emulator::client {
 
@@ -244,7 +244,7 @@ std::optional<SharedSpan> SharedPages::share(const void* addr, uint64_t length) 
   if (fd < 0) {
     // Huge pages need as many free ones again for the copy; without them the region stays where it is,
     // reached with process_vm_* (slower, but correct).
-    spdlog::warn("could not move registered pages onto shared memory{}: {}",
+    logger().warn("could not move registered pages onto shared memory{}: {}",
                  huge_page ? fmt::format(" ({} KiB pages; are enough of them free?)", huge_page / 1024) : "",
                  strerror(errno));
     return std::nullopt;

@@ -40,8 +40,8 @@ void describe_options(CLI::App& app, DaemonOptions& o) {
   app.add_flag("--no-link-local", o.no_link_local,
                "do not add the port's IPv6 link-local address (from its MAC) as the last GID");
   app.add_flag("--no-device-node", o.no_device_node,
-               "do not make /dev/infiniband/uverbs-uroce0, the node without a driver that UCX looks for before it "
-               "uses a device (made by default, and removed when the last uroced stops)");
+               "do not make /dev/infiniband/uverbs-NAME (NAME: --device-name), the node without a driver that UCX "
+               "looks for before it uses a device (made by default, and removed when the last uroced stops)");
   app.add_option("--mtu", o.mtu, "set the port's IP MTU (the RoCE path MTU follows, as in rxe)")->check(
       CLI::Range(576u, 9000u));
   CLI::Option* vlan = app.add_option("--vlan", o.vlan,
@@ -64,6 +64,10 @@ void describe_options(CLI::App& app, DaemonOptions& o) {
       ->check(CLI::IsMember({"pcp", "dscp"}))
       ->capture_default_str();
   app.add_option("--socket", o.socket, "the control socket applications connect to")->capture_default_str();
+  app.add_option("--device-name", o.device_name,
+                 "the RDMA device's name, as applications see it (ibv_devices, -d NAME): give each of several "
+                 "uroced a program uses at once its own (UROCE_SOCKET=A:B lists both)")
+      ->capture_default_str();
   app.add_option("--capture", o.capture, "write every frame sent and received to this pcap file");
   app.add_option("--rx-loss", o.rx_loss, "drop this fraction of received RoCE frames (testing recovery)")
       ->check(CLI::Range(0.0, 1.0));
@@ -157,6 +161,14 @@ void finish_options(DaemonOptions& o) {
     uint8_t v4[4];
     inet_pton(AF_INET, default_loopback_address, v4);
     o.addresses.push_back(wire::IpAddress::from_v4_bytes(v4));
+  }
+  // A kernel RDMA device's name is at most 63 bytes (IB_DEVICE_NAME_MAX), and uroce's also names a file
+  // (/dev/infiniband/uverbs-NAME) and a lock (/run/uroce/NAME.node-lock): no '/', no surprises.
+  if (o.device_name.empty() || o.device_name.size() > 63 ||
+      o.device_name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") !=
+          std::string::npos) {
+    throw std::invalid_argument("--device-name '" + o.device_name +
+                                "': 1 to 63 letters, digits, '_' or '-'");
   }
   o.egress_qos_map = parse_egress_qos_map(o.egress_qos_map_text);
   o.log_level = spdlog::level::from_str(o.log_level_text);

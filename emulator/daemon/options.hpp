@@ -36,6 +36,7 @@ struct DaemonOptions {
   cm::EgressQosMap egress_qos_map{};  // priority -> PCP: the SL rdma_cm gives a TOS (cm/service_level.hpp)
   std::string trust = "pcp";        // what gives a frame's priority for PFC: "pcp" or "dscp"
   std::string socket = default_socket_path;
+  std::string device_name = "uroce0";  // the RDMA device's name, as applications see it (ibv_get_device_name)
   std::string capture;
   double rx_loss = 0;
   uint64_t loss_seed = 1;

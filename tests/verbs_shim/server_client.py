@@ -52,6 +52,47 @@ def run_server_client(uroce_run, server_socket, client_socket, command, what, ti
     return Run(what, client, server.returncode, s_out, s_err)
 
 
+def socket_options(sockets):
+    """uroce-run's options for one daemon's socket (a path) or several (a list: one device each)."""
+    return [arg for path in ([sockets] if isinstance(sockets, str) else sockets) for arg in ("--socket", path)]
+
+
+def server_client(uroce_run, server_socket, client_socket, server_cmd, client_cmd, what, retry_on=(), timeout=60):
+    """The server in the background, the client retried while the server is not listening yet (rdma_cm
+    programs: they name their addresses themselves). Each side's socket is a path or a list of paths.
+
+    A retry starts a fresh server too: a client can be refused after it got part of the way (perftest -R
+    makes two connections, and the server listens for the second only after the first is done: a client
+    that is quick gets REJ "invalid service ID" for it, as from Linux's CM), and a server left in that
+    second phase would take the next client's first connection for its second."""
+    def start_server():
+        return subprocess.Popen([uroce_run, *socket_options(server_socket), *server_cmd],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    server = start_server()
+    try:
+        deadline = time.time() + 15
+        while True:
+            client = subprocess.run([uroce_run, *socket_options(client_socket), *client_cmd],
+                                    capture_output=True, text=True, timeout=timeout)
+            if client.returncode == 0 or time.time() > deadline or server.poll() is not None:
+                break
+            if not any(s in client.stdout + client.stderr for s in retry_on):
+                break
+            server.kill()
+            server.communicate()
+            server = start_server()
+            time.sleep(0.3)
+        s_out, s_err = server.communicate(timeout=timeout)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.communicate()
+    assert client.returncode == 0, f"{what}: client rc {client.returncode}:\n{client.stdout}{client.stderr}"
+    assert server.returncode == 0, f"{what}: server rc {server.returncode}:\n{s_out}{s_err}"
+    return client.stdout + client.stderr, s_out + s_err
+
+
 class PersistentServer:
     """A server that serves one client after another (qperf's): `command` through uroce-run on `socket`,
     in a session of its own so that it and the children it forks per client are stopped together, by its

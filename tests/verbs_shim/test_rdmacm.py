@@ -36,7 +36,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
 from daemon_harness import SETUPS, is_root, veth_setup  # noqa: E402
 import cm_psn_check  # noqa: E402
-from server_client import PersistentServer  # noqa: E402
+from server_client import PersistentServer, server_client  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "interop"))
 import capture_check  # noqa: E402
@@ -50,41 +50,6 @@ _next_port = [30000 + os.getpid() % 20000]
 def port():
     _next_port[0] += 1
     return str(_next_port[0])
-
-
-def server_client(uroce_run, server_socket, client_socket, server_cmd, client_cmd, what, retry_on=()):
-    """The server in the background, the client retried while the server is not listening yet.
-
-    A retry starts a fresh server too: a client can be refused after it got part of the way (perftest -R
-    makes two connections, and the server listens for the second only after the first is done: a client
-    that is quick gets REJ "invalid service ID" for it, as from Linux's CM), and a server left in that
-    second phase would take the next client's first connection for its second."""
-    def start_server():
-        return subprocess.Popen([uroce_run, "--socket", server_socket, *server_cmd],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-    server = start_server()
-    try:
-        deadline = time.time() + 15
-        while True:
-            client = subprocess.run([uroce_run, "--socket", client_socket, *client_cmd],
-                                    capture_output=True, text=True, timeout=TIMEOUT)
-            if client.returncode == 0 or time.time() > deadline or server.poll() is not None:
-                break
-            if not any(s in client.stdout + client.stderr for s in retry_on):
-                break
-            server.kill()
-            server.communicate()
-            server = start_server()
-            time.sleep(0.3)
-        s_out, s_err = server.communicate(timeout=TIMEOUT)
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.communicate()
-    assert client.returncode == 0, f"{what}: client rc {client.returncode}:\n{client.stdout}{client.stderr}"
-    assert server.returncode == 0, f"{what}: server rc {server.returncode}:\n{s_out}{s_err}"
-    return client.stdout + client.stderr, s_out + s_err
 
 
 def rping(uroce_run, server_socket, client_socket, server_ip, client_ip, count, size):

@@ -46,7 +46,15 @@ std::vector<ibv_context*> all_device_contexts() {
   return contexts;
 }
 
-ibv_context* device_context() { return all_device_contexts().front(); }
+// rdma_cm speaks to one daemon, the first of $UROCE_SOCKET (control()): its IDs are on that daemon's
+// device, which the verbs shim names by its socket (ibv_device.dev_path).
+ibv_context* device_context() {
+  const std::string socket = client::ControlConnection::default_socket_path();
+  for (ibv_context* c : all_device_contexts()) {
+    if (socket == c->device->dev_path) return c;
+  }
+  throw client::ControlError(ENODEV, "no RDMA device at " + socket);
+}
 
 ibv_pd* device_pd() {
   static ibv_pd* pd = nullptr;

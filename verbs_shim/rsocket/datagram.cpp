@@ -38,9 +38,8 @@
 #include <thread>
 #include <vector>
 
-#include <spdlog/sinks/stdout_sinks.h>
-#include <spdlog/spdlog.h>
 
+#include "emulator/client/logger.hpp"
 #include "verbs_shim/rdmacm/cma.hpp"
 #include "verbs_shim/rsocket/rsocket.hpp"
 
@@ -608,13 +607,6 @@ sockaddr_storage address_of(const DatagramHeader& h) {
 
 // ---- the CQ -----------------------------------------------------------------------------------------
 
-// On the program's stderr, never its stdout (which may be its data), and not in spdlog's registry (the
-// program may use spdlog itself).
-spdlog::logger& log() {
-  static auto* logger = new spdlog::logger("uroce rsocket", std::make_shared<spdlog::sinks::stderr_sink_mt>());
-  return *logger;
-}
-
 // A receive that completed: a datagram to deliver, or one to drop (too short, not a header we know).
 void take_receive(Datagram& d, ibv_wc& wc) {
   const uint32_t slot = uint32_t(wc.wr_id);
@@ -645,8 +637,8 @@ void take_receive(Datagram& d, ibv_wc& wc) {
   // Dropped: the slot takes the next one. Counted, and said once in a thousand (a peer that sends such
   // datagrams on purpose must not fill the program's output).
   if (d.dropped++ % 1000 == 0) {
-    log().warn("dropped a datagram of {} bytes from QPN {:#x} without an rsocket header ({} so far)", wc.byte_len,
-               wc.src_qp, d.dropped);
+    emulator::client::logger().warn("rsocket: dropped a datagram of {} bytes from QPN {:#x} without an rsocket "
+                                    "header ({} so far)", wc.byte_len, wc.src_qp, d.dropped);
   }
   post_receive(d, slot);
 }

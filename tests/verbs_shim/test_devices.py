@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Several uroce devices in one program: each uroced is one RDMA device, named by --device-name, and a
+program sees those whose sockets UROCE_SOCKET lists (uroce-run --socket A --socket B), in that order, as a
+host lists one device per NIC. Two daemons joined by memif (no root needed), named uroce0 and uroce1:
+
+- ibv_devices lists both, in the order given (and the other way round when the order is); ibv_devinfo
+  -d uroce1 shows the second daemon's port and address;
+- one pyverbs process connects an RC QP on each device to the other and moves data both ways
+  (pyverbs_two_devices.py);
+- rdma_cm works on the first device of each program's list: rping between the two daemons, each side
+  with the other's device listed second;
+- a third daemon that is also called uroce0 is left out of the list with a warning naming --device-name;
+- uroced refuses a device name that is not 1 to 63 letters, digits, '_' or '-';
+- the shim logs on the program's stderr, never its stdout, at $UROCE_LOG_LEVEL.
+
+  test_devices.py --uroced build/.../emulator/uroced --uroce-run build/.../verbs_shim/uroce-run
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+from daemon_harness import Daemon, memif_daemon, tempdir  # noqa: E402
+from server_client import server_client, socket_options  # noqa: E402
+
+PYTHON = "/usr/bin/python3"  # Debian's, with python3-pyverbs
+TIMEOUT = 120
+ADDRESSES = ("10.78.0.1", "10.78.0.2")  # memif_daemon's
+
+
+def run(uroce_run, sockets, argv):
+    return subprocess.run([uroce_run, *socket_options(sockets), *argv], capture_output=True, text=True,
+                          timeout=TIMEOUT)
+
+
+def listed(out):
+    """The device names ibv_devices printed, in order."""
+    return re.findall(r"^\s+(\S+)\s+[0-9a-f]{16}\s*$", out, re.M)
+
+
+def check_lists(uroce_run, a, b):
+    both = run(uroce_run, [a.socket, b.socket], ["ibv_devices"])
+    assert both.returncode == 0 and listed(both.stdout) == ["uroce0", "uroce1"], both
+    assert both.stderr == "", both.stderr
+    reversed_order = run(uroce_run, [b.socket, a.socket], ["ibv_devices"])
+    assert listed(reversed_order.stdout) == ["uroce1", "uroce0"], reversed_order
+    info = run(uroce_run, [a.socket, b.socket], ["ibv_devinfo", "-v", "-d", "uroce1"])
+    assert info.returncode == 0 and "hca_id:\turoce1" in info.stdout, info
+    assert re.search(rf"GID\[\s*0\]:\s+::ffff:{re.escape(ADDRESSES[1])}, RoCE v2", info.stdout), info.stdout
+    print("PASS ibv_devices and ibv_devinfo see both devices, in the order given")
+
+
+def check_one_process(uroce_run, a, b):
+    out = run(uroce_run, [a.socket, b.socket], [PYTHON, os.path.join(HERE, "pyverbs_two_devices.py"), "uroce0",
+                                                "uroce1", *ADDRESSES])
+    assert out.returncode == 0 and "two devices: ok" in out.stdout, out.stdout + out.stderr
+    print("PASS one process: an RC QP on each device, connected to the other, WRITE 64 KiB and SEND")
+
+
+def check_rdma_cm(uroce_run, a, b):
+    # The server lists its own device first, the client its own: rdma_cm on each side is on the first.
+    # -V: the client checks that every ping came back intact.
+    common = ["-a", ADDRESSES[0], "-p", str(20000 + os.getpid() % 20000), "-C", "3", "-V"]
+    client_out, _ = server_client(uroce_run, [a.socket, b.socket], [b.socket, a.socket], ["rping", "-s", *common],
+                                  ["rping", "-c", "-v", *common], "rping across two devices", retry_on=("REJECTED",),
+                                  timeout=TIMEOUT)
+    assert client_out.count("ping data:") == 3, client_out
+    print("PASS rdma_cm on each program's first device: rping between the two daemons")
+
+
+def check_same_name(uroced, uroce_run, workdir, a):
+    twin = Daemon(uroced, workdir, "twin", [])  # the loopback port, called uroce0 too
+    try:
+        out = run(uroce_run, [a.socket, twin.socket], ["ibv_devices"])
+        assert out.returncode == 0 and listed(out.stdout) == ["uroce0"], out
+        assert f"the uroced at {twin.socket} is also called uroce0: left out" in out.stderr, out.stderr
+        assert "--device-name" in out.stderr, out.stderr
+        assert "left out" not in out.stdout, "the shim's log on the program's stdout"
+    finally:
+        twin.stop()
+    print("PASS a second device of the same name is left out, with a warning on stderr")
+
+
+def check_log_level(uroce_run, workdir):
+    # The shim's debug lines, on stderr, when asked for: here why a listed daemon gave no device.
+    missing = os.path.join(workdir, "missing.sock")
+    env = {**os.environ, "UROCE_LOG_LEVEL": "debug"}
+    out = subprocess.run([uroce_run, "--socket", missing, "ibv_devices"], capture_output=True, text=True,
+                         timeout=TIMEOUT, env=env)
+    assert out.returncode == 0 and f"uroce verbs shim: no device at {missing}" in out.stderr, out
+    quiet = run(uroce_run, [missing], ["ibv_devices"])
+    assert "no device at" not in quiet.stderr + quiet.stdout, quiet
+    print("PASS UROCE_LOG_LEVEL=debug shows the shim's debug lines on stderr")
+
+
+def check_bad_names(uroced, workdir):
+    for name in ("", "a/b", "x" * 64, "uroce 0", "uröce"):
+        out = subprocess.run([uroced, "--socket", os.path.join(workdir, "bad.sock"), "--device-name", name],
+                             capture_output=True, text=True, timeout=TIMEOUT)
+        assert out.returncode not in (0,) and out.returncode < 128, (name, out)
+        assert "--device-name" in out.stderr, (name, out.stderr)
+    print("PASS uroced refuses bad device names")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--uroced", required=True)
+    ap.add_argument("--uroce-run", required=True)
+    args = ap.parse_args()
+    with tempdir() as workdir:
+        daemons = []
+        try:
+            for end in (0, 1):
+                daemons.append(memif_daemon(args.uroced, workdir, end, ["--device-name", f"uroce{end}"]))
+            a, b = daemons
+            check_lists(args.uroce_run, a, b)
+            check_one_process(args.uroce_run, a, b)
+            check_rdma_cm(args.uroce_run, a, b)
+            check_same_name(args.uroced, args.uroce_run, workdir, a)
+            check_bad_names(args.uroced, workdir)
+            check_log_level(args.uroce_run, workdir)
+        finally:
+            for d in daemons:  # both memif ends at once (daemon_harness._stopped_at_exit)
+                d.request_stop()
+            for d in daemons:
+                d.stop()
+    print("all device checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
