@@ -124,6 +124,26 @@ def two_namespaces_with_veth():
 
 
 @contextlib.contextmanager
+def bridged_ports(count):
+    """One network namespace of this process's own holding a bridge (a switch) and `count` veth pairs, one
+    end of each on the bridge and the other readied for a uroced (daemon_side_link): every daemon on one
+    of them reaches every other, as NICs on one switch do. Yields (namespace, [interface names])."""
+    ns = f"u{os.getpid()}br"
+    ifaces = [f"ub{i}" for i in range(count)]
+    try:
+        sh("ip", "netns", "add", ns)
+        sh("ip", "-n", ns, "link", "add", "br0", "type", "bridge")
+        sh("ip", "-n", ns, "link", "set", "br0", "up")
+        for iface in ifaces:
+            sh("ip", "-n", ns, "link", "add", iface, "type", "veth", "peer", "name", iface + "p")
+            sh("ip", "-n", ns, "link", "set", iface + "p", "master", "br0", "mtu", "4200", "up")
+            daemon_side_link(ns, iface)
+        yield ns, ifaces
+    finally:
+        sh("ip", "netns", "del", ns, check=False)
+
+
+@contextlib.contextmanager
 def interface_namespace(address, ifname):
     """A network namespace of this process's own in which the interface `ifname` (one end of a veth whose
     other end is there too; both up) holds `address`/24, as a RoCE NIC's netdev holds its port's address on

@@ -25,14 +25,15 @@ class Run:
 def run_server_client(uroce_run, server_socket, client_socket, command, what, timeout, retry_pause=0.2,
                       server_wrap=(), client_wrap=(), client_command=None, not_listening=("Couldn't connect",)):
     """`command` through server_socket as the server, `command localhost` (or `client_command localhost`)
-    through client_socket; each side run under its `*_wrap` command if given (e.g. strace). The client is
-    run again while it fails saying one of `not_listening`, for up to 10 s."""
-    server = subprocess.Popen([uroce_run, "--socket", server_socket, *server_wrap, *command],
+    through client_socket (each a path, or a list of paths: one device each); each side run under its
+    `*_wrap` command if given (e.g. strace). The client is run again while it fails saying one of
+    `not_listening`, for up to 10 s."""
+    server = subprocess.Popen([uroce_run, *socket_options(server_socket), *server_wrap, *command],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.time() + 10
         while True:
-            client = subprocess.run([uroce_run, "--socket", client_socket, *client_wrap,
+            client = subprocess.run([uroce_run, *socket_options(client_socket), *client_wrap,
                                      *(client_command or command), "localhost"],
                                     capture_output=True, text=True, timeout=timeout)
             if client.returncode == 0 or time.time() > deadline or server.poll() is not None:

@@ -11,20 +11,23 @@ host lists one device per NIC. Two daemons joined by memif (no root needed), nam
   with the other's device listed second;
 - a third daemon that is also called uroce0 is left out of the list with a warning naming --device-name;
 - uroced refuses a device name that is not 1 to 63 letters, digits, '_' or '-';
-- the shim logs on the program's stderr, never its stdout, at $UROCE_LOG_LEVEL.
+- the shim logs on the program's stderr, never its stdout, at $UROCE_LOG_LEVEL;
+- as root: UCX's multi-rail over two devices on each side, four daemons on one bridge (check_ucx_two_rails).
 
-  test_devices.py --uroced build/.../emulator/uroced --uroce-run build/.../verbs_shim/uroce-run
+  test_devices.py --uroced build/.../emulator/uroced --uroce-run build/.../verbs_shim/uroce-run \
+                  --uroce build/.../pcap_tools/uroce
 """
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
-from daemon_harness import Daemon, memif_daemon, tempdir  # noqa: E402
-from server_client import server_client, socket_options  # noqa: E402
+from daemon_harness import Daemon, bridged_ports, is_root, memif_daemon, stats, tempdir  # noqa: E402
+from server_client import run_server_client, server_client, socket_options  # noqa: E402
 
 PYTHON = "/usr/bin/python3"  # Debian's, with python3-pyverbs
 TIMEOUT = 120
@@ -105,10 +108,41 @@ def check_bad_names(uroced, workdir):
     print("PASS uroced refuses bad device names")
 
 
+def check_ucx_two_rails(uroced, uroce_run, uroce, workdir):
+    """UCX's multi-rail, on four daemons on one switch (bridged_ports): the server's program on uroce0 and
+    uroce1 (daemons 0 and 1), the client's on its own uroce0 and uroce1 (daemons 2 and 3). UCP's tag_bw
+    with 4 MiB messages splits each rendezvous over both rails (UCX_MAX_RNDV_RAILS, 2 by default), so each
+    of the server's daemons must receive a good part of the frames: with one rail (UCX_MAX_RNDV_RAILS=1)
+    one daemon got them all."""
+    with bridged_ports(4) as (ns, ifaces):
+        daemons = []
+        try:
+            for i, iface in enumerate(ifaces):
+                options = ["--port", f"net_af_packet0,iface={iface}", "--ip", f"10.80.0.{i + 1}",
+                           "--device-name", f"uroce{i % 2}"]
+                daemons.append(Daemon(uroced, workdir, f"rail{i}", options, netns=ns))
+            port = str(20000 + (os.getpid() + 1) % 20000)
+            command = ["env", "UCX_TLS=rc_verbs,ud_verbs", "UCX_NET_DEVICES=uroce0:1,uroce1:1", "ucx_perftest", "-p",
+                       port, "-t", "tag_bw", "-s", str(4 << 20), "-n", "50"]
+            r = run_server_client(uroce_run, [daemons[0].socket, daemons[1].socket],
+                                  [daemons[2].socket, daemons[3].socket], command, "ucx_perftest over two rails",
+                                  TIMEOUT, not_listening=("connect() failed: Connection refused",))
+            r.assert_both_exited_0()
+            final = re.search(r"^Final:\s+(\d+)\s+\S+\s+\S+\s+\S+\s+\S+\s+([\d.]+)", r.client.stdout, re.M)
+            assert final and final.group(1) == "50", r.client.stdout
+            frames = [stats(uroce, d.socket)["device"]["rx_frames"] for d in daemons[:2]]
+            assert min(frames) > 0.3 * sum(frames), f"the server's daemons received {frames} frames: one rail"
+        finally:
+            for d in daemons:
+                d.stop()
+    print(f"PASS UCX over two rails: tag_bw 4 MiB x 50, {final.group(2)} MB/s, frames per rail {frames}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--uroced", required=True)
     ap.add_argument("--uroce-run", required=True)
+    ap.add_argument("--uroce", required=True, help="the uroce command line (stats)")
     args = ap.parse_args()
     with tempdir() as workdir:
         daemons = []
@@ -127,6 +161,11 @@ def main():
                 d.request_stop()
             for d in daemons:
                 d.stop()
+        if is_root():
+            assert shutil.which("ucx_perftest"), "no ucx_perftest: scripts/deps.sh installs ucx-utils"
+            check_ucx_two_rails(args.uroced, args.uroce_run, args.uroce, workdir)
+        else:
+            print("SKIP UCX over two rails: needs root (a network namespace with a bridge)")
     print("all device checks passed")
     return 0
 
