@@ -76,7 +76,8 @@ def main():
     assert programs.fi_result("fi_getinfo(): util/pingpong.c:1489, ret=-61 (No data available)\n") is None
     zero_rate = fi_out.replace("  0.02    2508.20", "  0.00    2508.20")
     assert programs.fi_result(zero_rate) is None
-    assert programs.fi_unacknowledged(programs.FI_RESULT.findall(zero_rate)) == "64 B: 50 sent, 50 acknowledged, 0.00 MB/s"
+    assert (programs.fi_unacknowledged(programs.FI_RESULT.findall(zero_rate)) ==
+            "64 B: 50 sent, 50 acknowledged, 0.00 MB/s")
     assert programs.fi_unacknowledged(programs.FI_RESULT.findall(fi_out)) is None
     # The server listens on the out-of-band port (-B); the client connects to it (-P), with no -B.
     msg = programs.PROGRAMS["fi_pingpong verbs msg"]
