@@ -7,6 +7,7 @@ host lists one device per NIC. Two daemons joined by memif (no root needed), nam
   -d uroce1 shows the second daemon's port and address;
 - one pyverbs process connects an RC QP on each device to the other and moves data both ways
   (pyverbs_two_devices.py);
+- perftest's server on uroce0 and its client on uroce1, as on a host whose two ports are cabled together;
 - rdma_cm works on the first device of each program's list: rping between the two daemons, each side
   with the other's device listed second;
 - a third daemon that is also called uroce0 is left out of the list with a warning naming --device-name;
@@ -61,6 +62,20 @@ def check_one_process(uroce_run, a, b):
                                                 "uroce1", *ADDRESSES])
     assert out.returncode == 0 and "two devices: ok" in out.stdout, out.stdout + out.stderr
     print("PASS one process: an RC QP on each device, connected to the other, WRITE 64 KiB and SEND")
+
+
+def check_perftest_across(uroce_run, a, b):
+    # A host's two ports cabled to each other: perftest's server on one device, its client on the other,
+    # each process seeing both (the usual way to test a NIC without a second host).
+    port = str(20000 + (os.getpid() + 2) % 20000)
+    common = ["-x", "0", "-p", port, "-s", "65536", "-n", "500"]
+    r = run_server_client(uroce_run, [a.socket, b.socket], [a.socket, b.socket],
+                          ["ib_write_bw", "-d", "uroce0", *common], "ib_write_bw uroce0 <- uroce1", TIMEOUT,
+                          client_command=["ib_write_bw", "-d", "uroce1", *common])
+    r.assert_both_exited_0()
+    result = re.search(r"^\s*65536\s+500\s+[\d.]+\s+([\d.]+)", r.client.stdout, re.M)
+    assert result and float(result.group(1)) > 0, r.client.stdout
+    print(f"PASS ib_write_bw from uroce1 to uroce0, one host: {result.group(1)} MB/s")
 
 
 def check_rdma_cm(uroce_run, a, b):
@@ -152,6 +167,7 @@ def main():
             a, b = daemons
             check_lists(args.uroce_run, a, b)
             check_one_process(args.uroce_run, a, b)
+            check_perftest_across(args.uroce_run, a, b)
             check_rdma_cm(args.uroce_run, a, b)
             check_same_name(args.uroced, args.uroce_run, workdir, a)
             check_bad_names(args.uroced, workdir)
