@@ -244,9 +244,11 @@ def ucx_perftest(test, *extra):
 
 def fi_unacknowledged(lines):
     """The first of fi_pingpong's result lines (FI_RESULT.findall) whose messages were not all acknowledged
-    (each checked: -c), or whose rate is zero, as a sentence; None if every line is good."""
+    (each checked: -c), or that sent none, as a sentence; None if every line is good. The rate is not
+    judged: fi_pingpong prints it with two decimals, and 50 round trips of 64 B under TCG, connection set-up
+    included, print 0.00 MB/s (a CI run's rxe -> uroce ofi_rxm cell, every size acknowledged)."""
     for size, sent, acked, mb_per_s, _ in lines:
-        if sent != acked or float(mb_per_s) == 0:
+        if sent != acked or sent == "0":
             return f"{size} B: {sent} sent, {acked} acknowledged, {mb_per_s} MB/s"
     return None
 

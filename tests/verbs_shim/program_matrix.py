@@ -486,8 +486,8 @@ def port_address(uroce_run, socket):
 
 
 def fi_pingpong(uroce_run, server_socket, client_socket, endpoint, extra, wrap=()):
-    """Both sides exit 0 and the client reports a line per size with a rate above zero, every message
-    acknowledged. `wrap`: the command prefix each side runs under (interface_namespace).
+    """Both sides exit 0 and the client reports a line per size, every message acknowledged
+    (fi_unacknowledged). `wrap`: the command prefix each side runs under (interface_namespace).
 
     One exception, ofi_rxd's exit race: rxd is a reliability layer that the program drives by polling, and
     fabtests' finalize waits on its out-of-band TCP socket. When the last ACK is one rxd still owes (it
