@@ -5,9 +5,9 @@
 // shim never opens one: it reaches uroced through its socket. But UCX (uct_ib_device_is_accessible) skips
 // every device whose /dev/infiniband/<ibv_device.dev_name> is not a character device the process may read
 // and write, so without the node UCX sees no RDMA device at all. uroced, which runs as root, makes the
-// node the shim names (uverbs-uroce0). It is a character device with no driver behind it (0:0): stat and
-// access() see what UCX wants, and anyone who opens it gets ENXIO ("no such device"), never another
-// device. The node and /dev/infiniband (when empty) are removed again when the last uroced that uses them
+// node the shim names (uverbs-NAME, NAME being --device-name: uverbs-uroce0 by default). It is a character
+// device with no driver behind it (0:0): stat and access() see what UCX wants, and anyone who opens it
+// gets ENXIO ("no such device"), never another device. The node and /dev/infiniband (when empty) are removed again when the last uroced that uses them
 // stops: each holds a shared lock on /run/uroce/<name>.node-lock, and only the last can lock it alone.
 #pragma once
 

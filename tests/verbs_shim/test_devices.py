@@ -86,7 +86,11 @@ def check_rdma_cm(uroce_run, a, b):
                                   ["rping", "-c", "-v", *common], "rping across two devices", retry_on=("REJECTED",),
                                   timeout=TIMEOUT)
     assert client_out.count("ping data:") == 3, client_out
-    print("PASS rdma_cm on each program's first device: rping between the two daemons")
+    # The second device's address, with the first device first: refused, with the hint on stderr.
+    wrong = run(uroce_run, [a.socket, b.socket], ["rping", "-s", "-a", ADDRESSES[1], "-p", "1", "-C", "1"])
+    assert wrong.returncode != 0, wrong
+    assert f"rdma_bind_addr {ADDRESSES[1]}: not an address of the first device's uroced" in wrong.stderr, wrong
+    print("PASS rdma_cm on each program's first device: rping between the two daemons; a hint for another's")
 
 
 def check_same_name(uroced, uroce_run, workdir, a):

@@ -2,6 +2,7 @@
 #include <arpa/inet.h>
 #include <endian.h>
 
+#include "emulator/client/logger.hpp"
 #include "verbs_shim/rdmacm/cma.hpp"
 
 using namespace uroce::rdmacm;
@@ -98,7 +99,20 @@ CMA_EXPORT int rdma_bind_addr(rdma_cm_id* cm_id, sockaddr* addr) {
   return guarded([&] {
     const std::string ip = ip_text(addr);
     const uint16_t port = port_of(addr);
-    const json r = call({{"op", "cm_bind"}, {"cm_id", id->handle}, {"addr", ip}, {"port", port}});
+    json r;
+    try {
+      r = call({{"op", "cm_bind"}, {"cm_id", id->handle}, {"addr", ip}, {"port", port}});
+    } catch (const ControlError& e) {
+      // With several devices listed, the address may well be another one's: say where rdma_cm looks.
+      namespace client = uroce::emulator::client;
+      const auto sockets = client::ControlConnection::socket_paths();
+      if (e.error_number() == EADDRNOTAVAIL && sockets.size() > 1) {
+        client::logger().warn("rdma_bind_addr {}: not an address of the first device's uroced ({}); uroce's "
+                              "rdma_cm uses only the first of UROCE_SOCKET: list that device's socket first",
+                              ip, sockets.front());
+      }
+      throw;
+    }
     fill_src(id, r);
     // Bound to one of the port's own addresses, the ID belongs to its device (a wildcard or a loopback
     // address does not: uroced says which).
