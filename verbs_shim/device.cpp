@@ -234,7 +234,10 @@ using namespace uroce::shim;
 SHIM_EXPORT ibv_device** ibv_get_device_list(int* num_devices) {
   // One device per uroced in $UROCE_SOCKET, in its order, as a host lists one per NIC.
   std::vector<Device*> found;
+  std::vector<std::string> asked;
   for (const std::string& socket : uroce::emulator::client::ControlConnection::socket_paths()) {
+    if (std::find(asked.begin(), asked.end(), socket) != asked.end()) continue;  // listed twice: one device
+    asked.push_back(socket);
     try {
       auto conn = uroce::emulator::client::ControlConnection::connect(socket, "uroce-verbs-shim");
       Device* d = find_or_add(socket, conn->call({{"op", "query_device"}}));

@@ -51,6 +51,8 @@ def check_lists(uroce_run, a, b):
     assert both.stderr == "", both.stderr
     reversed_order = run(uroce_run, [b.socket, a.socket], ["ibv_devices"])
     assert listed(reversed_order.stdout) == ["uroce1", "uroce0"], reversed_order
+    twice = run(uroce_run, [a.socket, b.socket, a.socket], ["ibv_devices"])  # one daemon, one device
+    assert listed(twice.stdout) == ["uroce0", "uroce1"] and twice.stderr == "", twice
     info = run(uroce_run, [a.socket, b.socket], ["ibv_devinfo", "-v", "-d", "uroce1"])
     assert info.returncode == 0 and "hca_id:\turoce1" in info.stdout, info
     assert re.search(rf"GID\[\s*0\]:\s+::ffff:{re.escape(ADDRESSES[1])}, RoCE v2", info.stdout), info.stdout
