@@ -103,7 +103,7 @@ void fill_port_attr(Context& c, ibv_port_attr& a) {
   try {
     info = c.impl->control().call({{"op", "query_port"}});
   } catch (const std::exception& e) {
-    shim_log().debug("uroce verbs shim: query_port: {}", e.what());
+    shim_log().debug("verbs shim: query_port: {}", e.what());
   }
   const bool up = info.value("link_up", true);
   a.state = up ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
@@ -246,14 +246,14 @@ SHIM_EXPORT ibv_device** ibv_get_device_list(int* num_devices) {
       // a second device of a name.
       const auto same_name = [&](const Device* f) { return std::strcmp(f->dev.name, d->dev.name) == 0; };
       if (std::any_of(found.begin(), found.end(), same_name)) {
-        shim_log().warn("uroce verbs shim: the uroced at {} is also called {}: left out (uroced --device-name "
+        shim_log().warn("verbs shim: the uroced at {} is also called {}: left out (uroced --device-name "
                         "gives each its own)", socket, d->dev.name);
         continue;
       }
       found.push_back(d);
     } catch (const std::exception& e) {
       // No daemon: no device. Not an error (ibv_get_device_list fails only when it cannot allocate).
-      shim_log().debug("uroce verbs shim: no device at {}: {}", socket, e.what());
+      shim_log().debug("verbs shim: no device at {}: {}", socket, e.what());
     }
   }
   auto** list = static_cast<ibv_device**>(calloc(found.size() + 1, sizeof(ibv_device*)));

@@ -107,7 +107,7 @@ int read_specs(const ibv_flow_attr& attr, flow::FlowRule& rule) {
         rule.drop = true;
         break;
       default:
-        shim_log().debug("uroce verbs shim: ibv_create_flow: spec type {:#x} is not supported", type);
+        shim_log().debug("verbs shim: ibv_create_flow: spec type {:#x} is not supported", type);
         return EOPNOTSUPP;
     }
     at += size;

@@ -185,12 +185,12 @@ int guarded(const char* what, F&& f) {
     f();
     return 0;
   } catch (const client::ControlError& e) {
-    shim_log().debug("uroce verbs shim: {}: {}", what, e.what());
+    shim_log().debug("verbs shim: {}: {}", what, e.what());
     errno = e.error_number() ? e.error_number() : EIO;
   } catch (const std::bad_alloc&) {
     errno = ENOMEM;
   } catch (const std::exception& e) {
-    shim_log().debug("uroce verbs shim: {}: {}", what, e.what());
+    shim_log().debug("verbs shim: {}: {}", what, e.what());
     errno = EINVAL;
   }
   return errno;

@@ -63,7 +63,7 @@ int post_srq_ops(ibv_srq* srq, ibv_ops_wr* wr, ibv_ops_wr** bad_wr) {
     if (wrs[i]->opcode == IBV_WR_TAG_ADD) wrs[i]->tm.handle = result.handles[i];
   }
   if (result.error != 0) {
-    shim_log().debug("uroce verbs shim: post_srq_ops: operation {}: {}", result.handles.size(),
+    shim_log().debug("verbs shim: post_srq_ops: operation {}: {}", result.handles.size(),
                      result.reason);
     *bad_wr = wrs[result.handles.size()];
     return result.error;

@@ -180,7 +180,7 @@ nlohmann::json ControlConnection::call_locked(nlohmann::json request, std::span<
     // A null id is the server saying it could not read the request: with one request in flight, ours.
     const bool ours = response_id != response.end() && (*response_id == id || response_id->is_null());
     if (!ours) {
-      logger().warn("uroce client: ignoring a response that is not to request {}: {}", id, control::encode(response));
+      logger().warn("control connection: ignoring a response that is not to request {}: {}", id, control::encode(response));
       continue;
     }
     if (!response.value("ok", false)) {
@@ -205,7 +205,7 @@ std::vector<ControlEvent> ControlConnection::take_events() {
     std::vector<UniqueFd> fds;
     while (!closed_ && receive_one(/*wait=*/false, message, fds)) {
       if (message.is_null()) break;  // nothing more waiting
-      logger().warn("uroce client: ignoring a message that is neither an event nor awaited: {}",
+      logger().warn("control connection: ignoring a message that is neither an event nor awaited: {}",
                    control::encode(message));
     }
   }
@@ -224,18 +224,18 @@ bool ControlConnection::receive_one(bool wait, nlohmann::json& message, std::vec
     if (received.status == IoStatus::would_block) return true;  // message stays null: nothing waiting
     if (received.status != IoStatus::done) {
       if (received.status == IoStatus::failed) {
-        logger().error("uroce client: receive from uroced failed: {}", std::strerror(received.error));
+        logger().error("control connection: receive from uroced failed: {}", std::strerror(received.error));
       }
       closed_ = true;
       return false;
     }
     if (received.datagram.text_truncated || received.datagram.control_truncated) {
-      logger().error("uroce client: dropped a truncated message from uroced");
+      logger().error("control connection: dropped a truncated message from uroced");
       continue;
     }
     message = nlohmann::json::parse(received.datagram.text, nullptr, /*allow_exceptions=*/false);
     if (message.is_discarded() || !message.is_object()) {
-      logger().error("uroce client: dropped a message from uroced that is not a JSON object");
+      logger().error("control connection: dropped a message from uroced that is not a JSON object");
       continue;
     }
     if (control::is_event(message)) {

@@ -66,6 +66,12 @@ def check_bad_invocations(uroce_run, socket):
     out = invoke(["--socket", missing, "ibv_devices"])
     assert out.returncode == 0 and "uroce0" not in out.stdout, out
     assert f"no uroced socket at {missing} (is uroced running?" in out.stderr, out
+    # A path holding a pattern character is that path, not the files it would match.
+    out = invoke(["ibv_devices"], {"UROCE_SOCKET": socket.rsplit("/", 1)[0] + "/*"})
+    assert out.returncode == 0 and out.stderr.count("no uroced socket at") == 1 and "/*" in out.stderr, out
+    # A list of only separators names no daemon: the default socket, as the shim takes it.
+    out = invoke(["sh", "-c", 'echo "$UROCE_SOCKET"'], {"UROCE_SOCKET": ":"})
+    assert out.returncode == 0 and out.stdout.strip() == "/run/uroce/uroced.sock", out
     for value in ("0", "1000", ""):  # never, rarely, the default
         out = invoke(["--socket", socket, "ibv_devices"], {"UROCE_POLL_YIELD": value})
         assert out.returncode == 0 and "uroce0" in out.stdout and out.stderr == "", (value, out)
