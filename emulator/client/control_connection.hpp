@@ -47,7 +47,7 @@ class ControlConnection {
   // The daemons a program uses: $UROCE_SOCKET when set, a list of paths separated by ':' as PATH is (one
   // uroced, one RDMA device, each; empty entries are skipped), else /run/uroce/uroced.sock.
   static std::vector<std::string> socket_paths();
-  // The first of socket_paths(): the daemon of whatever serves only one (rdma_cm, `uroce stats`).
+  // The first of socket_paths(): the daemon of whatever serves only one (`uroce stats`).
   static std::string default_socket_path();
 
   // Connects and says hello. Throws ControlError: "cannot reach uroced at PATH: ... (is uroced

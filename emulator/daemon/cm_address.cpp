@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "emulator/daemon/cm_service.hpp"
+#include "emulator/daemon/source_gid.hpp"
 
 namespace uroce::emulator {
 
@@ -79,6 +80,23 @@ void CmService::poll_address_queries() {
     address_queries_.erase(n);
   }
   arm_address_timer();
+}
+
+// How this port would reach `dst`, without starting anything: "local" (one of its own addresses), "link"
+// (on one of its subnets), "gateway" (through a router) or "none" (no address of dst's family, or no route).
+// A program with several devices asks each daemon, and rdma_cm places an ID that is not bound to an address
+// on the device that reaches the destination best, as Linux's route lookup picks the netdev.
+nlohmann::json CmService::route(uint64_t, const nlohmann::json& r, std::vector<int>&) {
+  const wire::IpAddress dst = need_ip(r, "dst");
+  if (is_local(dst)) return {{"route", "local"}};
+  if (!source_gid_index(port_.gids, dst)) return {{"route", "none"}};
+  bool routed = false;
+  bool on_link = false;
+  engine_.run_on_engine([&](EngineContext& c) {
+    routed = c.has_route(dst);
+    on_link = routed && c.on_link(dst);
+  });
+  return {{"route", !routed ? "none" : on_link ? "link" : "gateway"}};
 }
 
 }  // namespace uroce::emulator

@@ -1,6 +1,7 @@
 // rdma_cm IDs, channels, addresses and ports. The connection half (REQ/REP/..., events) is cm_connect.cpp.
 #include "emulator/daemon/cm_service.hpp"
 
+#include <fcntl.h>
 #include <sys/eventfd.h>
 
 #include <algorithm>
@@ -31,6 +32,14 @@ cm::CmConfig cm_config(const PortDescription& port, uint32_t seed) {
   c.ca_guid = ca_guid_of(port.mac);
   c.first_comm_id = seed | 1;  // comm IDs of a restarted daemon do not repeat the last run's
   return c;
+}
+
+// Only an eventfd is counted on: a write to a pipe or a socket the client sent could block this thread.
+bool is_eventfd(int fd) {
+  char target[64] = {};
+  const std::string link = "/proc/self/fd/" + std::to_string(fd);
+  const ssize_t n = readlink(link.c_str(), target, sizeof target - 1);
+  return n > 0 && std::string_view(target, size_t(n)) == "anon_inode:[eventfd]";
 }
 
 }  // namespace
@@ -73,6 +82,7 @@ CmService::CmService(EngineAccess& engine, boost::asio::io_context& io, PortDesc
       {"cm_establish", &CmService::establish},           {"cm_notify", &CmService::notify},
       {"cm_disconnect", &CmService::disconnect},         {"cm_init_qp_attr", &CmService::init_qp_attr},
       {"cm_join_multicast", &CmService::join_multicast}, {"cm_leave_multicast", &CmService::leave_multicast},
+      {"cm_route", &CmService::route},
   };
 }
 
@@ -90,10 +100,18 @@ cm::Nanos CmService::now() const {
   return cm::Nanos(ts.tv_sec) * 1'000'000'000 + cm::Nanos(ts.tv_nsec);
 }
 
-json CmService::handle(uint64_t session, const json& request, std::vector<int>& fds) {
+json CmService::handle(uint64_t session, const json& request, std::vector<int>& fds, std::span<const int> received) {
   const auto it = handlers_.find(request.value("op", std::string()));
   if (it == handlers_.end()) throw ServiceError(EOPNOTSUPP, "unknown operation " + request.value("op", std::string()));
-  json reply = (this->*(it->second))(session, request, fds);
+  received_ = received;
+  json reply;
+  try {
+    reply = (this->*(it->second))(session, request, fds);
+  } catch (...) {
+    received_ = {};
+    throw;
+  }
+  received_ = {};
   after_cm();
   return reply;
 }
@@ -151,8 +169,19 @@ void CmService::queue_event(uint32_t id, RdmaCmEvent type, int status, json extr
 // --- channels ----------------------------------------------------------------------------------------------
 
 json CmService::create_channel(uint64_t s, const json&, std::vector<int>& fds) {
-  // A semaphore eventfd: each read takes one event's count, so the client reads once per event and then
-  // fetches it; poll/epoll see it readable while any is queued. Blocking: the client may set O_NONBLOCK.
+  // The client's own eventfd, when it sends one: a program using several devices (several daemons) has one
+  // event channel, whose fd each daemon counts its events on.
+  if (!received_.empty()) {
+    if (!is_eventfd(received_[0])) throw ServiceError(EINVAL, "an event channel's descriptor must be an eventfd");
+    const int fd = fcntl(received_[0], F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) throw ServiceError(errno, "dup failed");
+    const uint32_t n = next_channel_++;
+    channels_[n] = CmChannel{s, fd, {}};
+    return {{"channel", n}};
+  }
+  // Else one of ours. A semaphore eventfd: each read takes one event's count, so the client reads once per
+  // event and then fetches it; poll/epoll see it readable while any is queued. Blocking: the client may set
+  // O_NONBLOCK.
   const int fd = eventfd(0, EFD_SEMAPHORE | EFD_CLOEXEC);
   if (fd < 0) throw ServiceError(errno, "eventfd for an rdma_cm event channel failed");
   const int client_fd = dup(fd);
@@ -365,7 +394,8 @@ json CmService::listen(uint64_t s, const json& r, std::vector<int>&) {
   if (id.state != CmIdState::idle) throw ServiceError(EINVAL, "wrong state");
   if (!id.bound) {
     id.src = wire::IpAddress::from_v4(0);
-    take_port(n, 0);
+    // (A program's listener on several devices asks each daemon for the port the first gave it.)
+    take_port(n, uint16_t(r.value("port", 0u)));
   }
   const uint64_t sid = cm::service_id_of(id.port_space, id.src_port);
   if (listens_[sid]++ == 0) cm_.listen(sid);

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <map>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -48,8 +49,10 @@ class CmService {
   void start();
 
   static bool handles(const std::string& op) { return op.rfind("cm_", 0) == 0; }
-  // One cm_* request of `session`; descriptors to pass back go to `fds`. Throws ServiceError.
-  nlohmann::json handle(uint64_t session, const nlohmann::json& request, std::vector<int>& fds);
+  // One cm_* request of `session`; descriptors to pass back go to `fds`, and `received` are those that came
+  // with it (still the caller's). Throws ServiceError.
+  nlohmann::json handle(uint64_t session, const nlohmann::json& request, std::vector<int>& fds,
+                        std::span<const int> received = {});
   // The client is gone: its IDs are destroyed (their connections closed on the wire) and its channels.
   void close_session(uint64_t session);
 
@@ -71,6 +74,7 @@ class CmService {
   nlohmann::json listen(uint64_t s, const nlohmann::json& r, std::vector<int>& fds);
   nlohmann::json set_option(uint64_t s, const nlohmann::json& r, std::vector<int>& fds);
   nlohmann::json query(uint64_t s, const nlohmann::json& r, std::vector<int>& fds);
+  nlohmann::json route(uint64_t s, const nlohmann::json& r, std::vector<int>& fds);  // (cm_address.cpp)
   nlohmann::json stats(uint64_t s, const nlohmann::json& r, std::vector<int>& fds);
   // Connections (cm_connect.cpp).
   nlohmann::json connect(uint64_t s, const nlohmann::json& r, std::vector<int>& fds);
@@ -139,6 +143,7 @@ class CmService {
   std::map<uint32_t, cm::Nanos> address_queries_;  // IDs in addr_query -> when they give up
   std::mt19937 rng_;
   std::map<std::string, Handler> handlers_;
+  std::span<const int> received_;  // the descriptors that came with the request being handled
   std::map<uint32_t, CmId> ids_;
   std::map<uint32_t, CmChannel> channels_;
   std::map<std::pair<uint16_t, uint16_t>, std::vector<uint32_t>> ports_;  // (port space, port) -> IDs bound

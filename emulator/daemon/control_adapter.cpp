@@ -108,7 +108,7 @@ void ControlAdapter::handle(control::Session& session, const nlohmann::json& req
   const pid_t caller = id == session.id() ? 0 : session.pid();
   try {
     if (cm_ != nullptr && CmService::handles(request.value("op", std::string()))) {
-      reply.body = cm_->handle(id, request, fds);
+      reply.body = cm_->handle(id, request, fds, received);
     } else {
       reply.body = service_.handle(id, request, fds, received, caller);
       // `uroce stats` shows the connection manager's counters beside the device's.

@@ -26,6 +26,9 @@ struct EngineContext {
   // Whether the port has a route to `ip`: on the link, or through a configured gateway or a router learned
   // from IPv6 router discovery. (Tests' engines route everything.)
   std::function<bool(const wire::IpAddress&)> has_route = [](const wire::IpAddress&) { return true; };
+  // Whether `ip` is on the port's link (one of its subnets, or an IPv6 prefix a router announced on-link),
+  // as against through a gateway. (Tests' engines have every address on the link.)
+  std::function<bool(const wire::IpAddress&)> on_link = [](const wire::IpAddress&) { return true; };
 };
 
 class EngineAccess {

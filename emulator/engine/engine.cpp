@@ -162,6 +162,7 @@ unsigned Engine::run_commands(transport::Nanos now) {
   };
   context.neighbour_known = [this, now](const wire::IpAddress& ip) { return neighbour_known(ip, now); };
   context.has_route = [this, now](const wire::IpAddress& ip) { return next_hop(ip, now).has_value(); };
+  context.on_link = [this, now](const wire::IpAddress& ip) { return next_hop(ip, now) == ip; };
   for (Command* c : batch) {
     try {
       (*c->fn)(context);

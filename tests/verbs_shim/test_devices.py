@@ -8,8 +8,9 @@ host lists one device per NIC. Two daemons joined by memif (no root needed), nam
 - one pyverbs process connects an RC QP on each device to the other and moves data both ways
   (pyverbs_two_devices.py);
 - perftest's server on uroce0 and its client on uroce1, as on a host whose two ports are cabled together;
-- rdma_cm works on the first device of each program's list: rping between the two daemons, each side
-  with the other's device listed second;
+- rdma_cm places IDs on the devices their addresses name: a wildcard listener hears both, a client bound
+  to its second device's address connects from there (check_rdma_cm); as root, a client that names only
+  its destination goes out through the device whose subnet holds it (check_rdma_cm_routes);
 - a third daemon that is also called uroce0 is left out of the list with a warning naming --device-name;
 - uroced refuses a device name that is not 1 to 63 letters, digits, '_' or '-';
 - the shim logs on the program's stderr, never its stdout, at $UROCE_LOG_LEVEL;
@@ -24,6 +25,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
@@ -80,19 +82,95 @@ def check_perftest_across(uroce_run, a, b):
     print(f"PASS ib_write_bw from uroce1 to uroce0, one host: {result.group(1)} MB/s")
 
 
-def check_rdma_cm(uroce_run, a, b):
-    # The server lists its own device first, the client its own: rdma_cm on each side is on the first.
+def cm_mads(uroce, daemon):
+    c = stats(uroce, daemon.socket)["cm"]
+    return c["tx_mads"], c["rx_mads"]
+
+
+def check_rdma_cm(uroce_run, uroce, a, b):
+    """rdma_cm places each ID on the device its addresses name, as Linux binds an ID to a netdev:
+    - a wildcard listener hears every device, here the server's second (uroce0, daemon a), and its one event
+      channel carries both daemons' events;
+    - a client bound to the second device's address (rping -I) connects from that device: its REQ leaves
+      daemon b and reaches daemon a over memif;
+    - a server bound to the second device's address listens there, and a client listing both devices reaches
+      it through that device, whose own address it is (a connection within one device, as Linux's)."""
+    port = 20000 + os.getpid() % 20000
+    tx_b, _ = cm_mads(uroce, b)
+    _, rx_a = cm_mads(uroce, a)
     # -V: the client checks that every ping came back intact.
-    common = ["-a", ADDRESSES[0], "-p", str(20000 + os.getpid() % 20000), "-C", "3", "-V"]
-    client_out, _ = server_client(uroce_run, [a.socket, b.socket], [b.socket, a.socket], ["rping", "-s", *common],
-                                  ["rping", "-c", "-v", *common], "rping across two devices", retry_on=("REJECTED",),
-                                  timeout=TIMEOUT)
+    common = ["-p", str(port), "-C", "3", "-V"]
+    client_out, _ = server_client(uroce_run, [b.socket, a.socket], [a.socket, b.socket],
+                                  ["rping", "-s", "-a", "0.0.0.0", *common],
+                                  ["rping", "-c", "-v", "-I", ADDRESSES[1], "-a", ADDRESSES[0], *common],
+                                  "rping: a wildcard listener, a client bound to its second device",
+                                  retry_on=("REJECTED",), timeout=TIMEOUT)
     assert client_out.count("ping data:") == 3, client_out
-    # The second device's address, with the first device first: refused, with the hint on stderr.
-    wrong = run(uroce_run, [a.socket, b.socket], ["rping", "-s", "-a", ADDRESSES[1], "-p", "1", "-C", "1"])
-    assert wrong.returncode != 0, wrong
-    assert f"rdma_bind_addr {ADDRESSES[1]}: not an address of the first device's uroced" in wrong.stderr, wrong
-    print("PASS rdma_cm on each program's first device: rping between the two daemons; a hint for another's")
+    # REQ, RTU and DREQ (or DREP) at least: from b's port, into a's.
+    assert cm_mads(uroce, b)[0] >= tx_b + 3 and cm_mads(uroce, a)[1] >= rx_a + 3, (cm_mads(uroce, a), cm_mads(uroce, b))
+    common = ["-a", ADDRESSES[1], "-p", str(port + 1), "-C", "3", "-V"]
+    client_out, _ = server_client(uroce_run, [a.socket, b.socket], [a.socket, b.socket], ["rping", "-s", *common],
+                                  ["rping", "-c", "-v", *common], "rping on the second device's address",
+                                  retry_on=("REJECTED",), timeout=TIMEOUT)
+    assert client_out.count("ping data:") == 3, client_out
+    check_listener_port_taken(uroce_run, a, b, port + 2)
+    print("PASS rdma_cm across devices: a wildcard listener on both, a client bound to its second device, a "
+          "listener on the second device's address; a device whose port is taken is left out with a warning")
+
+
+def check_listener_port_taken(uroce_run, a, b, port):
+    """A wildcard listener whose port another program holds on one of the devices listens on the others, and
+    says which device it left out (Linux has one port space for all devices; uroce has one per daemon)."""
+    def rping_server(sockets, address):
+        return subprocess.Popen([uroce_run, *socket_options(sockets), "rping", "-s", "-a", address, "-p", str(port)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    holder = rping_server([b.socket], ADDRESSES[1])
+    try:
+        deadline = time.time() + 10
+        while True:  # until the holder listens (rping says nothing when it does)
+            wildcard = rping_server([a.socket, b.socket], "0.0.0.0")
+            time.sleep(0.5)
+            if wildcard.poll() is None:
+                wildcard.kill()
+            _, err = wildcard.communicate()
+            if "not listening on uroce1" in err or time.time() > deadline:
+                break
+        assert "rdma_listen on port" in err and "not listening on uroce1" in err, err
+        assert wildcard.returncode == -9, "the wildcard listener did not keep listening on uroce0"
+        assert holder.poll() is None, "the program holding the port on uroce1 stopped"
+    finally:
+        holder.kill()
+        holder.communicate()
+
+
+def check_rdma_cm_routes(uroced, uroce_run, uroce, workdir):
+    """A client that names only its destination goes out through the device whose subnet holds it, as Linux's
+    route lookup picks the netdev; an on-link device beats the first one's gateway. Three daemons on one
+    switch (bridged_ports), two subnets: the server's program lists uroce1 (10.81.2.1/24, gateway
+    10.81.2.254, which no one answers for) and then uroce0 (10.81.1.1/24), and listens on both; the client's
+    lists that same uroce1 and then its own uroce2 (10.81.1.2/24), and connects to 10.81.1.1."""
+    with bridged_ports(3) as (ns, ifaces):
+        daemons = []
+        try:
+            for i, (ip, extra) in enumerate([("10.81.1.1/24", []), ("10.81.2.1/24", ["--gateway", "10.81.2.254"]),
+                                             ("10.81.1.2/24", [])]):
+                options = ["--port", f"net_af_packet0,iface={ifaces[i]}", "--ip", ip, "--device-name", f"uroce{i}",
+                           *extra]
+                daemons.append(Daemon(uroced, workdir, f"route{i}", options, netns=ns))
+            before = cm_mads(uroce, daemons[2])[0]
+            common = ["-p", str(20000 + (os.getpid() + 3) % 20000), "-C", "3", "-V"]
+            client_out, _ = server_client(uroce_run, [daemons[1].socket, daemons[0].socket],
+                                          [daemons[1].socket, daemons[2].socket],
+                                          ["rping", "-s", "-a", "0.0.0.0", *common],
+                                          ["rping", "-c", "-v", "-a", "10.81.1.1", *common],
+                                          "rping through the device on the destination's subnet",
+                                          retry_on=("REJECTED",), timeout=TIMEOUT)
+            assert client_out.count("ping data:") == 3, client_out
+            assert cm_mads(uroce, daemons[2])[0] >= before + 3, "the client's REQ did not leave its uroce2"
+        finally:
+            for d in daemons:
+                d.stop()
+    print("PASS rdma_cm picks the device on the destination's subnet over the first device's gateway")
 
 
 def check_same_name(uroced, uroce_run, workdir, a):
@@ -174,7 +252,7 @@ def main():
             check_lists(args.uroce_run, a, b)
             check_one_process(args.uroce_run, a, b)
             check_perftest_across(args.uroce_run, a, b)
-            check_rdma_cm(args.uroce_run, a, b)
+            check_rdma_cm(args.uroce_run, args.uroce, a, b)
             check_same_name(args.uroced, args.uroce_run, workdir, a)
             check_bad_names(args.uroced, workdir)
             check_log_level(args.uroce_run, workdir)
@@ -186,8 +264,9 @@ def main():
         if is_root():
             assert shutil.which("ucx_perftest"), "no ucx_perftest: scripts/deps.sh installs ucx-utils"
             check_ucx_two_rails(args.uroced, args.uroce_run, args.uroce, workdir)
+            check_rdma_cm_routes(args.uroced, args.uroce_run, args.uroce, workdir)
         else:
-            print("SKIP UCX over two rails: needs root (a network namespace with a bridge)")
+            print("SKIP UCX over two rails and rdma_cm's routes: need root (a network namespace with a bridge)")
     print("all device checks passed")
     return 0
 

@@ -1,7 +1,8 @@
 // uroce's librdmacm: the drop-in for rdma-core 44's librdmacm.so.1. Like the real one it sits on
 // libibverbs (uroce's shim, first on the library path under uroce-run) for devices, QPs and CQs, and
-// leaves connection management to "the kernel", here uroced's rdma_cm service, reached over its own
-// control connection (emulator/daemon/cm_service.hpp; messages in docs/control-protocol.md).
+// leaves connection management to "the kernel", here the rdma_cm service of each device's uroced, reached
+// over a control connection of its own to each (emulator/daemon/cm_service.hpp; messages in
+// docs/control-protocol.md). Which device an ID is on: placement.cpp.
 //
 // The objects an application holds (struct rdma_cm_id, rdma_event_channel, rdma_cm_event) are the first
 // members of ours, so a pointer converts back with a cast.
@@ -13,6 +14,8 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -23,14 +26,50 @@
 
 namespace uroce::rdmacm {
 
-struct Channel {
-  rdma_event_channel channel;  // must stay first; .fd is the daemon's eventfd
-  uint32_t handle = 0;
+// One uroced that rdma_cm reaches: a device of ibv_get_device_list (whose ibv_device.dev_path is the daemon's
+// socket), opened once as librdmacm opens every device (ucma_init), and a control connection of rdma_cm's own
+// to that daemon, opened on first use. Never destroyed: IDs may live until the program exits.
+struct Daemon {
+  ibv_context* verbs = nullptr;
+  // One call to this daemon's rdma_cm service. Throws ControlError.
+  nlohmann::json call(nlohmann::json request, std::vector<int>* fds = nullptr, std::span<const int> send = {});
+  // The device's protection domain that every ID on it carries (rdma_cm_id::pd), allocated once, as librdmacm
+  // allocates one per device: rdma_create_qp and rdma_create_srq without a PD use it, and so do applications
+  // that take the ID's (pyverbs' CMID.pd after rdma_resolve_route). Null, errno set, if it cannot be made.
+  ibv_pd* protection_domain();
+
+  std::mutex lock;
+  std::unique_ptr<emulator::client::ControlConnection> connection;
+  ibv_pd* pd = nullptr;
 };
+
+// The devices' daemons, in the order ibv_get_device_list gives them (UROCE_SOCKET's); throws
+// ControlError(ENODEV) if there is none. An ID starts on the first; rdma_bind_addr and rdma_resolve_addr move it
+// to the device that has or reaches the address (placement.cpp).
+const std::vector<Daemon*>& daemons();
+ibv_context* device_context();  // the first device (an ID not bound to one uses it)
+std::vector<ibv_context*> all_device_contexts();
+
+struct Channel {
+  rdma_event_channel channel;  // must stay first; .fd is our eventfd, on which every daemon counts its events
+  std::mutex lock;
+  // The daemons the channel is registered with, and its handle on each: the first daemon's at once, another's
+  // when an ID on that daemon first uses the channel (channel_on).
+  std::vector<std::pair<Daemon*, uint32_t>> handles;
+  size_t next = 0;  // which of them rdma_get_cm_event asks first, in turn, so that none waits behind another
+};
+// The channel's handle on `d`, registering it there first if needed. Throws ControlError.
+uint32_t channel_on(Channel* c, Daemon& d);
 
 struct Id {
   rdma_cm_id id;               // must stay first
-  uint32_t handle = 0;
+  Daemon* daemon = nullptr;    // the daemon the ID is on
+  uint32_t handle = 0;         // its handle there
+  // A listener on every device (bound to a wildcard address, or to none): its twins on the other daemons, each
+  // with the same channel, port and options. Connection requests come from any of them.
+  std::vector<std::pair<Daemon*, uint32_t>> twins;
+  std::vector<std::pair<std::string, uint32_t>> options;  // rdma_set_option's, given again to a twin or a move
+  bool bound = false;          // rdma_bind_addr succeeded (or resolve_addr bound it)
   bool sync = false;           // created without a channel: calls wait for their event (rdma_create_ep)
   ibv_sa_path_rec path{};      // route.path_rec points here once the route is resolved
   // What the peer asked for in its REQ (passive IDs): the defaults of rdma_accept without parameters.
@@ -49,22 +88,25 @@ inline Id* to_impl(rdma_cm_id* id) { return reinterpret_cast<Id*>(id); }
 inline Channel* to_impl(rdma_event_channel* c) { return reinterpret_cast<Channel*>(c); }
 inline Event* to_impl(rdma_cm_event* e) { return reinterpret_cast<Event*>(e); }
 
-// The process's connection to uroced for rdma_cm (opened on first use) and the verbs devices, opened
-// once through libibverbs as librdmacm does (ucma_init). Throws ControlError.
-emulator::client::ControlConnection& control();
-nlohmann::json call(nlohmann::json request, std::vector<int>* fds = nullptr);
-ibv_context* device_context();  // uroce's device (the first one), opened once
-// The device's protection domain that every ID bound to it carries (rdma_cm_id::pd), allocated once, as
-// librdmacm allocates one per device: rdma_create_qp and rdma_create_srq without a PD use it, and so do
-// applications that take the ID's (pyverbs' CMID.pd after rdma_resolve_route). Null, errno set, if it
-// cannot be made.
-ibv_pd* device_pd();
-std::vector<ibv_context*> all_device_contexts();
+// A request about the ID, to its daemon. Throws ControlError.
+inline nlohmann::json call(const Id* id, nlohmann::json request) { return id->daemon->call(std::move(request)); }
 
-// Registers / finds / forgets the ID a daemon handle names (events carry handles).
-void remember(Id* id);
-Id* find_id(uint32_t handle);
-void forget(uint32_t handle);
+// Which daemon an address belongs to, and which reaches a destination best (placement.cpp): null when the
+// program has one device, for a wildcard, loopback or multicast address, or when no daemon has the address or
+// a route to it (the first device then answers as it would alone).
+Daemon* owner_of(const sockaddr* ip);
+Daemon* best_route_to(const sockaddr* dst);
+// Moves an ID that is not yet connected or listening to `to`: a new ID there on the same channel, with the same
+// options (and the same wildcard address and port, if bound), in place of the old one. Throws ControlError.
+void move_id(Id* id, Daemon& to);
+// A new listener on every other daemon, for an ID listening on `port` on its own: warns about a daemon where
+// that fails (its port taken there) and goes on.
+void listen_on_every_device(Id* id, int backlog, uint16_t port);
+
+// Registers / finds / forgets the ID a daemon's handle names (events carry handles; a twin's names its ID).
+void remember(Daemon* d, uint32_t handle, Id* id);
+Id* find_id(Daemon* d, uint32_t handle);
+void forget(Daemon* d, uint32_t handle);
 
 // Runs f; a ControlError (or any exception) becomes -1 with errno set, the librdmacm convention.
 template <class F>
@@ -83,6 +125,8 @@ int guarded(F&& f) {
 
 // Text form of a sockaddr's IPv4 or IPv6 address; throws ControlError(EAFNOSUPPORT) for any other family.
 std::string ip_text(const sockaddr* a);
+// 127.0.0.0/8 or ::1: an address on no RDMA device.
+bool is_loopback(const sockaddr* a);
 // A sockaddr_in's or sockaddr_in6's port, host order.
 uint16_t port_of(const sockaddr* a);
 // Fills a sockaddr_in (dotted text) or sockaddr_in6 (text with colons) and its host-order port. `out` must

@@ -53,7 +53,7 @@ int init_qp_attr(Id* id, ibv_qp_attr& attr, int& mask) {
   return guarded([&] {
     const char* name = state_name(attr.qp_state);
     if (*name == '\0') throw ControlError(EINVAL, "rdma_init_qp_attr: INIT, RTR or RTS only");
-    const json r = call({{"op", "cm_init_qp_attr"}, {"cm_id", id->handle}, {"state", name}});
+    const json r = call(id, {{"op", "cm_init_qp_attr"}, {"cm_id", id->handle}, {"state", name}});
     mask = IBV_QP_STATE;
     const ibv_qp_type type = id->id.qp != nullptr ? id->id.qp->qp_type : id->id.qp_type;
     if (attr.qp_state == IBV_QPS_INIT) {
@@ -151,7 +151,7 @@ CMA_EXPORT int rdma_connect(rdma_cm_id* cm_id, rdma_conn_param* param) {
   }
   const int rc = guarded([&] {
     const uint32_t qpn = id->id.qp != nullptr ? id->id.qp->qp_num : p.qp_num;
-    call({{"op", "cm_connect"},
+    call(id, {{"op", "cm_connect"},
           {"cm_id", id->handle},
           {"qp_num", qpn},
           {"qp_type", int(id->id.qp != nullptr ? id->id.qp->qp_type : id->id.qp_type)},
@@ -187,7 +187,7 @@ CMA_EXPORT int rdma_accept(rdma_cm_id* cm_id, rdma_conn_param* param) {
   // (A UD QP is in RTS since it was created.)
   if (!ud && (modify_qp_to(id, IBV_QPS_RTR, resp) != 0 || modify_qp_to(id, IBV_QPS_RTS, init) != 0)) return -1;
   const int rc = guarded([&] {
-    call({{"op", "cm_accept"},
+    call(id, {{"op", "cm_accept"},
           {"cm_id", id->handle},
           {"qp_num", id->id.qp != nullptr ? id->id.qp->qp_num : p.qp_num},
           {"srq", id->id.srq != nullptr || (id->id.qp != nullptr && id->id.qp->srq != nullptr) || p.srq != 0},
@@ -207,7 +207,7 @@ CMA_EXPORT int rdma_reject(rdma_cm_id* cm_id, const void* private_data, uint8_t 
     return -1;
   }
   return guarded([&] {
-    call({{"op", "cm_reject"}, {"cm_id", id->handle}, {"private_data", hex_of(private_data, private_data_len)}});
+    call(id, {{"op", "cm_reject"}, {"cm_id", id->handle}, {"private_data", hex_of(private_data, private_data_len)}});
     return 0;
   });
 }
@@ -215,7 +215,7 @@ CMA_EXPORT int rdma_reject(rdma_cm_id* cm_id, const void* private_data, uint8_t 
 CMA_EXPORT int rdma_establish(rdma_cm_id* cm_id) {
   Id* id = to_impl(cm_id);
   if (modify_qp_to(id, IBV_QPS_RTR) != 0 || modify_qp_to(id, IBV_QPS_RTS) != 0) return -1;
-  return guarded([&] { return call({{"op", "cm_establish"}, {"cm_id", id->handle}}), 0; });
+  return guarded([&] { return call(id, {{"op", "cm_establish"}, {"cm_id", id->handle}}), 0; });
 }
 
 CMA_EXPORT int rdma_notify(rdma_cm_id* cm_id, ibv_event_type event) {
@@ -223,7 +223,7 @@ CMA_EXPORT int rdma_notify(rdma_cm_id* cm_id, ibv_event_type event) {
     errno = EINVAL;  // the CM acts on communication established only (no path migration)
     return -1;
   }
-  return guarded([&] { return call({{"op", "cm_notify"}, {"cm_id", to_impl(cm_id)->handle}}), 0; });
+  return guarded([&] { return call(to_impl(cm_id), {{"op", "cm_notify"}, {"cm_id", to_impl(cm_id)->handle}}), 0; });
 }
 
 CMA_EXPORT int rdma_disconnect(rdma_cm_id* cm_id) {
@@ -234,6 +234,6 @@ CMA_EXPORT int rdma_disconnect(rdma_cm_id* cm_id) {
     attr.qp_state = IBV_QPS_ERR;
     ibv_modify_qp(id->id.qp, &attr, IBV_QP_STATE);
   }
-  const int rc = guarded([&] { return call({{"op", "cm_disconnect"}, {"cm_id", id->handle}}), 0; });
+  const int rc = guarded([&] { return call(id, {{"op", "cm_disconnect"}, {"cm_id", id->handle}}), 0; });
   return rc != 0 ? rc : complete(id);
 }

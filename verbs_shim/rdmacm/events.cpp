@@ -1,7 +1,9 @@
-// Event channels and events. A channel's fd is an eventfd uroced counts events on (a semaphore: one read
-// per event), so it blocks, polls and epolls like the kernel's rdma_cm fd; the event itself is then
-// fetched with cm_get_event. A CONNECT_RESPONSE on an ID with a QP is finished here as librdmacm does:
+// Event channels and events. A channel's fd is an eventfd of ours that every daemon with an ID on the
+// channel counts its events on (a semaphore: one read per event), so it blocks, polls and epolls like the
+// kernel's rdma_cm fd, for all the program's devices at once; the event itself is then fetched from its
+// daemon with cm_get_event. A CONNECT_RESPONSE on an ID with a QP is finished here as librdmacm does:
 // the QP goes to RTR and RTS, RTU is sent, and the application sees ESTABLISHED.
+#include <sys/eventfd.h>
 #include <unistd.h>
 #include <endian.h>
 
@@ -23,16 +25,20 @@ CMA_EXPORT rdma_event_channel* rdma_create_event_channel() {
     errno = ENOMEM;
     return nullptr;
   }
-  const int rc = guarded([&] {
-    std::vector<int> fds;
-    const json r = call({{"op", "cm_create_channel"}}, &fds);
-    if (fds.size() != 1) throw uroce::emulator::client::ControlError(EPROTO, "no channel descriptor");
-    c->handle = r.at("channel").get<uint32_t>();
-    c->channel.fd = fds[0];
-    return 0;
-  });
-  if (rc != 0) {
+  // Blocking, as the kernel's rdma_cm fd is: the application may set O_NONBLOCK.
+  c->channel.fd = eventfd(0, EFD_SEMAPHORE | EFD_CLOEXEC);
+  if (c->channel.fd < 0) {
     delete c;
+    return nullptr;
+  }
+  // Registered with the first daemon now, so that a program without one learns it here, as it would without
+  // the kernel's rdma_cm; with another when an ID there first uses it.
+  const int rc = guarded([&] { return channel_on(c, *daemons().front()), 0; });
+  if (rc != 0) {
+    const int err = errno;
+    close(c->channel.fd);
+    delete c;
+    errno = err;
     return nullptr;
   }
   return &c->channel;
@@ -41,10 +47,9 @@ CMA_EXPORT rdma_event_channel* rdma_create_event_channel() {
 CMA_EXPORT void rdma_destroy_event_channel(rdma_event_channel* channel) {
   if (channel == nullptr) return;
   Channel* c = to_impl(channel);
-  guarded([&] {
-    call({{"op", "cm_destroy_channel"}, {"channel", c->handle}});
-    return 0;
-  });
+  for (const auto& [daemon, handle] : c->handles) {
+    guarded([&] { return daemon->call({{"op", "cm_destroy_channel"}, {"channel", handle}}), 0; });
+  }
   close(c->channel.fd);
   delete c;
 }
@@ -82,16 +87,19 @@ void fill_ud(Event& e, const json& ud) {
   if (ud.contains("dgid")) set_ah_attr(p.ah_attr, ud);
 }
 
-// A CONNECT_REQUEST makes a new ID, a child of the listener (same channel, context, port space).
-Id* new_connection_id(Id* listener, const json& m) {
+// A CONNECT_REQUEST makes a new ID, a child of the listener (same channel, context, port space), on the
+// device whose daemon the request came to.
+Id* new_connection_id(Id* listener, Daemon* daemon, const json& m) {
   auto* id = new Id{};
+  id->daemon = daemon;
   id->handle = m.at("cm_id").get<uint32_t>();
+  id->bound = true;
   id->id.channel = listener->id.channel;
   id->id.context = listener->id.context;
   id->id.ps = listener->id.ps;
   id->id.qp_type = listener->id.qp_type;
-  id->id.verbs = device_context();
-  id->id.pd = device_pd();
+  id->id.verbs = daemon->verbs;
+  id->id.pd = daemon->protection_domain();
   id->id.port_num = 1;
   // Never synchronous here, even under a synchronous listener: it shares the listener's channel, which is not
   // its own to destroy; rdma_get_request gives it a channel of its own and makes it synchronous then.
@@ -117,7 +125,7 @@ Id* new_connection_id(Id* listener, const json& m) {
     id->peer_responder_resources = conn.value("responder_resources", uint8_t(0));
     id->peer_initiator_depth = conn.value("initiator_depth", uint8_t(0));
   }
-  remember(id);
+  remember(daemon, id->handle, id);
   return id;
 }
 
@@ -125,17 +133,39 @@ Id* new_connection_id(Id* listener, const json& m) {
 void finish_connect(Id* id, Event& e) {
   if (modify_qp_to(id, IBV_QPS_RTR) != 0 || modify_qp_to(id, IBV_QPS_RTS) != 0) {
     const int err = errno;
-    guarded([&] { return call({{"op", "cm_reject"}, {"cm_id", id->handle}}), 0; });
+    guarded([&] { return call(id, {{"op", "cm_reject"}, {"cm_id", id->handle}}), 0; });
     e.event.event = RDMA_CM_EVENT_CONNECT_ERROR;
     e.event.status = -err;
     return;
   }
-  if (guarded([&] { return call({{"op", "cm_establish"}, {"cm_id", id->handle}}), 0; }) != 0) {
+  if (guarded([&] { return call(id, {{"op", "cm_establish"}, {"cm_id", id->handle}}), 0; }) != 0) {
     e.event.event = RDMA_CM_EVENT_CONNECT_ERROR;
     e.event.status = -errno;
     return;
   }
   e.event.event = RDMA_CM_EVENT_ESTABLISHED;
+}
+
+// The count read was one daemon's; which one, the channel does not say. Each daemon it is registered with is
+// asked in turn, starting after the one that gave the last event. Null if none has one (its ID was
+// destroyed meanwhile, or another thread took it and this thread's count is for a later one).
+Daemon* next_event(Channel* c, json& m) {
+  std::vector<std::pair<Daemon*, uint32_t>> handles;
+  size_t first = 0;
+  {
+    std::lock_guard g(c->lock);
+    handles = c->handles;
+    first = c->next % handles.size();
+  }
+  for (size_t i = 0; i < handles.size(); ++i) {
+    const auto& [daemon, handle] = handles[(first + i) % handles.size()];
+    m = daemon->call({{"op", "cm_get_event"}, {"channel", handle}});
+    if (m.value("none", false)) continue;
+    std::lock_guard g(c->lock);
+    c->next = first + i + 1;
+    return daemon;
+  }
+  return nullptr;
 }
 
 }  // namespace
@@ -153,15 +183,11 @@ CMA_EXPORT int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** ev
     const ssize_t n = read(c->channel.fd, &count, sizeof count);
     if (n < 0) return -1;  // errno from read: EAGAIN, EINTR
     json m;
-    if (guarded([&] {
-          m = call({{"op", "cm_get_event"}, {"channel", c->handle}});
-          return 0;
-        }) != 0) {
-      return -1;
-    }
-    if (m.value("none", false)) continue;  // the event's ID was destroyed meanwhile
-    Id* id = find_id(m.value("cm_id", 0u));
-    Id* listener = m.contains("listen_id") ? find_id(m.value("listen_id", 0u)) : nullptr;
+    Daemon* from = nullptr;
+    if (guarded([&] { return from = next_event(c, m), 0; }) != 0) return -1;
+    if (from == nullptr) continue;  // the event's ID was destroyed meanwhile
+    Id* id = find_id(from, m.value("cm_id", 0u));
+    Id* listener = m.contains("listen_id") ? find_id(from, m.value("listen_id", 0u)) : nullptr;
     if (id == nullptr && listener == nullptr) continue;
     auto* e = new (std::nothrow) Event{};
     if (e == nullptr) {
@@ -178,7 +204,7 @@ CMA_EXPORT int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** ev
         continue;
       }
       try {
-        id = new_connection_id(listener, m);
+        id = new_connection_id(listener, from, m);
       } catch (...) {
         delete e;
         errno = ENOMEM;

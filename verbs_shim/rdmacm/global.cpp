@@ -1,4 +1,5 @@
-// The process-wide state: one control connection for rdma_cm, the verbs devices, the live IDs by handle.
+// The process-wide state: the devices and their daemons (with rdma_cm's control connection to each), the
+// event channels' registrations with them, the live IDs by daemon and handle.
 #include <arpa/inet.h>
 
 #include <cstdlib>
@@ -15,75 +16,85 @@ namespace client = emulator::client;
 namespace {
 
 std::mutex lock;
-std::unique_ptr<client::ControlConnection> connection;  // never closed: ids may live until exit
-std::vector<ibv_context*> contexts;                      // opened once, like librdmacm's cma_dev_array
+std::vector<Daemon*> all_daemons;  // opened once, like librdmacm's cma_dev_array
 bool devices_opened = false;
-std::map<uint32_t, Id*> ids;
+std::map<std::pair<Daemon*, uint32_t>, Id*> ids;
 
 }  // namespace
 
-client::ControlConnection& control() {
-  std::lock_guard g(lock);
-  if (!connection) connection = client::ControlConnection::connect(client::ControlConnection::default_socket_path(), "librdmacm");
-  return *connection;
+nlohmann::json Daemon::call(nlohmann::json request, std::vector<int>* fds, std::span<const int> send) {
+  client::ControlConnection* c = nullptr;
+  {
+    std::lock_guard g(lock);
+    if (!connection) connection = client::ControlConnection::connect(verbs->device->dev_path, "librdmacm");
+    c = connection.get();  // (calls on it may run from several threads at once)
+  }
+  return c->call(std::move(request), send, fds);
 }
 
-nlohmann::json call(nlohmann::json request, std::vector<int>* fds) { return control().call(std::move(request), fds); }
+ibv_pd* Daemon::protection_domain() {
+  std::lock_guard g(lock);
+  if (pd == nullptr) pd = ibv_alloc_pd(verbs);  // (errno set when it fails; tried again next time)
+  return pd;
+}
 
-std::vector<ibv_context*> all_device_contexts() {
+const std::vector<Daemon*>& daemons() {
   std::lock_guard g(lock);
   if (!devices_opened) {
     int n = 0;
     ibv_device** list = ibv_get_device_list(&n);
     if (list == nullptr) throw client::ControlError(errno ? errno : ENODEV, "no RDMA devices");
     for (int i = 0; i < n; ++i) {
-      if (ibv_context* c = ibv_open_device(list[i])) contexts.push_back(c);
+      if (ibv_context* c = ibv_open_device(list[i])) {
+        auto* d = new Daemon;
+        d->verbs = c;
+        all_daemons.push_back(d);
+      }
     }
     ibv_free_device_list(list);
     devices_opened = true;
   }
-  if (contexts.empty()) throw client::ControlError(ENODEV, "no RDMA devices");
+  if (all_daemons.empty()) throw client::ControlError(ENODEV, "no RDMA devices");
+  return all_daemons;
+}
+
+std::vector<ibv_context*> all_device_contexts() {
+  std::vector<ibv_context*> contexts;
+  for (Daemon* d : daemons()) contexts.push_back(d->verbs);
   return contexts;
 }
 
-// rdma_cm speaks to one daemon, the first of $UROCE_SOCKET (control()): its IDs are on that daemon's
-// device, which the verbs shim names by its socket (ibv_device.dev_path).
-ibv_context* device_context() {
-  const std::string socket = client::ControlConnection::default_socket_path();
-  for (ibv_context* c : all_device_contexts()) {
-    if (socket == c->device->dev_path) return c;
+ibv_context* device_context() { return daemons().front()->verbs; }
+
+uint32_t channel_on(Channel* c, Daemon& d) {
+  {
+    std::lock_guard g(c->lock);
+    for (const auto& [daemon, handle] : c->handles) {
+      if (daemon == &d) return handle;
+    }
   }
-  throw client::ControlError(ENODEV, "no RDMA device at " + socket);
+  // The daemon counts this channel's events on our eventfd, beside every other daemon's.
+  const int fd = c->channel.fd;
+  const uint32_t handle = d.call({{"op", "cm_create_channel"}}, nullptr, std::span<const int>(&fd, 1)).at("channel");
+  std::lock_guard g(c->lock);
+  c->handles.emplace_back(&d, handle);
+  return handle;
 }
 
-ibv_pd* device_pd() {
-  static ibv_pd* pd = nullptr;
-  ibv_context* context = nullptr;
-  try {
-    context = device_context();
-  } catch (const client::ControlError& e) {
-    errno = e.error_number();
-    return nullptr;
-  }
+void remember(Daemon* d, uint32_t handle, Id* id) {
   std::lock_guard g(lock);
-  if (pd == nullptr) pd = ibv_alloc_pd(context);  // (errno set when it fails; tried again next time)
-  return pd;
+  ids[{d, handle}] = id;
 }
 
-void remember(Id* id) {
+Id* find_id(Daemon* d, uint32_t handle) {
   std::lock_guard g(lock);
-  ids[id->handle] = id;
-}
-
-Id* find_id(uint32_t handle) {
-  std::lock_guard g(lock);
-  const auto it = ids.find(handle);
+  const auto it = ids.find({d, handle});
   return it == ids.end() ? nullptr : it->second;
 }
 
-void forget(uint32_t handle) {
+void forget(Daemon* d, uint32_t handle) {
   std::lock_guard g(lock);
-  ids.erase(handle);
+  ids.erase({d, handle});
 }
 
 std::string ip_text(const sockaddr* a) {
@@ -97,6 +108,14 @@ std::string ip_text(const sockaddr* a) {
     throw client::ControlError(EAFNOSUPPORT, "only IPv4 and IPv6 addresses");
   }
   return text;
+}
+
+bool is_loopback(const sockaddr* a) {
+  if (a != nullptr && a->sa_family == AF_INET) {
+    return ntohl(reinterpret_cast<const sockaddr_in*>(a)->sin_addr.s_addr) >> 24 == 127;
+  }
+  return a != nullptr && a->sa_family == AF_INET6 &&
+         IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr);
 }
 
 uint16_t port_of(const sockaddr* a) {

@@ -2,12 +2,10 @@
 #include <arpa/inet.h>
 #include <endian.h>
 
-#include "emulator/client/logger.hpp"
 #include "verbs_shim/rdmacm/cma.hpp"
 
 using namespace uroce::rdmacm;
 using nlohmann::json;
-using uroce::emulator::client::ControlError;
 
 namespace uroce::rdmacm {
 
@@ -57,8 +55,11 @@ CMA_EXPORT int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** id_out, 
   }
   const ibv_qp_type type = ps == RDMA_PS_UDP || ps == RDMA_PS_IPOIB ? IBV_QPT_UD : IBV_QPT_RC;
   const int rc = guarded([&] {
-    const json r = call({{"op", "cm_create_id"}, {"channel", to_impl(channel)->handle}, {"port_space", int(ps)},
-                         {"qp_type", int(type)}});
+    // On the first device until an address places it (rdma_bind_addr, rdma_resolve_addr).
+    Daemon& d = *daemons().front();
+    const json r = d.call({{"op", "cm_create_id"}, {"channel", channel_on(to_impl(channel), d)}, {"port_space", int(ps)},
+                           {"qp_type", int(type)}});
+    id->daemon = &d;
     id->handle = r.at("cm_id").get<uint32_t>();
     return 0;
   });
@@ -74,7 +75,7 @@ CMA_EXPORT int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** id_out, 
   id->id.context = context;
   id->id.ps = ps;
   id->id.qp_type = type;
-  remember(id);
+  remember(id->daemon, id->handle, id);
   *id_out = &id->id;
   return 0;
 }
@@ -85,8 +86,12 @@ CMA_EXPORT int rdma_destroy_id(rdma_cm_id* cm_id) {
     return -1;
   }
   Id* id = to_impl(cm_id);
-  const int rc = guarded([&] { return call({{"op", "cm_destroy_id"}, {"cm_id", id->handle}}), 0; });
-  forget(id->handle);
+  const int rc = guarded([&] { return call(id, {{"op", "cm_destroy_id"}, {"cm_id", id->handle}}), 0; });
+  forget(id->daemon, id->handle);
+  for (const auto& [daemon, handle] : id->twins) {
+    guarded([&] { return daemon->call({{"op", "cm_destroy_id"}, {"cm_id", handle}}), 0; });
+    forget(daemon, handle);
+  }
   forget_memberships(id);
   if (id->id.event != nullptr) rdma_ack_cm_event(id->id.event);
   if (id->sync) rdma_destroy_event_channel(id->id.channel);
@@ -98,27 +103,18 @@ CMA_EXPORT int rdma_bind_addr(rdma_cm_id* cm_id, sockaddr* addr) {
   Id* id = to_impl(cm_id);
   return guarded([&] {
     const std::string ip = ip_text(addr);
-    const uint16_t port = port_of(addr);
-    json r;
-    try {
-      r = call({{"op", "cm_bind"}, {"cm_id", id->handle}, {"addr", ip}, {"port", port}});
-    } catch (const ControlError& e) {
-      // With several devices listed, the address may well be another one's: say where rdma_cm looks.
-      namespace client = uroce::emulator::client;
-      const auto sockets = client::ControlConnection::socket_paths();
-      if (e.error_number() == EADDRNOTAVAIL && sockets.size() > 1) {
-        client::logger().warn("rdma_bind_addr {}: not an address of the first device's uroced ({}); uroce's "
-                              "rdma_cm uses only the first of UROCE_SOCKET: list that device's socket first",
-                              ip, sockets.front());
-      }
-      throw;
+    // One of a device's own addresses ties the ID to that device, as Linux binds it to the address's netdev.
+    if (!id->bound) {
+      if (Daemon* owner = owner_of(addr)) move_id(id, *owner);
     }
+    const json r = call(id, {{"op", "cm_bind"}, {"cm_id", id->handle}, {"addr", ip}, {"port", port_of(addr)}});
     fill_src(id, r);
+    id->bound = true;
     // Bound to one of the port's own addresses, the ID belongs to its device (a wildcard or a loopback
     // address does not: uroced says which).
     if (r.value("on_port", false)) {
-      id->id.verbs = device_context();
-      id->id.pd = device_pd();
+      id->id.verbs = id->daemon->verbs;
+      id->id.pd = id->daemon->protection_domain();
       id->id.port_num = 1;
     }
     return 0;
@@ -128,16 +124,26 @@ CMA_EXPORT int rdma_bind_addr(rdma_cm_id* cm_id, sockaddr* addr) {
 CMA_EXPORT int rdma_resolve_addr(rdma_cm_id* cm_id, sockaddr* src, sockaddr* dst, int timeout_ms) {
   Id* id = to_impl(cm_id);
   const int rc = guarded([&] {
-    json req = {{"op", "cm_resolve_addr"}, {"cm_id", id->handle}, {"dst", ip_text(dst)}, {"dst_port", port_of(dst)},
+    const std::string to = ip_text(dst);
+    const bool has_src = src != nullptr && src->sa_family != AF_UNSPEC;
+    // An ID on no device yet goes to the device of its source address, else to the one with the best route to
+    // the destination (its own address, then its link, then a gateway), as Linux's route lookup picks the
+    // netdev. A wildcard-bound ID takes its port along.
+    if (id->id.verbs == nullptr && id->twins.empty()) {
+      Daemon* place = has_src ? owner_of(src) : best_route_to(dst);
+      if (place != nullptr) move_id(id, *place);
+    }
+    json req = {{"op", "cm_resolve_addr"}, {"cm_id", id->handle}, {"dst", to}, {"dst_port", port_of(dst)},
                 {"timeout_ms", timeout_ms}};
-    if (src != nullptr && src->sa_family != AF_UNSPEC) req["src"] = ip_text(src);
-    const json r = call(req);
+    if (has_src) req["src"] = ip_text(src);
+    const json r = call(id, req);
     fill_src(id, r);
+    id->bound = true;
     rdma_addr& a = id->id.route.addr;
     set_ip(&a.dst_addr, r.value("dst", std::string()), port_of(dst));
     set_gid(a.addr.ibaddr.dgid, r.value("dst", std::string()));
-    id->id.verbs = device_context();
-    id->id.pd = device_pd();
+    id->id.verbs = id->daemon->verbs;
+    id->id.pd = id->daemon->protection_domain();
     id->id.port_num = 1;
     return 0;
   });
@@ -147,7 +153,7 @@ CMA_EXPORT int rdma_resolve_addr(rdma_cm_id* cm_id, sockaddr* src, sockaddr* dst
 CMA_EXPORT int rdma_resolve_route(rdma_cm_id* cm_id, int /*timeout_ms*/) {
   Id* id = to_impl(cm_id);
   const int rc = guarded([&] {
-    const json r = call({{"op", "cm_resolve_route"}, {"cm_id", id->handle}});
+    const json r = call(id, {{"op", "cm_resolve_route"}, {"cm_id", id->handle}});
     ibv_sa_path_rec& p = id->path;
     p = {};
     p.sgid = id->id.route.addr.addr.ibaddr.sgid;
@@ -171,11 +177,20 @@ CMA_EXPORT int rdma_resolve_route(rdma_cm_id* cm_id, int /*timeout_ms*/) {
 CMA_EXPORT int rdma_listen(rdma_cm_id* cm_id, int backlog) {
   Id* id = to_impl(cm_id);
   return guarded([&] {
-    const json r = call({{"op", "cm_listen"}, {"cm_id", id->handle}, {"backlog", backlog < 0 ? 0 : backlog}});
+    backlog = backlog < 0 ? 0 : backlog;
+    const json r = call(id, {{"op", "cm_listen"}, {"cm_id", id->handle}, {"backlog", backlog}});
+    for (const auto& [daemon, handle] : id->twins) {  // a new backlog
+      daemon->call({{"op", "cm_listen"}, {"cm_id", handle}, {"backlog", backlog}});
+    }
+    if (!r.contains("port")) return 0;  // (it was listening already)
     sockaddr* src = &id->id.route.addr.src_addr;
     if (src->sa_family == AF_UNSPEC) src->sa_family = AF_INET;  // unbound: the IPv4 wildcard, as uroced has it
     // sin_port and sin6_port lie at the same offset.
-    if (r.contains("port")) reinterpret_cast<sockaddr_in*>(src)->sin_port = htons(r["port"].get<uint16_t>());
+    const uint16_t port = r["port"].get<uint16_t>();
+    reinterpret_cast<sockaddr_in*>(src)->sin_port = htons(port);
+    // Not bound to an address of one device (nor to a loopback address, which is on none): a listener on
+    // every device, as Linux's wildcard listen is.
+    if (id->id.verbs == nullptr && !is_loopback(src)) listen_on_every_device(id, backlog, port);
     return 0;
   });
 }
@@ -203,7 +218,14 @@ CMA_EXPORT int rdma_set_option(rdma_cm_id* cm_id, int level, int optname, void* 
     errno = EINVAL;
     return -1;
   }
-  return guarded([&] { return call({{"op", "cm_set_option"}, {"cm_id", id->handle}, {"name", name}, {"value", value}}), 0; });
+  return guarded([&] {
+    call(id, {{"op", "cm_set_option"}, {"cm_id", id->handle}, {"name", name}, {"value", value}});
+    for (const auto& [daemon, handle] : id->twins) {
+      daemon->call({{"op", "cm_set_option"}, {"cm_id", handle}, {"name", name}, {"value", value}});
+    }
+    id->options.emplace_back(name, value);
+    return 0;
+  });
 }
 
 // To another channel, or with none to synchronous operation (librdmacm: a channel of its own, whose events
@@ -217,7 +239,11 @@ CMA_EXPORT int rdma_migrate_id(rdma_cm_id* cm_id, rdma_event_channel* channel) {
   const bool to_sync = channel == nullptr;
   if (to_sync && (channel = rdma_create_event_channel()) == nullptr) return -1;
   const int rc = guarded([&] {
-    call({{"op", "cm_migrate_id"}, {"cm_id", id->handle}, {"channel", to_impl(channel)->handle}});
+    Channel* to = to_impl(channel);
+    call(id, {{"op", "cm_migrate_id"}, {"cm_id", id->handle}, {"channel", channel_on(to, *id->daemon)}});
+    for (const auto& [daemon, handle] : id->twins) {
+      daemon->call({{"op", "cm_migrate_id"}, {"cm_id", handle}, {"channel", channel_on(to, *daemon)}});
+    }
     return 0;
   });
   if (rc != 0) {

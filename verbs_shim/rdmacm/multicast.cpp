@@ -46,7 +46,7 @@ int join(rdma_cm_id* cm_id, const sockaddr* addr, uint32_t join_flags, void* con
     m.join_flags = join_flags;
     // Recorded before uroced is asked: the join event may be taken by another thread at once.
     std::unique_lock lock(memberships_lock);
-    const json r = call({{"op", "cm_join_multicast"}, {"cm_id", id->handle}, {"addr", m.group},
+    const json r = call(id, {{"op", "cm_join_multicast"}, {"cm_id", id->handle}, {"addr", m.group},
                          {"join_flags", join_flags}});
     m.handle = r.at("mc").get<uint32_t>();
     memberships.emplace(id, m);
@@ -124,7 +124,7 @@ CMA_EXPORT int rdma_leave_multicast(rdma_cm_id* cm_id, sockaddr* addr) {
     memberships.erase(it);
     lock.unlock();
     if (m.attached && id->id.qp != nullptr) ibv_detach_mcast(id->id.qp, &m.mgid, m.mlid);
-    call({{"op", "cm_leave_multicast"}, {"cm_id", id->handle}, {"mc", m.handle}});
+    call(id, {{"op", "cm_leave_multicast"}, {"cm_id", id->handle}, {"mc", m.handle}});
     return 0;
   });
 }

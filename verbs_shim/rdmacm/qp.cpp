@@ -97,7 +97,7 @@ CMA_EXPORT int rdma_create_qp_ex(rdma_cm_id* cm_id, ibv_qp_init_attr_ex* attr) {
     return finish_qp(id, qp);
   }
   if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || attr->pd == nullptr) {
-    if (id->id.pd == nullptr && (id->id.pd = device_pd()) == nullptr) return -1;
+    if (id->id.pd == nullptr && (id->id.pd = id->daemon->protection_domain()) == nullptr) return -1;
     attr->pd = id->id.pd;
     attr->comp_mask |= IBV_QP_INIT_ATTR_PD;
   }
@@ -167,7 +167,7 @@ CMA_EXPORT int rdma_create_srq_ex(rdma_cm_id* cm_id, ibv_srq_init_attr_ex* attr)
     return -1;
   }
   if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) || attr->pd == nullptr) {
-    if (id->id.pd == nullptr && (id->id.pd = device_pd()) == nullptr) return -1;
+    if (id->id.pd == nullptr && (id->id.pd = id->daemon->protection_domain()) == nullptr) return -1;
     attr->pd = id->id.pd;
     attr->comp_mask |= IBV_SRQ_INIT_ATTR_PD;
   }

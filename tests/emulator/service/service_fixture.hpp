@@ -121,6 +121,8 @@ class InlineEngine final : public EngineAccess {
   }
   // Which addresses the port has a route to (every one unless a test says otherwise).
   void set_has_route(std::function<bool(const wire::IpAddress&)> routed) { context_.has_route = std::move(routed); }
+  // Which addresses are on the port's link (every one unless a test says otherwise).
+  void set_on_link(std::function<bool(const wire::IpAddress&)> on_link) { context_.on_link = std::move(on_link); }
 
  private:
   EngineContext context_;

@@ -1,6 +1,7 @@
 // rdma_cm requests to uroced's CM service as a broken or hostile client can send them, and the address
 // choices it makes for IPv6 and UD IDs. A refused request is a ServiceError with an errno, never a crash.
 // The CM runs on the harness's simulated device; its timers are never run (nothing here waits for a peer).
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <boost/asio/io_context.hpp>
@@ -23,7 +24,8 @@ struct CmHarness {
     port.port_name = "sim";
     port.gids = std::move(gids);
     // The engine routes as the port's configuration says (router discovery has learned nothing here).
-    h.engine->set_has_route([r = std::move(routes)](const wire::IpAddress& a) { return r.next_hop(a).has_value(); });
+    h.engine->set_has_route([routes](const wire::IpAddress& a) { return routes.next_hop(a).has_value(); });
+    h.engine->set_on_link([routes](const wire::IpAddress& a) { return routes.next_hop(a) == a; });
     cm = std::make_unique<CmService>(*h.engine, io, port);
     channel = call({{"op", "cm_create_channel"}}).at("channel");
   }
@@ -277,6 +279,52 @@ TEST_CASE("rdma_resolve_addr beyond the port's subnets: through the gateway, or 
     resolve(c, c.new_id(ps_tcp, 2), "10.9.9.9");
     CHECK(take_event(c).at("type") == 0);  // ADDR_RESOLVED
   }
+}
+
+TEST_CASE("cm_route: how the port reaches an address, for a program choosing among its devices", "[cm][address]") {
+  using emulator::net::Subnet;
+  const auto route = [](CmHarness& c, const char* dst) {
+    return c.call({{"op", "cm_route"}, {"dst", dst}}).at("route").get<std::string>();
+  };
+  CmHarness c({ip("10.0.0.1")}, emulator::net::Routes({Subnet{ip("10.0.0.1"), 24}}, {ip("10.0.0.254")}));
+  CHECK(route(c, "10.0.0.1") == "local");
+  CHECK(route(c, "10.0.0.7") == "link");
+  CHECK(route(c, "192.0.2.1") == "gateway");
+  CHECK(route(c, "fd00::1") == "none");  // no IPv6 address: no source for it
+  CmHarness alone({ip("10.0.0.1")}, emulator::net::Routes({Subnet{ip("10.0.0.1"), 24}}, {}));
+  CHECK(route(alone, "192.0.2.1") == "none");
+  CHECK(c.error_of({{"op", "cm_route"}, {"dst", "not an address"}}) == EINVAL);
+  CHECK(c.error_of({{"op", "cm_route"}}) == EINVAL);
+}
+
+TEST_CASE("cm_create_channel counts events on the client's own eventfd, and refuses any other descriptor",
+          "[cm][channel][bad]") {
+  CmHarness c({ip("10.0.0.1")});
+  const int mine = eventfd(0, EFD_SEMAPHORE | EFD_CLOEXEC | EFD_NONBLOCK);
+  REQUIRE(mine >= 0);
+  std::vector<int> fds;
+  const int sent[] = {mine};
+  const json r = c.cm->handle(1, {{"op", "cm_create_channel"}}, fds, sent);
+  CHECK(fds.empty());  // nothing comes back: the client has its descriptor
+  const uint32_t channel = r.at("channel");
+  // An event on that channel is counted on our eventfd.
+  const uint32_t id =
+      c.call({{"op", "cm_create_id"}, {"channel", channel}, {"port_space", ps_tcp}, {"qp_type", 2}}).at("cm_id");
+  c.call({{"op", "cm_resolve_addr"}, {"cm_id", id}, {"dst", "10.0.0.1"}, {"timeout_ms", 2000}});
+  uint64_t count = 0;
+  CHECK(read(mine, &count, sizeof count) == sizeof count);
+  CHECK(count == 1);
+  CHECK(c.call({{"op", "cm_get_event"}, {"channel", channel}}).at("type") == 0);  // ADDR_RESOLVED
+  CHECK(read(mine, &count, sizeof count) < 0);  // one count per event
+  close(mine);
+  // A pipe (or anything but an eventfd) could block the daemon's writes: refused.
+  int pipe_fds[2];
+  REQUIRE(pipe(pipe_fds) == 0);
+  const int pipe_sent[] = {pipe_fds[1]};
+  std::vector<int> none;
+  CHECK_THROWS_AS(c.cm->handle(1, {{"op", "cm_create_channel"}}, none, pipe_sent), emulator::ServiceError);
+  close(pipe_fds[0]);
+  close(pipe_fds[1]);
 }
 
 }  // namespace
