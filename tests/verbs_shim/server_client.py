@@ -58,9 +58,11 @@ def socket_options(sockets):
     return [arg for path in ([sockets] if isinstance(sockets, str) else sockets) for arg in ("--socket", path)]
 
 
-def server_client(uroce_run, server_socket, client_socket, server_cmd, client_cmd, what, retry_on=(), timeout=60):
+def server_client(uroce_run, server_socket, client_socket, server_cmd, client_cmd, what, retry_on=(), timeout=60,
+                  server_started=None):
     """The server in the background, the client retried while the server is not listening yet (rdma_cm
     programs: they name their addresses themselves). Each side's socket is a path or a list of paths.
+    `server_started`, if given, is called once the first server has started, before the first client.
 
     A retry starts a fresh server too: a client can be refused after it got part of the way (perftest -R
     makes two connections, and the server listens for the second only after the first is done: a client
@@ -72,6 +74,8 @@ def server_client(uroce_run, server_socket, client_socket, server_cmd, client_cm
 
     server = start_server()
     try:
+        if server_started is not None:
+            server_started()
         deadline = time.time() + 15
         while True:
             client = subprocess.run([uroce_run, *socket_options(client_socket), *client_cmd],

@@ -113,28 +113,30 @@ def check_rdma_cm(uroce_run, uroce, a, b):
                                   ["rping", "-c", "-v", *common], "rping on the second device's address",
                                   retry_on=("REJECTED",), timeout=TIMEOUT)
     assert client_out.count("ping data:") == 3, client_out
-    check_listener_port_taken(uroce_run, a, b, port + 2)
+    check_listener_port_taken(uroce_run, uroce, a, b, port + 2)
     print("PASS rdma_cm across devices: a wildcard listener on both, a client bound to its second device, a "
           "listener on the second device's address; a device whose port is taken is left out with a warning")
 
 
-def check_listener_port_taken(uroce_run, a, b, port):
+def check_listener_port_taken(uroce_run, uroce, a, b, port):
     """A wildcard listener whose port another program holds on one of the devices listens on the others, and
     says which device it left out (Linux has one port space for all devices; uroce has one per daemon)."""
     def rping_server(sockets, address):
         return subprocess.Popen([uroce_run, *socket_options(sockets), "rping", "-s", "-a", address, "-p", str(port)],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    ids = stats(uroce, b.socket)["cm"]["ids"]
     holder = rping_server([b.socket], ADDRESSES[1])
     try:
+        # rping says nothing when it listens: its ID on b shows it (bind and listen follow within microseconds).
         deadline = time.time() + 10
-        while True:  # until the holder listens (rping says nothing when it does)
-            wildcard = rping_server([a.socket, b.socket], "0.0.0.0")
-            time.sleep(0.5)
-            if wildcard.poll() is None:
-                wildcard.kill()
-            _, err = wildcard.communicate()
-            if "not listening on uroce1" in err or time.time() > deadline:
-                break
+        while stats(uroce, b.socket)["cm"]["ids"] == ids and holder.poll() is None and time.time() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.2)
+        wildcard = rping_server([a.socket, b.socket], "0.0.0.0")
+        time.sleep(1)
+        if wildcard.poll() is None:
+            wildcard.kill()
+        _, err = wildcard.communicate()
         assert "rdma_listen on port" in err and "not listening on uroce1" in err, err
         assert wildcard.returncode == -9, "the wildcard listener did not keep listening on uroce0"
         assert holder.poll() is None, "the program holding the port on uroce1 stopped"
@@ -167,10 +169,27 @@ def check_rdma_cm_routes(uroced, uroce_run, uroce, workdir):
                                           retry_on=("REJECTED",), timeout=TIMEOUT)
             assert client_out.count("ping data:") == 3, client_out
             assert cm_mads(uroce, daemons[2])[0] >= before + 3, "the client's REQ did not leave its uroce2"
+            check_listener_outlives_a_device(uroce_run, daemons, common)
         finally:
             for d in daemons:
                 d.stop()
-    print("PASS rdma_cm picks the device on the destination's subnet over the first device's gateway")
+    print("PASS rdma_cm picks the device on the destination's subnet over the first device's gateway; a "
+          "wildcard listener goes on when one of its devices' daemons stops")
+
+
+def check_listener_outlives_a_device(uroce_run, daemons, common):
+    """The daemon of one of a wildcard listener's devices stops: the listener's events keep coming from the
+    other, whose connection then works (the event channel passes over the daemon that has gone)."""
+    def stop_uroce0():
+        time.sleep(1)  # listening on both
+        assert daemons[0].stop() == 0, "uroce0's daemon did not stop cleanly"
+    # The client to uroce1's own address, from that device.
+    client_out, _ = server_client(uroce_run, [daemons[1].socket, daemons[0].socket],
+                                  [daemons[1].socket, daemons[2].socket], ["rping", "-s", "-a", "0.0.0.0", *common],
+                                  ["rping", "-c", "-v", "-a", "10.81.2.1", *common],
+                                  "rping after one of the listener's daemons stopped", retry_on=("REJECTED",),
+                                  timeout=TIMEOUT, server_started=stop_uroce0)
+    assert client_out.count("ping data:") == 3, client_out
 
 
 def check_same_name(uroced, uroce_run, workdir, a):

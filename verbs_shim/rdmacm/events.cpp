@@ -9,6 +9,7 @@
 
 #include <cstring>
 #include <new>
+#include <optional>
 
 #include "emulator/protocol/cm_json.hpp"
 #include "verbs_shim/rdmacm/cma.hpp"
@@ -148,7 +149,9 @@ void finish_connect(Id* id, Event& e) {
 
 // The count read was one daemon's; which one, the channel does not say. Each daemon it is registered with is
 // asked in turn, starting after the one that gave the last event. Null if none has one (its ID was
-// destroyed meanwhile, or another thread took it and this thread's count is for a later one).
+// destroyed meanwhile, or another thread took it and this thread's count is for a later one). A daemon that
+// has gone (stopped, or died) is passed over, so that the others' events still come; its error is thrown
+// only if every daemon failed.
 Daemon* next_event(Channel* c, json& m) {
   std::vector<std::pair<Daemon*, uint32_t>> handles;
   size_t first = 0;
@@ -157,14 +160,23 @@ Daemon* next_event(Channel* c, json& m) {
     handles = c->handles;
     first = c->next % handles.size();
   }
+  std::optional<uroce::emulator::client::ControlError> failed;
+  size_t failures = 0;
   for (size_t i = 0; i < handles.size(); ++i) {
     const auto& [daemon, handle] = handles[(first + i) % handles.size()];
-    m = daemon->call({{"op", "cm_get_event"}, {"channel", handle}});
+    try {
+      m = daemon->call({{"op", "cm_get_event"}, {"channel", handle}});
+    } catch (const uroce::emulator::client::ControlError& e) {
+      failed = e;
+      ++failures;
+      continue;
+    }
     if (m.value("none", false)) continue;
     std::lock_guard g(c->lock);
     c->next = first + i + 1;
     return daemon;
   }
+  if (failures == handles.size()) throw *failed;
   return nullptr;
 }
 
