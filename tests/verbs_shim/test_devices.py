@@ -113,9 +113,21 @@ def check_rdma_cm(uroce_run, uroce, a, b):
                                   ["rping", "-c", "-v", *common], "rping on the second device's address",
                                   retry_on=("REJECTED",), timeout=TIMEOUT)
     assert client_out.count("ping data:") == 3, client_out
+    # rsockets: rstream's server on the wildcard; the client, listing b first, reaches a's address through a,
+    # whose own address it is, so the request comes to the server's twin listener on its second device.
+    # (rstream -b binds the client to the server's port, which the wildcard listener holds on b: EADDRINUSE,
+    # as in one Linux host.) Verified data (-T v), 64 KiB x 100 each way.
+    common = ["-p", str(port + 3), "-S", "65536", "-C", "100", "-T", "v"]
+    client_out, server_out = server_client(uroce_run, [b.socket, a.socket], [b.socket, a.socket],
+                                           ["rstream", *common], ["rstream", "-s", ADDRESSES[0], *common],
+                                           "rstream: a wildcard listener, a client through its second device",
+                                           retry_on=("Connection refused",), timeout=TIMEOUT)
+    for out in (client_out, server_out):
+        assert "verification failed" not in out and re.search(r"^custom\s+64k\s+100\s+1\s", out, re.M), out
     check_listener_port_taken(uroce_run, uroce, a, b, port + 2)
-    print("PASS rdma_cm across devices: a wildcard listener on both, a client bound to its second device, a "
-          "listener on the second device's address; a device whose port is taken is left out with a warning")
+    print("PASS rdma_cm across devices: a wildcard listener on both, a client bound to its second device (rping), "
+          "rstream through the second devices, a listener on the second device's address; a device whose port is "
+          "taken is left out with a warning")
 
 
 def check_listener_port_taken(uroce_run, uroce, a, b, port):
