@@ -130,6 +130,7 @@ int serve(const DaemonOptions& o) {
     spdlog::info("{}: shutting down", strsignal(signal));
     engine.announce_shutdown();   // clients see it in shared memory at once,
     service.announce_shutdown();  // as IBV_EVENT_DEVICE_FATAL on their async event fd,
+    cm_service.announce_removal();  // as RDMA_CM_EVENT_DEVICE_REMOVAL to their rdma_cm IDs,
     server.stop();                // and as a "shutdown" event; then their objects are freed
     if (link_watch) link_watch->stop();
     engine.stop();

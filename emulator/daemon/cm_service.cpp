@@ -133,6 +133,12 @@ void CmService::close_session(uint64_t session) {
   after_cm();
 }
 
+void CmService::announce_removal() {
+  for (const auto& [n, id] : ids_) {
+    if (is_local(id.src)) queue_event(n, RdmaCmEvent::device_removal, 0);
+  }
+}
+
 CmId& CmService::id_of(uint64_t session, const json& r) {
   const auto it = ids_.find(need_field(r, "cm_id"));
   if (it == ids_.end() || it->second.session != session) throw ServiceError(EINVAL, "no such rdma_cm id");

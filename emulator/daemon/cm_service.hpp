@@ -55,6 +55,11 @@ class CmService {
                         std::span<const int> received = {});
   // The client is gone: its IDs are destroyed (their connections closed on the wire) and its channels.
   void close_session(uint64_t session);
+  // The daemon is stopping, as a device being removed: every ID on the device (bound to one of the port's
+  // addresses; not a wildcard, unbound or loopback one) gets RDMA_CM_EVENT_DEVICE_REMOVAL, as Linux's
+  // rdma_cm gives it (cma_process_remove). A client that asks for it once the daemon has gone makes it
+  // itself (verbs_shim/rdmacm/events.cpp).
+  void announce_removal();
 
   const cm::CmCounters& counters() const { return cm_.counters(); }
 

@@ -12,6 +12,7 @@ host lists one device per NIC. Two daemons joined by memif (no root needed), nam
   to its second device's address connects from there (check_rdma_cm); as root, a client that names only
   its destination goes out through the device whose subnet holds it (check_rdma_cm_routes);
 - a third daemon that is also called uroce0 is left out of the list with a warning naming --device-name;
+- a device whose uroced stops gives its rdma_cm IDs DEVICE_REMOVAL (rping's listener exits);
 - uroced refuses a device name that is not 1 to 63 letters, digits, '_' or '-';
 - the shim logs on the program's stderr, never its stdout, at $UROCE_LOG_LEVEL;
 - as root: UCX's multi-rail over two devices on each side, four daemons on one bridge (check_ucx_two_rails).
@@ -204,6 +205,32 @@ def check_listener_outlives_a_device(uroce_run, daemons, common):
     assert client_out.count("ping data:") == 3, client_out
 
 
+def check_device_removal(uroced, uroce_run, uroce, workdir):
+    """A device goes away under a program (its uroced stops): rping's listener, bound to the device's address,
+    gets RDMA_CM_EVENT_DEVICE_REMOVAL, as from Linux's rdma_cm when a NIC is removed, and exits instead of
+    waiting for ever. A wildcard listener on several devices gets none when one goes (check_rdma_cm_routes)."""
+    removed = Daemon(uroced, workdir, "removed", [])  # the loopback port, 192.0.2.1
+    server = None
+    try:
+        ids = stats(uroce, removed.socket)["cm"]["ids"]
+        server = subprocess.Popen([uroce_run, "--socket", removed.socket, "rping", "-s", "-a", "192.0.2.1", "-p",
+                                   str(20000 + (os.getpid() + 4) % 20000)],
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        deadline = time.time() + 10
+        while stats(uroce, removed.socket)["cm"]["ids"] == ids and server.poll() is None and time.time() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.2)  # bound and listening
+        assert removed.stop() == 0, "uroced did not stop cleanly"
+        out, _ = server.communicate(timeout=10)
+    finally:
+        removed.stop()
+        if server is not None and server.poll() is None:
+            server.kill()
+            server.communicate()
+    assert "cma detected device removal" in out, out
+    print("PASS a device's uroced stops: rping's listener on it gets DEVICE_REMOVAL and exits")
+
+
 def check_same_name(uroced, uroce_run, workdir, a):
     twin = Daemon(uroced, workdir, "twin", [])  # the loopback port, called uroce0 too
     try:
@@ -285,6 +312,7 @@ def main():
             check_perftest_across(args.uroce_run, a, b)
             check_rdma_cm(args.uroce_run, args.uroce, a, b)
             check_same_name(args.uroced, args.uroce_run, workdir, a)
+            check_device_removal(args.uroced, args.uroce_run, args.uroce, workdir)
             check_bad_names(args.uroced, workdir)
             check_log_level(args.uroce_run, workdir)
         finally:

@@ -37,6 +37,8 @@ struct Daemon {
   // allocates one per device: rdma_create_qp and rdma_create_srq without a PD use it, and so do applications
   // that take the ID's (pyverbs' CMID.pd after rdma_resolve_route). Null, errno set, if it cannot be made.
   ibv_pd* protection_domain();
+  // True once the daemon closed rdma_cm's connection: it stopped or died.
+  bool gone();
 
   std::mutex lock;
   std::unique_ptr<emulator::client::ControlConnection> connection;
@@ -70,6 +72,7 @@ struct Id {
   std::vector<std::pair<Daemon*, uint32_t>> twins;
   std::vector<std::pair<std::string, uint32_t>> options;  // rdma_set_option's, given again to a twin or a move
   bool bound = false;          // rdma_bind_addr succeeded (or resolve_addr bound it)
+  bool removed = false;        // DEVICE_REMOVAL was delivered: its daemon stopped
   bool sync = false;           // created without a channel: calls wait for their event (rdma_create_ep)
   ibv_sa_path_rec path{};      // route.path_rec points here once the route is resolved
   // What the peer asked for in its REQ (passive IDs): the defaults of rdma_accept without parameters.
@@ -107,6 +110,9 @@ void listen_on_every_device(Id* id, int backlog, uint16_t port);
 void remember(Daemon* d, uint32_t handle, Id* id);
 Id* find_id(Daemon* d, uint32_t handle);
 void forget(Daemon* d, uint32_t handle);
+// An ID of channel `c` on the device of `d` (not a twin, not one on no device) that has not had its
+// DEVICE_REMOVAL yet, now marked as having had it; null if none is left.
+Id* next_removed(Daemon* d, const Channel* c);
 
 // Runs f; a ControlError (or any exception) becomes -1 with errno set, the librdmacm convention.
 template <class F>

@@ -150,8 +150,9 @@ void finish_connect(Id* id, Event& e) {
 // The count read was one daemon's; which one, the channel does not say. Each daemon it is registered with is
 // asked in turn, starting after the one that gave the last event. Null if none has one (its ID was
 // destroyed meanwhile, or another thread took it and this thread's count is for a later one). A daemon that
-// has gone (stopped, or died) is passed over, so that the others' events still come; its error is thrown
-// only if every daemon failed.
+// has stopped counted a DEVICE_REMOVAL for each ID on its device (CmService::announce_removal): once it is
+// gone, they are made here, one per ID. A daemon that has gone is otherwise passed over, so that the others'
+// events still come; its error is thrown only if every daemon failed.
 Daemon* next_event(Channel* c, json& m) {
   std::vector<std::pair<Daemon*, uint32_t>> handles;
   size_t first = 0;
@@ -167,6 +168,10 @@ Daemon* next_event(Channel* c, json& m) {
     try {
       m = daemon->call({{"op", "cm_get_event"}, {"channel", handle}});
     } catch (const uroce::emulator::client::ControlError& e) {
+      if (Id* id = daemon->gone() ? next_removed(daemon, c) : nullptr) {
+        m = {{"type", int(RDMA_CM_EVENT_DEVICE_REMOVAL)}, {"cm_id", id->handle}, {"status", 0}};
+        return daemon;
+      }
       failed = e;
       ++failures;
       continue;
@@ -225,6 +230,7 @@ CMA_EXPORT int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** ev
       e->event.listen_id = &listener->id;
     }
     e->event.id = &id->id;
+    if (e->event.event == RDMA_CM_EVENT_DEVICE_REMOVAL) id->removed = true;
     if (e->event.event == RDMA_CM_EVENT_CONNECT_RESPONSE && id->id.qp != nullptr) finish_connect(id, *e);
     if (m.contains("mc") && !take_join_event(id, *e, m)) {
       delete e;

@@ -32,6 +32,11 @@ nlohmann::json Daemon::call(nlohmann::json request, std::vector<int>* fds, std::
   return c->call(std::move(request), send, fds);
 }
 
+bool Daemon::gone() {
+  std::lock_guard g(lock);
+  return connection && connection->closed();
+}
+
 ibv_pd* Daemon::protection_domain() {
   std::lock_guard g(lock);
   if (pd == nullptr) pd = ibv_alloc_pd(verbs);  // (errno set when it fails; tried again next time)
@@ -95,6 +100,18 @@ Id* find_id(Daemon* d, uint32_t handle) {
 void forget(Daemon* d, uint32_t handle) {
   std::lock_guard g(lock);
   ids.erase({d, handle});
+}
+
+Id* next_removed(Daemon* d, const Channel* c) {
+  std::lock_guard g(lock);
+  for (const auto& [key, id] : ids) {
+    if (key.first == d && id->daemon == d && id->handle == key.second && id->id.verbs == d->verbs &&
+        id->id.channel == &c->channel && !id->removed) {
+      id->removed = true;
+      return id;
+    }
+  }
+  return nullptr;
 }
 
 std::string ip_text(const sockaddr* a) {

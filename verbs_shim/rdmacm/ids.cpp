@@ -86,7 +86,8 @@ CMA_EXPORT int rdma_destroy_id(rdma_cm_id* cm_id) {
     return -1;
   }
   Id* id = to_impl(cm_id);
-  const int rc = guarded([&] { return call(id, {{"op", "cm_destroy_id"}, {"cm_id", id->handle}}), 0; });
+  int rc = guarded([&] { return call(id, {{"op", "cm_destroy_id"}, {"cm_id", id->handle}}), 0; });
+  if (rc != 0 && id->daemon->gone()) rc = 0;  // its daemon stopped (DEVICE_REMOVAL): nothing of it is left
   forget(id->daemon, id->handle);
   for (const auto& [daemon, handle] : id->twins) {
     guarded([&] { return daemon->call({{"op", "cm_destroy_id"}, {"cm_id", handle}}), 0; });

@@ -297,6 +297,25 @@ TEST_CASE("cm_route: how the port reaches an address, for a program choosing amo
   CHECK(c.error_of({{"op", "cm_route"}}) == EINVAL);
 }
 
+TEST_CASE("A stopping daemon gives DEVICE_REMOVAL to the IDs on its device only", "[cm][removal]") {
+  CmHarness c({ip("10.0.0.1")});
+  const auto bind = [&](const char* addr, int port) {
+    const uint32_t id = c.new_id(ps_tcp, 2);
+    c.call({{"op", "cm_bind"}, {"cm_id", id}, {"addr", addr}, {"port", port}});
+    return id;
+  };
+  const uint32_t on_port = bind("10.0.0.1", 7000);
+  bind("0.0.0.0", 7001);    // a wildcard: on no device
+  bind("127.0.0.1", 7002);  // a loopback address: on none either
+  c.new_id(ps_tcp, 2);      // unbound
+  c.cm->announce_removal();
+  const json e = c.call({{"op", "cm_get_event"}, {"channel", c.channel}});
+  CHECK(e.at("type") == 11);  // RDMA_CM_EVENT_DEVICE_REMOVAL
+  CHECK(e.at("cm_id") == on_port);
+  CHECK(e.at("status") == 0);
+  CHECK(c.call({{"op", "cm_get_event"}, {"channel", c.channel}}).value("none", false));
+}
+
 TEST_CASE("cm_create_channel counts events on the client's own eventfd, and refuses any other descriptor",
           "[cm][channel][bad]") {
   CmHarness c({ip("10.0.0.1")});
