@@ -24,6 +24,7 @@ import argparse
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -206,29 +207,32 @@ def check_listener_outlives_a_device(uroce_run, daemons, common):
 
 
 def check_device_removal(uroced, uroce_run, uroce, workdir):
-    """A device goes away under a program (its uroced stops): rping's listener, bound to the device's address,
-    gets RDMA_CM_EVENT_DEVICE_REMOVAL, as from Linux's rdma_cm when a NIC is removed, and exits instead of
-    waiting for ever. A wildcard listener on several devices gets none when one goes (check_rdma_cm_routes)."""
-    removed = Daemon(uroced, workdir, "removed", [])  # the loopback port, 192.0.2.1
-    server = None
-    try:
-        ids = stats(uroce, removed.socket)["cm"]["ids"]
-        server = subprocess.Popen([uroce_run, "--socket", removed.socket, "rping", "-s", "-a", "192.0.2.1", "-p",
-                                   str(20000 + (os.getpid() + 4) % 20000)],
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        deadline = time.time() + 10
-        while stats(uroce, removed.socket)["cm"]["ids"] == ids and server.poll() is None and time.time() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.2)  # bound and listening
-        assert removed.stop() == 0, "uroced did not stop cleanly"
-        out, _ = server.communicate(timeout=10)
-    finally:
-        removed.stop()
-        if server is not None and server.poll() is None:
-            server.kill()
-            server.communicate()
-    assert "cma detected device removal" in out, out
-    print("PASS a device's uroced stops: rping's listener on it gets DEVICE_REMOVAL and exits")
+    """A device goes away under a program (its uroced stops, or is killed): rping's listener, bound to the
+    device's address, gets RDMA_CM_EVENT_DEVICE_REMOVAL, as from Linux's rdma_cm when a NIC is removed, and
+    exits instead of waiting for ever. A wildcard listener on several devices gets none when one goes
+    (check_rdma_cm_routes)."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        removed = Daemon(uroced, workdir, "removed", ["--no-device-node"])  # the loopback port, 192.0.2.1
+        server = None
+        try:
+            ids = stats(uroce, removed.socket)["cm"]["ids"]
+            server = subprocess.Popen([uroce_run, "--socket", removed.socket, "rping", "-s", "-a", "192.0.2.1", "-p",
+                                       str(20000 + (os.getpid() + 4) % 20000)],
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            deadline = time.time() + 10
+            while stats(uroce, removed.socket)["cm"]["ids"] == ids and server.poll() is None and \
+                    time.time() < deadline:
+                time.sleep(0.05)
+            time.sleep(0.2)  # bound and listening
+            assert removed.stop(sig) == (0 if sig == signal.SIGTERM else -sig), "uroced did not stop as told"
+            out, _ = server.communicate(timeout=10)
+        finally:
+            removed.stop()
+            if server is not None and server.poll() is None:
+                server.kill()
+                server.communicate()
+        assert "cma detected device removal" in out, (sig, out)
+    print("PASS a device's uroced stops or is killed: rping's listener on it gets DEVICE_REMOVAL and exits")
 
 
 def check_same_name(uroced, uroce_run, workdir, a):

@@ -37,12 +37,16 @@ struct Daemon {
   // allocates one per device: rdma_create_qp and rdma_create_srq without a PD use it, and so do applications
   // that take the ID's (pyverbs' CMID.pd after rdma_resolve_route). Null, errno set, if it cannot be made.
   ibv_pd* protection_domain();
-  // True once the daemon closed rdma_cm's connection: it stopped or died.
+  // True once the daemon closed rdma_cm's connection (it stopped or died), or an event channel saw it hang up.
   bool gone();
+  void hung_up();
+  // rdma_cm's connection's socket, for an event channel to watch (-1 before the first call).
+  int socket();
 
   std::mutex lock;
   std::unique_ptr<emulator::client::ControlConnection> connection;
   ibv_pd* pd = nullptr;
+  bool hangup = false;
 };
 
 // The devices' daemons, in the order ibv_get_device_list gives them (UROCE_SOCKET's); throws
@@ -52,8 +56,13 @@ const std::vector<Daemon*>& daemons();
 ibv_context* device_context();  // the first device (an ID not bound to one uses it)
 std::vector<ibv_context*> all_device_contexts();
 
+// An event channel's fd (what the application polls, and sets O_NONBLOCK on) is an epoll fd of ours. It watches
+// `counter`, a semaphore eventfd on which every daemon with an ID on the channel counts its events, and the
+// socket of rdma_cm's connection to each such daemon, for its hang-up: a daemon that stops or dies takes its
+// device away, and the channel then gives DEVICE_REMOVAL to the IDs that were on it.
 struct Channel {
-  rdma_event_channel channel;  // must stay first; .fd is our eventfd, on which every daemon counts its events
+  rdma_event_channel channel;  // must stay first; .fd is the epoll fd
+  int counter = -1;            // the eventfd, non-blocking: the epoll fd blocks
   std::mutex lock;
   // The daemons the channel is registered with, and its handle on each: the first daemon's at once, another's
   // when an ID on that daemon first uses the channel (channel_on).

@@ -1,8 +1,10 @@
-// Event channels and events. A channel's fd is an eventfd of ours that every daemon with an ID on the
-// channel counts its events on (a semaphore: one read per event), so it blocks, polls and epolls like the
-// kernel's rdma_cm fd, for all the program's devices at once; the event itself is then fetched from its
-// daemon with cm_get_event. A CONNECT_RESPONSE on an ID with a QP is finished here as librdmacm does:
+// Event channels and events. A channel's fd is an epoll fd of ours over an eventfd that every daemon with an
+// ID on the channel counts its events on (a semaphore: one read per event) and over those daemons' sockets
+// (cma.hpp, Channel), so it blocks, polls and epolls like the kernel's rdma_cm fd, for all the program's
+// devices at once; the event itself is then fetched from its daemon with cm_get_event. A CONNECT_RESPONSE on an ID with a QP is finished here as librdmacm does:
 // the QP goes to RTR and RTS, RTU is sent, and the application sees ESTABLISHED.
+#include <fcntl.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 #include <endian.h>
@@ -27,9 +29,17 @@ CMA_EXPORT rdma_event_channel* rdma_create_event_channel() {
     return nullptr;
   }
   // Blocking, as the kernel's rdma_cm fd is: the application may set O_NONBLOCK.
-  c->channel.fd = eventfd(0, EFD_SEMAPHORE | EFD_CLOEXEC);
-  if (c->channel.fd < 0) {
+  c->channel.fd = epoll_create1(EPOLL_CLOEXEC);
+  c->counter = eventfd(0, EFD_SEMAPHORE | EFD_CLOEXEC | EFD_NONBLOCK);
+  epoll_event watch{};
+  watch.events = EPOLLIN;
+  watch.data.ptr = nullptr;  // (a daemon's socket carries its Daemon)
+  if (c->channel.fd < 0 || c->counter < 0 || epoll_ctl(c->channel.fd, EPOLL_CTL_ADD, c->counter, &watch) != 0) {
+    const int err = errno;
+    if (c->channel.fd >= 0) close(c->channel.fd);
+    if (c->counter >= 0) close(c->counter);
     delete c;
+    errno = err;
     return nullptr;
   }
   // Registered with the first daemon now, so that a program without one learns it here, as it would without
@@ -38,6 +48,7 @@ CMA_EXPORT rdma_event_channel* rdma_create_event_channel() {
   if (rc != 0) {
     const int err = errno;
     close(c->channel.fd);
+    close(c->counter);
     delete c;
     errno = err;
     return nullptr;
@@ -52,6 +63,7 @@ CMA_EXPORT void rdma_destroy_event_channel(rdma_event_channel* channel) {
     guarded([&] { return daemon->call({{"op", "cm_destroy_channel"}, {"channel", handle}}), 0; });
   }
   close(c->channel.fd);
+  close(c->counter);
   delete c;
 }
 
@@ -185,6 +197,42 @@ Daemon* next_event(Channel* c, json& m) {
   return nullptr;
 }
 
+// Blocks (or EAGAIN on a non-blocking channel) until a daemon counted an event or hung up; no lock is held, so
+// other threads keep making calls meanwhile. 0: a count was taken (the event is to be fetched); 1: a daemon
+// has gone, and `m` is the DEVICE_REMOVAL of an ID that was on its device, from `from`; -1 with errno.
+int wait_for_event(Channel* c, json& m, Daemon*& from) {
+  const int flags = fcntl(c->channel.fd, F_GETFL);
+  const bool nonblocking = flags >= 0 && (flags & O_NONBLOCK);
+  for (;;) {
+    epoll_event ready[8];
+    const int n = epoll_wait(c->channel.fd, ready, 8, nonblocking ? 0 : -1);
+    if (n < 0) return -1;
+    if (n == 0) {
+      errno = EAGAIN;
+      return -1;
+    }
+    for (int i = 0; i < n; ++i) {
+      auto* d = static_cast<Daemon*>(ready[i].data.ptr);
+      if (d == nullptr) continue;
+      d->hung_up();
+      if (Id* id = next_removed(d, c)) {
+        m = {{"type", int(RDMA_CM_EVENT_DEVICE_REMOVAL)}, {"cm_id", id->handle}, {"status", 0}};
+        from = d;
+        return 1;
+      }
+      // Every ID it had here has been told: it wakes the channel no more.
+      epoll_ctl(c->channel.fd, EPOLL_CTL_DEL, d->socket(), nullptr);
+    }
+    uint64_t count = 0;
+    if (read(c->counter, &count, sizeof count) == sizeof count) return 0;
+    // (another thread took the count, or only a hang-up woke us)
+    if (nonblocking) {
+      errno = EAGAIN;
+      return -1;
+    }
+  }
+}
+
 }  // namespace
 
 CMA_EXPORT int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
@@ -194,14 +242,11 @@ CMA_EXPORT int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** ev
   }
   Channel* c = to_impl(channel);
   for (;;) {
-    uint64_t count = 0;
-    // Blocks (or EAGAIN on a non-blocking channel) until uroced counted an event; no lock is held, so
-    // other threads keep making calls meanwhile.
-    const ssize_t n = read(c->channel.fd, &count, sizeof count);
-    if (n < 0) return -1;  // errno from read: EAGAIN, EINTR
     json m;
     Daemon* from = nullptr;
-    if (guarded([&] { return from = next_event(c, m), 0; }) != 0) return -1;
+    const int woken = wait_for_event(c, m, from);
+    if (woken < 0) return -1;  // errno: EAGAIN, EINTR
+    if (woken == 0 && guarded([&] { return from = next_event(c, m), 0; }) != 0) return -1;
     if (from == nullptr) continue;  // the event's ID was destroyed meanwhile
     Id* id = find_id(from, m.value("cm_id", 0u));
     Id* listener = m.contains("listen_id") ? find_id(from, m.value("listen_id", 0u)) : nullptr;

@@ -1,6 +1,7 @@
 // The process-wide state: the devices and their daemons (with rdma_cm's control connection to each), the
 // event channels' registrations with them, the live IDs by daemon and handle.
 #include <arpa/inet.h>
+#include <sys/epoll.h>
 
 #include <cstdlib>
 
@@ -34,7 +35,17 @@ nlohmann::json Daemon::call(nlohmann::json request, std::vector<int>* fds, std::
 
 bool Daemon::gone() {
   std::lock_guard g(lock);
-  return connection && connection->closed();
+  return hangup || (connection && connection->closed());
+}
+
+void Daemon::hung_up() {
+  std::lock_guard g(lock);
+  hangup = true;
+}
+
+int Daemon::socket() {
+  std::lock_guard g(lock);
+  return connection ? connection->fd() : -1;
 }
 
 ibv_pd* Daemon::protection_domain() {
@@ -79,8 +90,17 @@ uint32_t channel_on(Channel* c, Daemon& d) {
     }
   }
   // The daemon counts this channel's events on our eventfd, beside every other daemon's.
-  const int fd = c->channel.fd;
+  const int fd = c->counter;
   const uint32_t handle = d.call({{"op", "cm_create_channel"}}, nullptr, std::span<const int>(&fd, 1)).at("channel");
+  // Its hang-up wakes the channel too (only that: the connection's messages are read by calls).
+  epoll_event watch{};
+  watch.events = EPOLLRDHUP;
+  watch.data.ptr = &d;
+  if (epoll_ctl(c->channel.fd, EPOLL_CTL_ADD, d.socket(), &watch) != 0 && errno != EEXIST) {
+    const int err = errno;
+    d.call({{"op", "cm_destroy_channel"}, {"channel", handle}});
+    throw client::ControlError(err, "cannot watch the daemon's connection");
+  }
   std::lock_guard g(c->lock);
   c->handles.emplace_back(&d, handle);
   return handle;
