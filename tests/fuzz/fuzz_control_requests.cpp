@@ -1,5 +1,5 @@
-// libFuzzer target: hostile control requests into the verbs service (emulator/daemon/verbs_service.hpp),
-// what any local process may send uroced. The input is turned into a sequence of requests from two
+// libFuzzer target: hostile control requests into the verbs service (emulator/daemon/verbs_service.hpp) and
+// the rdma_cm service (emulator/daemon/cm_service.hpp), what any local process may send uroced. The input is turned into a sequence of requests from two
 // sessions: an op (every one the service has, or an unknown one), then fields named as the handlers name
 // them, each given a value of any JSON type (numbers biased towards the handles earlier answers gave, so
 // that requests reach deep into the handlers), sometimes with a descriptor attached. Checks: no crash and
@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,6 +23,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "emulator/daemon/cm_service.hpp"
 #include "emulator/daemon/engine_access.hpp"
 #include "emulator/daemon/verbs_service.hpp"
 #include "emulator/engine/queue_service.hpp"
@@ -44,7 +46,12 @@ const char* const ops[] = {
     "open_xrcd", "open_qp", "close_xrcd", "create_srq", "modify_srq", "destroy_srq", "post_srq_ops",
     "resolve_neighbour", "create_ah", "destroy_ah", "create_qp", "modify_qp", "query_qp", "destroy_qp", "attach_mcast",
     "detach_mcast", "create_flow", "destroy_flow", "create_wq", "modify_wq", "destroy_wq", "create_rwq_ind_table",
-    "destroy_rwq_ind_table", "stats", "no_such_op"};
+    "destroy_rwq_ind_table", "stats", "no_such_op",
+    // rdma_cm's (CmService::handles: every "cm_" op goes there, as the control adapter sends it)
+    "cm_create_channel", "cm_destroy_channel", "cm_get_event", "cm_create_id", "cm_destroy_id", "cm_migrate_id",
+    "cm_bind", "cm_resolve_addr", "cm_resolve_route", "cm_listen", "cm_set_option", "cm_query", "cm_stats",
+    "cm_connect", "cm_accept", "cm_reject", "cm_establish", "cm_notify", "cm_disconnect", "cm_init_qp_attr",
+    "cm_join_multicast", "cm_leave_multicast", "cm_route", "cm_no_such_op"};
 
 // Every field a handler reads, at the top level ...
 const char* const fields[] = {
@@ -52,7 +59,9 @@ const char* const fields[] = {
     "max_wr", "mw", "offset", "pd", "qp_num", "qp_type", "recv_cq", "send_cq", "shared_offset", "srq", "srq_limit",
     "type", "xrcd", "ah_attr", "attach", "attr", "cap", "create", "doorbell", "exclusive", "file", "gid", "iova",
     "on_demand", "sges", "sq_sig_all", "translation", "write", "qp", "mgid", "comp_vector", "solicited_only",
-    "flow", "port", "wq", "wqs", "state", "ind_table", "rx_hash_fields", "rx_hash_key", "tm", "ops"};
+    "flow", "port", "wq", "wqs", "state", "ind_table", "rx_hash_fields", "rx_hash_key", "tm", "ops",
+    "cm_id", "port_space", "dst", "src", "dst_port", "timeout_ms", "backlog", "name", "value", "private_data",
+    "responder_resources", "initiator_depth", "retry_count", "rnr_retry_count", "mc", "join_flags"};
 // ... and inside "attr", "ah_attr" and "cap" (emulator/protocol/verbs_json.cpp), a flow rule's "attr"
 // and its specs (emulator/protocol/flow_json.cpp), create_srq's "tm" and a list operation of post_srq_ops
 // (emulator/protocol/tag_op_json.cpp).
@@ -65,7 +74,14 @@ const char* const inner_fields[] = {
     "dst_ip_mask", "proto", "tos_mask", "next_hdr", "dst_port", "src_port_mask", "max_num_tags", "max_ops",
     "wr_id", "opcode", "unexpected_cnt", "handle", "recv_wr_id", "tag", "mask", "sg_list"};
 // Strings the handlers look for (a flow spec's type), beside random ones.
-const char* const words[] = {"eth", "ipv4", "ipv6", "tcp", "udp", "drop"};
+const char* const words[] = {"eth", "ipv4", "ipv6", "tcp", "udp", "drop", "init", "rtr", "rts", "tos", "reuseaddr",
+                             "afonly", "ack_timeout"};
+// Addresses for rdma_cm's "addr", "dst" and "src": the port's own (10.0.0.1), a neighbour, a wildcard, loopback,
+// link-local, multicast, another family, and not an address at all.
+const char* const addresses[] = {"10.0.0.1", "10.0.0.2", "0.0.0.0", "::", "127.0.0.1", "::1", "fe80::1",
+                                 "224.0.0.251", "ff02::1", "fd00::1", "10.0.0.1/24", ""};
+// rdma_cm's port spaces (RDMA_PS_TCP, RDMA_PS_UDP, RDMA_PS_IB) and one it refuses (RDMA_PS_IPOIB).
+const uint32_t port_spaces[] = {0x0106, 0x0111, 0x013f, 0x0002};
 // The fields of a tag matching SRQ's "tm" and of a post_srq_ops operation.
 const char* const tm_fields[] = {"max_num_tags", "max_ops"};
 const char* const tag_op_fields[] = {"wr_id", "opcode", "flags", "unexpected_cnt", "handle", "recv_wr_id", "tag",
@@ -80,13 +96,30 @@ struct OpFields {
 const OpFields op_fields[] = {{"create_cq", {"cqe"}},
                               {"reg_mr", {"pd", "addr", "length", "access"}},
                               {"create_srq", {"pd", "max_wr", "max_sge", "cq", "tm"}},
-                              {"post_srq_ops", {"srq", "ops"}}};
+                              {"post_srq_ops", {"srq", "ops"}},
+                              {"cm_create_id", {"channel", "port_space", "qp_type"}},
+                              {"cm_bind", {"cm_id", "addr", "port"}},
+                              {"cm_resolve_addr", {"cm_id", "dst", "src", "dst_port", "timeout_ms"}},
+                              {"cm_listen", {"cm_id", "backlog", "port"}},
+                              {"cm_connect", {"cm_id", "qp_num", "qp_type", "private_data", "responder_resources"}},
+                              {"cm_accept", {"cm_id", "qp_num", "private_data", "initiator_depth"}},
+                              {"cm_migrate_id", {"cm_id", "channel"}},
+                              {"cm_set_option", {"cm_id", "name", "value"}},
+                              {"cm_join_multicast", {"cm_id", "addr", "join_flags"}},
+                              {"cm_leave_multicast", {"cm_id", "mc"}},
+                              {"cm_init_qp_attr", {"cm_id", "state"}},
+                              {"cm_get_event", {"channel"}},
+                              {"cm_route", {"dst"}}};
 // Of those, the members that name an object and those that are counts or codes: half the time they get a
 // handle, or a number below 20, rather than a value of any kind.
-bool names_object(const std::string& name) { return name == "pd" || name == "cq" || name == "srq" || name == "handle"; }
+bool names_object(const std::string& name) {
+  return name == "pd" || name == "cq" || name == "srq" || name == "handle" || name == "channel" || name == "cm_id" ||
+         name == "mc";
+}
 bool is_count(const std::string& name) {
   return name == "cqe" || name == "max_wr" || name == "max_sge" || name == "max_num_tags" || name == "max_ops" ||
-         name == "opcode" || name == "flags" || name == "unexpected_cnt";
+         name == "opcode" || name == "flags" || name == "unexpected_cnt" || name == "backlog" ||
+         name == "qp_type" || name == "responder_resources" || name == "initiator_depth" || name == "value";
 }
 
 // Shared memory of this process that reg_mr may name, made once (LLVMFuzzerInitialize): the daemon maps what it
@@ -176,6 +209,12 @@ json member(Reader& in, int depth, const std::string& name) {
     return shared_mappings[in.byte() % shared_mappings.size()] + in.word(2) * 2;
   }
   if (is_count(name) && in.byte() % 2 == 0) return in.byte() % 20;
+  if ((name == "addr" || name == "dst" || name == "src") && in.byte() % 2 == 0) {
+    return addresses[in.byte() % std::size(addresses)];
+  }
+  if (name == "port_space" && in.byte() % 2 == 0) return port_spaces[in.byte() % std::size(port_spaces)];
+  if ((name == "port" || name == "dst_port") && in.byte() % 2 == 0) return 7000 + in.byte() % 4;
+  if (name == "name" && in.byte() % 2 == 0) return words[6 + in.byte() % 7];
   return value(in, depth + 1);
 }
 
@@ -250,9 +289,12 @@ struct Served {
     port.port_name = "sim";
     port.gids = {address};
     service = std::make_unique<emulator::VerbsService>(*engine, port, transport::DeviceLimits{}, wake_fd, status.fd());
+    cm = std::make_unique<emulator::CmService>(*engine, io, port);
+    cm->start();  // QP1's handler (the engine runs inline here)
   }
   ~Served() {
-    service.reset();  // first: closing its sessions still needs the engine and the device
+    cm.reset();       // first: closing its sessions still needs the engine and the device
+    service.reset();
     close(wake_fd);
   }
 
@@ -266,6 +308,8 @@ struct Served {
   int wake_fd = -1;
   emulator::protocol::SharedRegion status;
   std::unique_ptr<emulator::VerbsService> service;
+  boost::asio::io_context io;  // the CM's timers: never run (no request waits for one)
+  std::unique_ptr<emulator::CmService> cm;
 };
 
 }  // namespace
@@ -310,7 +354,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const json parsed = json::parse(request.dump());
       std::vector<int> fds;
       try {
-        note_handles(s.service->handle(session, parsed, fds, received));
+        if (emulator::CmService::handles(parsed.value("op", std::string()))) {
+          note_handles(s.cm->handle(session, parsed, fds, received));
+        } else {
+          note_handles(s.service->handle(session, parsed, fds, received));
+        }
       } catch (const emulator::ServiceError& e) {
         if (e.error <= 0 || !fds.empty()) __builtin_trap();  // an errno, and no descriptor handed out
       }
@@ -319,6 +367,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (fd >= 0) close(fd);
       }
     }
+    s.cm->close_session(1);
+    s.cm->close_session(2);
     s.service->close_session(1);
     s.service->close_session(2);
   }
