@@ -122,6 +122,8 @@ void forget(Daemon* d, uint32_t handle);
 // An ID of channel `c` on the device of `d` (not a twin, not one on no device) that has not had its
 // DEVICE_REMOVAL yet, now marked as having had it; null if none is left.
 Id* next_removed(Daemon* d, const Channel* c);
+// The daemon itself delivered the ID's DEVICE_REMOVAL (it was still answering).
+void mark_removed(Id* id);
 
 // Runs f; a ControlError (or any exception) becomes -1 with errno set, the librdmacm convention.
 template <class F>

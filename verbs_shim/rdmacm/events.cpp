@@ -275,7 +275,7 @@ CMA_EXPORT int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** ev
       e->event.listen_id = &listener->id;
     }
     e->event.id = &id->id;
-    if (e->event.event == RDMA_CM_EVENT_DEVICE_REMOVAL) id->removed = true;
+    if (e->event.event == RDMA_CM_EVENT_DEVICE_REMOVAL) mark_removed(id);
     if (e->event.event == RDMA_CM_EVENT_CONNECT_RESPONSE && id->id.qp != nullptr) finish_connect(id, *e);
     if (m.contains("mc") && !take_join_event(id, *e, m)) {
       delete e;

@@ -122,6 +122,11 @@ void forget(Daemon* d, uint32_t handle) {
   ids.erase({d, handle});
 }
 
+void mark_removed(Id* id) {
+  std::lock_guard g(lock);  // (next_removed reads it on another thread)
+  id->removed = true;
+}
+
 Id* next_removed(Daemon* d, const Channel* c) {
   std::lock_guard g(lock);
   for (const auto& [key, id] : ids) {
