@@ -126,9 +126,18 @@ def check_rdma_cm(uroce_run, uroce, a, b):
                                            retry_on=("Connection refused",), timeout=TIMEOUT)
     for out in (client_out, server_out):
         assert "verification failed" not in out and re.search(r"^custom\s+64k\s+100\s+1\s", out, re.M), out
+    # UD: udaddy's server on the wildcard (port 7174, its own), the client bound to its second device: SIDR
+    # from b to the server's twin on a, then 10 datagrams each way per ID.
+    client_out, server_out = server_client(uroce_run, [b.socket, a.socket], [a.socket, b.socket],
+                                           ["udaddy", "-c", "2", "-C", "10"],
+                                           ["udaddy", "-s", ADDRESSES[0], "-b", ADDRESSES[1], "-c", "2", "-C", "10"],
+                                           "udaddy: a wildcard listener, a client bound to its second device",
+                                           retry_on=("UNREACHABLE",), timeout=TIMEOUT)
+    for out in (client_out, server_out):
+        assert "test complete" in out and "receiving data transfers" in out, out
     check_listener_port_taken(uroce_run, uroce, a, b, port + 2)
-    print("PASS rdma_cm across devices: a wildcard listener on both, a client bound to its second device (rping), "
-          "rstream through the second devices, a listener on the second device's address; a device whose port is "
+    print("PASS rdma_cm across devices: a wildcard listener on both, a client bound to its second device (rping, "
+          "udaddy), rstream through the second devices, a listener on the second device's address; a device whose port is "
           "taken is left out with a warning")
 
 
