@@ -1,11 +1,12 @@
 // libFuzzer target: hostile control requests into the verbs service (emulator/daemon/verbs_service.hpp) and
-// the rdma_cm service (emulator/daemon/cm_service.hpp), what any local process may send uroced. The input is turned into a sequence of requests from two
-// sessions: an op (every one the service has, or an unknown one), then fields named as the handlers name
-// them, each given a value of any JSON type (numbers biased towards the handles earlier answers gave, so
-// that requests reach deep into the handlers), sometimes with a descriptor attached. Checks: no crash and
-// no undefined behaviour (the sanitizers); every failure is a ServiceError with an errno, never another
-// exception (which the control server would turn into "internal error"); no descriptor is left open once
-// the sessions close, and none is handed out by a failed request.
+// the rdma_cm service (emulator/daemon/cm_service.hpp), what any local process may send uroced. The input
+// is turned into a sequence of requests from two sessions: an op (every one the services have, or an
+// unknown one), then fields named as the handlers name them, each given a value of any JSON type (numbers
+// biased towards the handles earlier answers gave, so that requests reach deep into the handlers),
+// sometimes with a descriptor attached. Checks: no crash and no undefined behaviour (the sanitizers); every
+// failure is a ServiceError with an errno, never another exception (which the control server would turn
+// into "internal error"); no descriptor is left open once the sessions close, and none is handed out by a
+// failed request.
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/eventfd.h>

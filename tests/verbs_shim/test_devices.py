@@ -137,8 +137,8 @@ def check_rdma_cm(uroce_run, uroce, a, b):
         assert "test complete" in out and "receiving data transfers" in out, out
     check_listener_port_taken(uroce_run, uroce, a, b, port + 2)
     print("PASS rdma_cm across devices: a wildcard listener on both, a client bound to its second device (rping, "
-          "udaddy), rstream through the second devices, a listener on the second device's address; a device whose port is "
-          "taken is left out with a warning")
+          "udaddy), rstream through the second devices, a listener on the second device's address; a device "
+          "whose port is taken is left out with a warning")
 
 
 def check_listener_port_taken(uroce_run, uroce, a, b, port):

@@ -1,8 +1,9 @@
 // Event channels and events. A channel's fd is an epoll fd of ours over an eventfd that every daemon with an
 // ID on the channel counts its events on (a semaphore: one read per event) and over those daemons' sockets
 // (cma.hpp, Channel), so it blocks, polls and epolls like the kernel's rdma_cm fd, for all the program's
-// devices at once; the event itself is then fetched from its daemon with cm_get_event. A CONNECT_RESPONSE on an ID with a QP is finished here as librdmacm does:
-// the QP goes to RTR and RTS, RTU is sent, and the application sees ESTABLISHED.
+// devices at once; the event itself is then fetched from its daemon with cm_get_event. A CONNECT_RESPONSE
+// on an ID with a QP is finished here as librdmacm does: the QP goes to RTR and RTS, RTU is sent, and the
+// application sees ESTABLISHED.
 #include <fcntl.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -159,6 +160,11 @@ void finish_connect(Id* id, Event& e) {
   e.event.event = RDMA_CM_EVENT_ESTABLISHED;
 }
 
+// The DEVICE_REMOVAL of an ID whose daemon has gone, made here as the daemon would have sent it.
+json removal_event(const Id* id) {
+  return {{"type", int(RDMA_CM_EVENT_DEVICE_REMOVAL)}, {"cm_id", id->handle}, {"status", 0}};
+}
+
 // The count read was one daemon's; which one, the channel does not say. Each daemon it is registered with is
 // asked in turn, starting after the one that gave the last event. Null if none has one (its ID was
 // destroyed meanwhile, or another thread took it and this thread's count is for a later one). A daemon that
@@ -181,7 +187,7 @@ Daemon* next_event(Channel* c, json& m) {
       m = daemon->call({{"op", "cm_get_event"}, {"channel", handle}});
     } catch (const uroce::emulator::client::ControlError& e) {
       if (Id* id = daemon->gone() ? next_removed(daemon, c) : nullptr) {
-        m = {{"type", int(RDMA_CM_EVENT_DEVICE_REMOVAL)}, {"cm_id", id->handle}, {"status", 0}};
+        m = removal_event(id);
         return daemon;
       }
       failed = e;
@@ -216,7 +222,7 @@ int wait_for_event(Channel* c, json& m, Daemon*& from) {
       if (d == nullptr) continue;
       d->hung_up();
       if (Id* id = next_removed(d, c)) {
-        m = {{"type", int(RDMA_CM_EVENT_DEVICE_REMOVAL)}, {"cm_id", id->handle}, {"status", 0}};
+        m = removal_event(id);
         from = d;
         return 1;
       }

@@ -57,8 +57,8 @@ CMA_EXPORT int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** id_out, 
   const int rc = guarded([&] {
     // On the first device until an address places it (rdma_bind_addr, rdma_resolve_addr).
     Daemon& d = *daemons().front();
-    const json r = d.call({{"op", "cm_create_id"}, {"channel", channel_on(to_impl(channel), d)}, {"port_space", int(ps)},
-                           {"qp_type", int(type)}});
+    const json r = d.call({{"op", "cm_create_id"}, {"channel", channel_on(to_impl(channel), d)},
+                           {"port_space", int(ps)}, {"qp_type", int(type)}});
     id->daemon = &d;
     id->handle = r.at("cm_id").get<uint32_t>();
     return 0;
