@@ -112,6 +112,8 @@ void listen_on_every_device(Id* id, int backlog, uint16_t port) {
     uint32_t handle = 0;
     try {
       handle = create_like(id, *d);
+      // Known before it listens: another thread may take its first CONNECT_REQUEST at once.
+      remember(d, handle, id);
       // Bound as the ID is (its wildcard), or, like an unbound listener, to none: the daemon then takes the
       // port for it as it would have taken it for the ID.
       json listen = {{"op", "cm_listen"}, {"cm_id", handle}, {"backlog", backlog}, {"port", port}};
@@ -121,6 +123,7 @@ void listen_on_every_device(Id* id, int backlog, uint16_t port) {
       emulator::client::logger().warn("rdma_listen on port {}: not listening on {} ({}): {}", port,
                                       d->verbs->device->name, d->verbs->device->dev_path, e.what());
       if (handle != 0) {
+        forget(d, handle);
         try {
           d->call({{"op", "cm_destroy_id"}, {"cm_id", handle}});
         } catch (const ControlError&) {
@@ -129,7 +132,6 @@ void listen_on_every_device(Id* id, int backlog, uint16_t port) {
       continue;
     }
     id->twins.emplace_back(d, handle);
-    remember(d, handle, id);
   }
 }
 
