@@ -12,6 +12,7 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -79,7 +80,7 @@ struct Id {
   // A listener on every device (bound to a wildcard address, or to none): its twins on the other daemons, each
   // with the same channel, port and options. Connection requests come from any of them.
   std::vector<std::pair<Daemon*, uint32_t>> twins;
-  std::vector<std::pair<std::string, uint32_t>> options;  // rdma_set_option's, given again to a twin or a move
+  std::map<std::string, uint32_t> options;  // rdma_set_option's latest values, given again to a twin or a move
   bool bound = false;          // rdma_bind_addr succeeded (or resolve_addr bound it)
   bool removed = false;        // DEVICE_REMOVAL was delivered: its daemon stopped
   bool sync = false;           // created without a channel: calls wait for their event (rdma_create_ep)

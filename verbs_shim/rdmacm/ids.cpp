@@ -224,7 +224,7 @@ CMA_EXPORT int rdma_set_option(rdma_cm_id* cm_id, int level, int optname, void* 
     for (const auto& [daemon, handle] : id->twins) {
       daemon->call({{"op", "cm_set_option"}, {"cm_id", handle}, {"name", name}, {"value", value}});
     }
-    id->options.emplace_back(name, value);
+    id->options[name] = value;
     return 0;
   });
 }

@@ -60,6 +60,15 @@ Daemon* best_daemon(const sockaddr* a, Route worst) {
   return best;
 }
 
+// Destroys a daemon's ID on a path that is already failing or replacing it: an error here changes nothing (a
+// daemon that has gone keeps nothing of it).
+void destroy_quietly(Daemon& d, uint32_t handle) {
+  try {
+    d.call({{"op", "cm_destroy_id"}, {"cm_id", handle}});
+  } catch (const ControlError&) {
+  }
+}
+
 // A new ID on `d` like `id`: same channel, port space, QP type and options. Throws ControlError.
 uint32_t create_like(const Id* id, Daemon& d) {
   const json r = d.call({{"op", "cm_create_id"}, {"channel", channel_on(to_impl(id->id.channel), d)},
@@ -70,7 +79,7 @@ uint32_t create_like(const Id* id, Daemon& d) {
       d.call({{"op", "cm_set_option"}, {"cm_id", handle}, {"name", name}, {"value", value}});
     }
   } catch (...) {
-    d.call({{"op", "cm_destroy_id"}, {"cm_id", handle}});
+    destroy_quietly(d, handle);
     throw;
   }
   return handle;
@@ -90,15 +99,11 @@ void move_id(Id* id, Daemon& to) {
       const sockaddr* src = &id->id.route.addr.src_addr;
       to.call({{"op", "cm_bind"}, {"cm_id", handle}, {"addr", ip_text(src)}, {"port", port_of(src)}});
     } catch (...) {
-      to.call({{"op", "cm_destroy_id"}, {"cm_id", handle}});
+      destroy_quietly(to, handle);
       throw;
     }
   }
-  try {
-    call(id, {{"op", "cm_destroy_id"}, {"cm_id", id->handle}});
-  } catch (const ControlError&) {
-    // (the old daemon has gone: nothing of the ID is left there)
-  }
+  destroy_quietly(*id->daemon, id->handle);
   forget(id->daemon, id->handle);
   id->daemon = &to;
   id->handle = handle;
@@ -124,10 +129,7 @@ void listen_on_every_device(Id* id, int backlog, uint16_t port) {
                                       d->verbs->device->name, d->verbs->device->dev_path, e.what());
       if (handle != 0) {
         forget(d, handle);
-        try {
-          d->call({{"op", "cm_destroy_id"}, {"cm_id", handle}});
-        } catch (const ControlError&) {
-        }
+        destroy_quietly(*d, handle);
       }
       continue;
     }
