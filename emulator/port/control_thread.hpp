@@ -32,6 +32,7 @@ class ControlThread {
  private:
   static void* trampoline(void* self);
 
+  std::string name_;
   std::function<void()> body_;
   std::exception_ptr failure_;
   pthread_t thread_{};
