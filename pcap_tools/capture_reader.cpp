@@ -72,17 +72,39 @@ CaptureReader::Next CaptureReader::next(Record& out) {
   return Next::record;
 }
 
-wire::ParseError CaptureReader::decode(const Record& r, wire::Frame& frame) const {
+namespace {
+
+// The IP packet `b` (raw IP captures, ERSPAN type III's IP frames), by its version nibble.
+wire::ParseError parse_ip(std::span<const uint8_t> b, wire::Frame& frame) {
+  const uint16_t ethertype = (!b.empty() && b[0] >> 4 == 6) ? wire::ethertype_ipv6 : wire::ethertype_ipv4;
+  return wire::parse_l3(ethertype, b, frame);
+}
+
+}  // namespace
+
+wire::ParseError look_through_tunnel(Record& r, wire::Frame& frame) {
+  r.tunnel = find_tunnel(frame, r.truncated_by_snaplen());
+  if (!r.tunnel) return frame.error;
+  // Offsets the inner frame reports (a malformed header's byte) are from the start of the inner frame.
+  const auto inner = r.bytes.subspan(r.tunnel->inner_offset, r.tunnel->inner_end - r.tunnel->inner_offset);
+  return r.tunnel->inner_is_ip ? parse_ip(inner, frame) : wire::parse_frame(inner, frame);
+}
+
+wire::ParseError CaptureReader::decode(Record& r, wire::Frame& frame) const {
+  r.tunnel.reset();
+  decode_outer(r, frame);
+  return look_through_tunnel(r, frame);
+}
+
+wire::ParseError CaptureReader::decode_outer(const Record& r, wire::Frame& frame) const {
   const auto b = r.bytes;
   switch (link_type_) {
     case DLT_EN10MB:
       return wire::parse_frame(b, frame);
     case DLT_RAW:
     case dlt_ipv4:
-    case dlt_ipv6: {
-      const uint16_t ethertype = (!b.empty() && b[0] >> 4 == 6) ? wire::ethertype_ipv6 : wire::ethertype_ipv4;
-      return wire::parse_l3(ethertype, b, frame);
-    }
+    case dlt_ipv6:
+      return parse_ip(b, frame);
     case DLT_LINUX_SLL:
     case dlt_linux_sll2: {
       const bool v2 = link_type_ == dlt_linux_sll2;

@@ -7,9 +7,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
+#include "pcap_tools/tunnel.hpp"
 #include "transport/wire/frame.hpp"
 
 namespace uroce::pcap_tools {
@@ -19,6 +21,9 @@ struct Record {
   int64_t time_ns = 0;           // capture timestamp, nanoseconds since the epoch
   uint32_t wire_length = 0;      // length of the packet on the wire
   std::span<const uint8_t> bytes;  // what was captured (wire_length may be larger: snaplen)
+  // Set by CaptureReader::decode when the record is a mirrored or tunnelled frame (tunnel.hpp): how it
+  // came. The decoded frame is then the one inside.
+  std::optional<Tunnel> tunnel;
   bool truncated_by_snaplen() const { return bytes.size() < wire_length; }
 };
 
@@ -34,12 +39,16 @@ class CaptureReader {
   int link_type() const { return link_type_; }
   std::string link_type_name() const;
 
-  // Parses a record's bytes according to the link type (Ethernet, raw IP, Linux cooked v1/v2).
-  wire::ParseError decode(const Record& r, wire::Frame& frame) const;
+  // Parses a record's bytes according to the link type (Ethernet, raw IP, Linux cooked v1/v2). A frame
+  // that carries another in a tunnel (ERSPAN, GRE, VXLAN: tunnel.hpp) is parsed as the frame it carries,
+  // and r.tunnel says how it came; one layer is looked through, so a tunnel inside is shown as it is.
+  wire::ParseError decode(Record& r, wire::Frame& frame) const;
 
   static bool link_type_supported(int dlt);
 
  private:
+  wire::ParseError decode_outer(const Record& r, wire::Frame& frame) const;
+
   struct Closer {
     void operator()(pcap_t* p) const { pcap_close(p); }
   };
@@ -48,6 +57,10 @@ class CaptureReader {
   uint64_t count_ = 0;
   std::string error_;
 };
+
+// `frame`, parsed from r.bytes, may carry another frame in a tunnel (tunnel.hpp): if it does, sets r.tunnel and
+// parses the carried frame into `frame`. What CaptureReader::decode does after the link layer.
+wire::ParseError look_through_tunnel(Record& r, wire::Frame& frame);
 
 // Reads a whole capture: every record, decoded for its link type, goes to `visit`, which returns false to
 // stop early. What every `uroce` command does with a capture, so that each treats damage the same way.

@@ -61,6 +61,41 @@ Field frame_layer(const Record& r, const Frame& f, double rel) {
   return layer("frame", "Frame", std::move(c));
 }
 
+// How a mirrored or tunnelled frame came (tunnel.hpp): the outer addresses and the tunnel's header. The
+// ERSPAN names follow Wireshark's erspan fields.
+Field tunnel_layer(const Tunnel& t) {
+  std::vector<Field> c;
+  c.push_back(text("kind", "Kind", tunnel_name(t.kind)));
+  c.push_back(text("src", "Source", to_string(t.src)));
+  c.push_back(text("dst", "Destination", to_string(t.dst)));
+  if (t.gre_key) c.push_back(hex("gre_key", "GRE key", *t.gre_key, 8));
+  if (t.gre_sequence) c.push_back(number("gre_sequence", "GRE sequence number", *t.gre_sequence));
+  if (t.kind == TunnelKind::erspan_ii || t.kind == TunnelKind::erspan_iii) {
+    c.push_back(number("session", "Session ID", t.session));
+    c.push_back(number("vlan", "Original VLAN", t.vlan));
+    c.push_back(number("cos", "Class of service", t.cos));
+    c.push_back(flag("truncated", "Truncated by the mirror", t.truncated));
+  }
+  if (t.kind == TunnelKind::erspan_ii) {
+    c.push_back(number("encap", "Original encapsulation", t.encap));
+    c.push_back(number("index", "Index", t.index));
+  }
+  if (t.kind == TunnelKind::erspan_iii) {
+    c.push_back(number("bso", "Bad/short/oversized", t.bso));
+    c.push_back(number("timestamp", "Timestamp", t.timestamp));
+    c.push_back(number("granularity", "Timestamp granularity", t.granularity));
+    c.push_back(number("sgt", "Security group tag", t.sgt));
+    c.push_back(flag("pdu_frame", "Ethernet PDU", t.pdu_frame));
+    c.push_back(number("frame_type", "Frame type", t.frame_type));
+    c.push_back(number("hw_id", "Hardware ID", t.hw_id));
+    c.push_back(text("direction", "Direction", t.egress ? "egress" : "ingress"));
+    if (t.platform_id) c.push_back(number("platform_id", "Platform ID", *t.platform_id));
+  }
+  if (t.kind == TunnelKind::vxlan) c.push_back(number("vni", "VXLAN network identifier", t.vni));
+  c.push_back(number("inner_offset", "Carried frame at byte", t.inner_offset));
+  return layer("tunnel", "Tunnel", std::move(c));
+}
+
 Field eth_layer(const Frame& f) {
   std::vector<Field> c;
   c.push_back(text("dst", "Destination", to_string(f.eth.dst)));
@@ -261,6 +296,7 @@ Dissection dissect(const Record& record, const Frame& f, int64_t first_time_ns) 
   d.frame = &f;
   d.time = double(record.time_ns - first_time_ns) / 1e9;
   d.layers.push_back(frame_layer(record, f, d.time));
+  if (record.tunnel) d.layers.push_back(tunnel_layer(*record.tunnel));
   if (f.has(layer_ethernet)) d.layers.push_back(eth_layer(f));
   if (f.has(layer_arp)) d.layers.push_back(arp_layer(f));
   if (f.has(layer_mac_control)) d.layers.push_back(mac_control_layer(f));

@@ -426,13 +426,18 @@ std::string Explainer::flow_table() const {
 
 int run_explain(const ExplainOptions& o) {
   Explainer ex;
+  TunnelTally tunnels;
   const ReadResult read = read_capture(o.path, [&](const Record& record, const Frame& frame) {
     ex.add(record, frame);
+    tunnels.add(record.tunnel);
     return true;
   });
   if (read.outcome == ReadResult::Outcome::unreadable) return read.report(o.path);
   ex.finish();
-  fmt::print("{}: {} frames ({} malformed)\n\n", o.path, ex.frames(), ex.malformed());
+  fmt::print("{}: {} frames ({} malformed)\n", o.path, ex.frames(), ex.malformed());
+  // A mirrored capture: the story is of the frames the tunnels carried.
+  for (const std::string& line : tunnels.lines()) fmt::print("{}\n", line);
+  fmt::print("\n");
   for (const std::string& line : ex.lines()) fmt::print("{}\n", line);
   fmt::print("\nFlows (one direction of one queue pair each):\n{}", ex.flow_table());
   if (!ex.pauses().empty()) {

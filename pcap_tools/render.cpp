@@ -79,6 +79,7 @@ std::string description(const Dissection& d) {
     std::string what = fmt::format("MALFORMED: {} at byte {}", to_string(f.error), f.error_offset);
     if (f.has(layer_bth)) what = fmt::format("{} {}", opcode_name(f.roce.bth().opcode), what);
     if (d.record->truncated_by_snaplen()) what += " (frame cut by the capture's snaplen)";
+    if (d.record->tunnel && d.record->tunnel->truncated) what += " (frame cut by the mirror)";
     return what;
   }
   switch (f.kind) {
@@ -130,8 +131,12 @@ nlohmann::ordered_json field_json(const Field& field) {
 
 }  // namespace
 
+// A mirrored or tunnelled frame's line is the carried frame's, with how it came at the end.
 std::string summary_line(const Dissection& d) {
-  return fmt::format("{:>6} {:>11.6f}  {}  {}", d.record->number, d.time, addresses(*d.frame), description(d));
+  std::string line =
+      fmt::format("{:>6} {:>11.6f}  {}  {}", d.record->number, d.time, addresses(*d.frame), description(d));
+  if (d.record->tunnel) line += fmt::format("  [{}]", tunnel_tag(*d.record->tunnel));
+  return line;
 }
 
 std::string field_tree(const Dissection& d) {

@@ -1,7 +1,7 @@
-// libFuzzer target: arbitrary bytes through the frame parser, the ICRC, the dissector and its three
-// renderings. Beyond "no crash, no UB, no leak" (the sanitizers), it checks one property: a RoCEv2 frame that
-// parses with valid checksums is rebuilt byte for byte by the builder from its parsed fields, and a PAUSE or
-// PFC frame by write_mac_control.
+// libFuzzer target: arbitrary bytes through the frame parser, the tunnel finder (ERSPAN, GRE, VXLAN: the
+// carried frame is parsed too), the ICRC, the dissector and its three renderings. Beyond "no crash, no UB,
+// no leak" (the sanitizers), it checks one property: a RoCEv2 frame that parses with valid checksums is
+// rebuilt byte for byte by the builder from its parsed fields, and a PAUSE or PFC frame by write_mac_control.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -16,11 +16,13 @@ using namespace uroce;
 
 namespace {
 
-void exercise_dissector(std::span<const uint8_t> bytes, const wire::Frame& f) {
+// The dissector over the frame and, when it carries one in a tunnel (ERSPAN, GRE, VXLAN), the frame inside.
+void exercise_dissector(std::span<const uint8_t> bytes, wire::Frame f) {
   pcap_tools::Record record;
   record.number = 1;
   record.wire_length = uint32_t(bytes.size());
   record.bytes = bytes;
+  pcap_tools::look_through_tunnel(record, f);
   const pcap_tools::Dissection d = pcap_tools::dissect(record, f, 0);
   volatile size_t sink = pcap_tools::summary_line(d).size() + pcap_tools::field_tree(d).size() + pcap_tools::to_json(d).dump().size();
   (void)sink;

@@ -13,6 +13,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
 import pcapfile  # noqa: E402
+import tunnels  # noqa: E402
 from inject_frames import roce  # noqa: E402
 
 SEQUENCE_LIMIT = 64 * 1024
@@ -57,6 +58,16 @@ a, b = bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2])
 for name, frame in (("xrc-send-only", eth + roce(a, b, 0x11, 5, (0x123).to_bytes(4, "big") + b"x" * 16, opcode=0xA4)),
                     ("xrc-ack", eth + roce(b, a, 0x12, 5, bytes.fromhex("1f000001"), opcode=0xB1))):
     with open(os.path.join(out, name), "wb") as f:
+        f.write(frame)
+    n += 1
+# Nor tunnels: one RoCE frame as a port mirror (ERSPAN II, ERSPAN III with its platform subheader) and
+# overlays (GRE, VXLAN over IPv6) carry it, so the fuzzers start inside the tunnel headers too.
+inner = eth + roce(a, b, 0x11, 5, b"y" * 32)
+for name, frame in (("erspan-ii", tunnels.erspan_ii(inner, session=100, sequence=1)),
+                    ("erspan-iii", tunnels.erspan_iii(inner, session=5, sequence=2, timestamp=3, platform=(3, 1))),
+                    ("gretap", tunnels.gretap(inner, key=9)),
+                    ("vxlan-v6", tunnels.vxlan(inner, vni=5001, v6=True))):
+    with open(os.path.join(out, f"tunnel-{name}"), "wb") as f:
         f.write(frame)
     n += 1
 print(f"{n} seed frames in {out}")

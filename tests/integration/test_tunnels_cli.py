@@ -1,0 +1,229 @@
+#!/usr/bin/env python3
+"""`uroce` on mirrored and tunnelled captures: rxe's real captures with every frame wrapped as a switch's
+port mirror sends it (ERSPAN types I, II and III in GRE), as an overlay carries it (GRE transparent Ethernet
+bridging, VXLAN) or as routers do (IP in GRE), over outer IPv4 and IPv6 (tunnels.py). Every command must
+see through the tunnel: dissect shows the same lines with how each frame came at the end, check, explain
+and replay tell the same story, and tshark, an independent decoder, agrees with the tunnel's fields and
+with every RoCE field of the frames inside.
+
+Usage: test_tunnels_cli.py UROCE_BINARY CAPTURE_DIR
+"""
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import pcapfile
+import tshark_compare
+import tunnels
+
+UROCE = None
+CAPTURES = None
+TSHARK = shutil.which("tshark")
+
+# name: (wrap(frame, i) -> bytes, the tag dissect ends each line with)
+VARIANTS = {
+    "erspan1": (lambda f, i: tunnels.erspan_i(f), "ERSPAN type I"),
+    "erspan2": (lambda f, i: tunnels.erspan_ii(f, session=100, sequence=i, vlan=5, cos=3, index=77),
+                "ERSPAN type II session 100"),
+    "erspan2_v6": (lambda f, i: tunnels.erspan_ii(f, session=7, sequence=i, v6=True), "ERSPAN type II session 7"),
+    "erspan3": (lambda f, i: tunnels.erspan_iii(f, session=1023, sequence=i, timestamp=1000 + i, sgt=42, hw_id=9,
+                                                egress=True), "ERSPAN type III session 1023"),
+    "erspan3_platform": (lambda f, i: tunnels.erspan_iii(f, session=12, sequence=i, timestamp=i, vlan=100,
+                                                         platform=(3, 0x1234)), "ERSPAN type III session 12"),
+    "gretap": (lambda f, i: tunnels.gretap(f, key=0x10203), "GRE key 66051"),
+    "ip_in_gre_v6": (lambda f, i: tunnels.ip_in_gre(f, v6=True), "GRE"),
+    "vxlan": (lambda f, i: tunnels.vxlan(f, vni=5001), "VXLAN VNI 5001"),
+    "vxlan_v6": (lambda f, i: tunnels.vxlan(f, vni=0xABCDEF, v6=True), "VXLAN VNI 11259375"),
+}
+CAPTURE_NAMES = ["01-rc-send-pingpong.pcap", "10-rdma-cm-rping.pcap", "11-rc-write-loss5.pcap"]
+
+
+def uroce(*args):
+    return subprocess.run([UROCE, *args], capture_output=True, text=True, timeout=120)
+
+
+def dissect_lines(path):
+    res = uroce("dissect", path)
+    return res.returncode, res.stdout.splitlines()
+
+
+def without_link_layer(lines):
+    """Frames a tunnel carries as IP packets (IP in GRE) show IP addresses where ARP shows MACs: ARP is not IP
+    and cannot be carried so; such lines are left out of the comparison."""
+    return [l for l in lines if " ARP " not in l]
+
+
+class TunnelledCaptures(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="uroce-tunnel-test-")
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp)
+
+    def original(self, name):
+        return os.path.join(CAPTURES, name)
+
+    def wrapped(self, name, variant, records=None):
+        """The capture `name` with every frame wrapped as `variant` says (ARP too, except for IP in GRE)."""
+        path = os.path.join(self.tmp, f"{variant}-{name}")
+        if os.path.exists(path) and records is None:
+            return path
+        wrap, _ = VARIANTS[variant]
+        _, recs = pcapfile.read(self.original(name))
+        out = []
+        for i, (sec, usec, _, frame) in enumerate(recs if records is None else records):
+            if variant.startswith("ip_in_gre") and frame[12:14] not in (b"\x08\x00", b"\x86\xdd"):
+                continue
+            w = wrap(bytes(frame), i)
+            out.append((sec, usec, len(w), w))
+        pcapfile.write(path, pcapfile.LINKTYPE_ETHERNET, out)
+        return path
+
+    def test_dissect_shows_the_carried_frames_and_how_they_came(self):
+        for name in CAPTURE_NAMES:
+            status, plain = dissect_lines(self.original(name))
+            self.assertEqual(status, 0)
+            for variant, (_, tag) in VARIANTS.items():
+                with self.subTest(capture=name, variant=variant):
+                    status, lines = dissect_lines(self.wrapped(name, variant))
+                    self.assertEqual(status, 0)
+                    want = [f"{l}  [{tag}]" for l in plain]
+                    if variant.startswith("ip_in_gre"):
+                        want, lines = without_link_layer(want), without_link_layer(lines)
+                        # frame numbers differ where the ARP frames were left out: compare from the addresses on
+                        want = [l.split(None, 2)[2] for l in want]
+                        lines = [l.split(None, 2)[2] for l in lines]
+                    self.assertEqual(lines, want)
+                    self.assertTrue(any("ICRC ok" in l for l in lines))
+
+    def test_check_explain_and_replay_tell_the_same_story(self):
+        for name in CAPTURE_NAMES:
+            lossy = ["--lossy"] if "loss" in name else []
+            for variant in ("erspan2", "erspan3_platform", "vxlan_v6", "gretap"):
+                with self.subTest(capture=name, variant=variant):
+                    path = self.wrapped(name, variant)
+                    for cmd in (["check"], ["replay", "--side", "both", *lossy], ["explain"]):
+                        plain, tunnelled = uroce(*cmd, self.original(name)), uroce(*cmd, path)
+                        self.assertEqual(tunnelled.returncode, plain.returncode, cmd)
+                        got = tunnelled.stdout.replace(path, "CAPTURE").splitlines()
+                        want = plain.stdout.replace(self.original(name), "CAPTURE").splitlines()
+                        if cmd == ["explain"]:
+                            # explain says, under its first line, which tunnels the frames came through
+                            _, tag = VARIANTS[variant]
+                            self.assertRegex(got.pop(1), rf"^\d+ frames came through {tag} from \S+ to \S+$")
+                        self.assertEqual(got, want, cmd)
+
+    @unittest.skipIf(TSHARK is None, "tshark is not installed")
+    def test_tshark_agrees_on_every_roce_field_inside(self):
+        for name in CAPTURE_NAMES:
+            for variant in VARIANTS:
+                with self.subTest(capture=name, variant=variant):
+                    packets, fields, problems = tshark_compare.compare(UROCE, TSHARK, self.wrapped(name, variant))
+                    self.assertEqual(problems, [])
+                    self.assertGreater(packets, 0)
+                    self.assertGreater(fields, packets)
+
+    @unittest.skipIf(TSHARK is None, "tshark is not installed")
+    def test_tshark_agrees_on_the_tunnel_fields(self):
+        # (tshark field, uroce's "tunnel" member); tshark's first occurrence is the outer header's.
+        erspan = [("erspan.spanid", "session"), ("erspan.vlan", "vlan"), ("erspan.cos", "cos"),
+                  ("erspan.truncated", "truncated"), ("gre.sequence_number", "gre_sequence")]
+        fields = {
+            "erspan2": erspan + [("erspan.encap", "encap"), ("erspan.index", "index")],
+            "erspan2_v6": erspan + [("erspan.index", "index"), ("ipv6.src", "src"), ("ipv6.dst", "dst")],
+            "erspan3": erspan + [("erspan.bso", "bso"), ("erspan.timestamp", "timestamp"), ("erspan.sgt", "sgt"),
+                                 ("erspan.hw", "hw_id"), ("erspan.direction", "direction"),
+                                 ("erspan.gra", "granularity"), ("erspan.ft", "frame_type"),
+                                 ("erspan.p", "pdu_frame")],
+            "erspan3_platform": erspan + [("erspan.timestamp", "timestamp"), ("erspan.platid", "platform_id")],
+            "gretap": [("gre.key", "gre_key"), ("ip.src", "src"), ("ip.dst", "dst")],
+            "vxlan": [("vxlan.vni", "vni"), ("ip.src", "src")],
+            "vxlan_v6": [("vxlan.vni", "vni"), ("ipv6.dst", "dst")],
+        }
+        for variant, pairs in fields.items():
+            with self.subTest(variant=variant):
+                path = self.wrapped(CAPTURE_NAMES[0], variant)
+                cmd = [TSHARK, "-r", path, "-T", "fields", "-E", "occurrence=f", "-E", "separator=\t"]
+                for f, _ in pairs:
+                    cmd += ["-e", f]
+                theirs = [l.split("\t") for l in subprocess.run(cmd, check=True, capture_output=True,
+                                                                text=True).stdout.splitlines()]
+                res = uroce("dissect", "--json", path)
+                ours = [json.loads(l)["tunnel"] for l in res.stdout.splitlines()]
+                self.assertEqual(len(theirs), len(ours))
+                compared = 0
+                for t_row, o in zip(theirs, ours):
+                    for (f, key), text in zip(pairs, t_row):
+                        mine = o[key]
+                        if key == "direction":
+                            mine = mine == "egress"
+                        if isinstance(mine, bool):
+                            self.assertEqual(text in ("1", "True", "true"), mine, f)
+                        elif isinstance(mine, int):
+                            self.assertEqual(int(text, 0), mine, f)
+                        else:
+                            self.assertEqual(text, mine, f)
+                        compared += 1
+                self.assertGreater(compared, len(ours))
+
+    def test_frames_cut_short(self):
+        _, recs = pcapfile.read(self.original(CAPTURE_NAMES[0]))
+        big = next(bytes(r[3]) for r in recs if len(r[3]) > 1000)
+        # The mirror cut the frame (its MTU) and said so with ERSPAN's T bit.
+        cut = tunnels.erspan_ii(big[:200], session=3, sequence=0, truncated=True)
+        # The collector's snaplen cut the whole packet: 150 of its bytes captured.
+        whole = tunnels.erspan_ii(big, session=4, sequence=1)
+        path = os.path.join(self.tmp, "cut.pcap")
+        pcapfile.write(path, pcapfile.LINKTYPE_ETHERNET, [(1, 0, len(cut), cut), (1, 1, len(whole), whole[:150])])
+        status, lines = dissect_lines(path)
+        self.assertEqual(status, 0)
+        self.assertEqual(len(lines), 2)
+        self.assertIn("MALFORMED", lines[0])
+        self.assertIn("(frame cut by the mirror)", lines[0])
+        self.assertTrue(lines[0].endswith("[ERSPAN type II session 3]"), lines[0])
+        self.assertIn("MALFORMED", lines[1])
+        self.assertIn("(frame cut by the capture's snaplen)", lines[1])
+        self.assertTrue(lines[1].endswith("[ERSPAN type II session 4]"), lines[1])
+        self.assertIn("10.77.0.12 → 10.77.0.11", lines[1])  # the inner addresses were read
+
+    def test_what_is_no_tunnel_is_shown_as_it_is(self):
+        _, recs = pcapfile.read(self.original(CAPTURE_NAMES[0]))
+        frame = next(bytes(r[3]) for r in recs if len(r[3]) > 1000)
+        gre_v1 = tunnels.outer_ip(struct.pack(">HH", 0x2001, 0x880B) + b"\0" * 8 + frame, 47)  # PPTP's GRE
+        routing = tunnels.outer_ip(struct.pack(">HH", 0x4000, 0x6558) + frame, 47)  # RFC 1701 routing
+        other = tunnels.outer_ip(tunnels.gre(0x1234, frame), 47)
+        short = tunnels.outer_ip(struct.pack(">HH", 0x3000, 0x88BE) + b"\0\0", 47)  # key and sequence announced
+        no_vni = bytearray(tunnels.vxlan(frame, vni=1))
+        no_vni[14 + 20 + 8] = 0  # the I flag cleared
+        # An outer IP length past the frame that no snaplen explains: malformed, not looked through.
+        bad_length = bytearray(tunnels.erspan_ii(frame, session=1, sequence=0))
+        bad_length[16:18] = struct.pack(">H", len(bad_length))
+        frames = [gre_v1, routing, other, short, bytes(no_vni), bytes(bad_length)]
+        path = os.path.join(self.tmp, "not-tunnels.pcap")
+        pcapfile.write(path, pcapfile.LINKTYPE_ETHERNET, [(1, i, len(f), f) for i, f in enumerate(frames)])
+        status, lines = dissect_lines(path)
+        self.assertEqual(status, 0)
+        for line in lines[:4]:
+            self.assertIn("IP protocol 47 (not RoCE)", line)
+        self.assertIn("UDP 49152 → 4789 (not RoCE)", lines[4])
+        self.assertIn("MALFORMED", lines[5])
+        self.assertNotIn("[", "".join(lines))
+        res = uroce("dissect", "--json", path)
+        self.assertTrue(all("tunnel" not in json.loads(l) for l in res.stdout.splitlines()))
+
+
+def main():
+    global UROCE, CAPTURES
+    UROCE, CAPTURES = sys.argv[1], sys.argv[2]
+    unittest.main(argv=[sys.argv[0], "-v"])
+
+
+if __name__ == "__main__":
+    main()

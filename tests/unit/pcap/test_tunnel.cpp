@@ -1,0 +1,111 @@
+// Looking through a tunnel (pcap_tools/tunnel.hpp) on frames built here: the carried frame is found and
+// parses whole; a tunnel whose headers were cut short at any byte is no tunnel, and a carried frame cut
+// short is parsed as far as it goes. tests/integration/test_tunnels_cli.py holds the commands to tshark.
+#include <catch2/catch.hpp>
+
+#include "pcap_tools/capture_reader.hpp"
+#include "tests/unit/wire/wire_test_support.hpp"
+
+using namespace uroce::wire;
+using namespace uroce::wire::test;
+using namespace uroce::pcap_tools;
+
+namespace {
+
+// Outer Ethernet + IPv4 (10.99.0.1 -> 10.99.0.2, protocol 47) + GRE with a sequence number (and ERSPAN
+// type III with its platform subheader) around `inner`.
+Bytes erspan_iii(const Bytes& inner, bool platform) {
+  Bytes gre;
+  put16(gre, 0x1000);  // S: a sequence number
+  put16(gre, gre_erspan_iii);
+  put32(gre, 7);
+  put16(gre, 2u << 12 | 100);                        // version 2, VLAN 100
+  put16(gre, 5u << 13 | 1u << 10 | 513);             // COS 5, truncated, session 513
+  put32(gre, 0xdeadbeef);                             // timestamp
+  put16(gre, 42);                                     // SGT
+  put16(gre, 1u << 15 | 9u << 4 | 1u << 3 | (platform ? 1 : 0));  // P, hardware 9, egress, O
+  if (platform) put64(gre, uint64_t(3) << 58);
+  gre.insert(gre.end(), inner.begin(), inner.end());
+  Bytes f = {2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00};
+  put8(f, 0x45);
+  put8(f, 0);
+  put16(f, 20 + gre.size());
+  put16(f, 1);
+  put16(f, 0x4000);
+  put8(f, 64);
+  put8(f, 47);
+  put16(f, 0);
+  put32(f, 0x0a630001);
+  put32(f, 0x0a630002);
+  fix_ipv4_checksum(f);
+  f.insert(f.end(), gre.begin(), gre.end());
+  return f;
+}
+
+Record record_of(const Bytes& captured, size_t wire_length) {
+  Record r;
+  r.number = 1;
+  r.bytes = captured;
+  r.wire_length = uint32_t(wire_length);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("an ERSPAN type III frame is looked through to the RoCE frame it carries") {
+  const Bytes inner = build_simple(uint8_t(Opcode::rc_send_only), 100);
+  for (const bool platform : {false, true}) {
+    const Bytes whole = erspan_iii(inner, platform);
+    Record r = record_of(whole, whole.size());
+    Frame f;
+    parse_frame(r.bytes, f);
+    REQUIRE(look_through_tunnel(r, f) == ParseError::none);
+    REQUIRE(r.tunnel);
+    CHECK(r.tunnel->kind == TunnelKind::erspan_iii);
+    CHECK(r.tunnel->session == 513);
+    CHECK(r.tunnel->vlan == 100);
+    CHECK(r.tunnel->cos == 5);
+    CHECK(r.tunnel->truncated);
+    CHECK(r.tunnel->timestamp == 0xdeadbeef);
+    CHECK(r.tunnel->sgt == 42);
+    CHECK(r.tunnel->hw_id == 9);
+    CHECK(r.tunnel->egress);
+    CHECK(r.tunnel->gre_sequence == 7u);
+    CHECK(r.tunnel->platform_id == (platform ? std::optional<uint8_t>(3) : std::nullopt));
+    CHECK(r.tunnel->inner_offset == whole.size() - inner.size());
+    CHECK(to_string(r.tunnel->src) == "10.99.0.1");
+    CHECK(f.is_roce());
+    CHECK(icrc_ok(f));
+    CHECK(f.bytes.size() == inner.size());
+  }
+}
+
+TEST_CASE("a tunnel cut short anywhere is no tunnel, and a carried frame cut short parses as far as it goes") {
+  const Bytes inner = build_simple(uint8_t(Opcode::rc_send_only), 100);
+  const Bytes whole = erspan_iii(inner, true);
+  const size_t inner_offset = whole.size() - inner.size();
+  for (size_t cut = 0; cut < whole.size(); ++cut) {
+    const Bytes captured(whole.begin(), whole.begin() + long(cut));
+    Record r = record_of(captured, whole.size());  // cut by the snaplen
+    Frame f;
+    parse_frame(r.bytes, f);
+    look_through_tunnel(r, f);
+    INFO("captured " << cut << " bytes");
+    CHECK(bool(r.tunnel) == (cut >= inner_offset));
+    if (r.tunnel) {
+      CHECK(r.tunnel->inner_end == cut);
+      CHECK_FALSE(f.ok());  // the carried frame is cut: a precise error, never a frame read past its end
+      CHECK(f.bytes.size() == cut - inner_offset);
+    }
+  }
+}
+
+TEST_CASE("an outer packet longer than its frame, with nothing cut by the snaplen, is not looked through") {
+  const Bytes whole = erspan_iii(build_simple(uint8_t(Opcode::rc_send_only), 100), false);
+  const Bytes captured(whole.begin(), whole.end() - 10);
+  Record r = record_of(captured, captured.size());  // the file says this is all there was
+  Frame f;
+  parse_frame(r.bytes, f);
+  CHECK(look_through_tunnel(r, f) == ParseError::ip_length_mismatch);
+  CHECK_FALSE(r.tunnel);
+}
