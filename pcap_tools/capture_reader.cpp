@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "pcap_tools/mirror_copies.hpp"
 #include "transport/wire/bytes.hpp"
 
 namespace uroce::pcap_tools {
@@ -134,9 +135,11 @@ ReadResult read_capture(const std::string& path,
   }
   Record record;
   wire::Frame frame;
+  MirrorCopies copies;
   CaptureReader::Next status;
   while ((status = reader.next(record)) == CaptureReader::Next::record) {
     reader.decode(record, frame);
+    record.copy_of = copies.copy_of(record, frame);
     ++result.records;
     if (!visit(record, frame)) return result;
   }

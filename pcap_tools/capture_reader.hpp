@@ -24,6 +24,9 @@ struct Record {
   // Set by CaptureReader::decode when the record is a mirrored or tunnelled frame (tunnel.hpp): how it
   // came. The decoded frame is then the one inside.
   std::optional<Tunnel> tunnel;
+  // Set by read_capture: the number of the earlier frame this one is a mirror copy of (the same packet,
+  // carried by another tunnel: mirror_copies.hpp), or 0.
+  uint64_t copy_of = 0;
   bool truncated_by_snaplen() const { return bytes.size() < wire_length; }
 };
 

@@ -14,8 +14,11 @@ namespace uroce::pcap_tools {
 
 namespace {
 
-void print_text(const CheckOptions& o, const ConformanceChecker& c) {
+void print_text(const CheckOptions& o, const ConformanceChecker& c, uint64_t mirror_copies) {
   fmt::print("{}: {} frames, {} RoCE, {} RC/UC/XRC request flows\n", o.path, c.frames(), c.roce_frames(), c.flows());
+  if (mirror_copies != 0) {
+    fmt::print("{} more frames left out as mirror copies of frames another tunnel carried first\n", mirror_copies);
+  }
   std::map<std::string, std::vector<const Violation*>> by_rule;
   for (const Violation& v : c.violations()) by_rule[v.rule].push_back(&v);
   for (const auto& [rule, list] : by_rule) {
@@ -29,26 +32,32 @@ void print_text(const CheckOptions& o, const ConformanceChecker& c) {
                                               : fmt::format("FAIL: {} violations", c.violations().size()));
 }
 
-nlohmann::json to_json(const ConformanceChecker& c, bool damaged) {
+nlohmann::json to_json(const ConformanceChecker& c, bool damaged, uint64_t mirror_copies) {
   nlohmann::json violations = nlohmann::json::array();
   for (const Violation& v : c.violations()) violations.push_back({{"rule", v.rule}, {"frame", v.frame}, {"text", v.text}});
-  return {{"frames", c.frames()}, {"roce", c.roce_frames()}, {"flows", c.flows()}, {"damaged", damaged},
-          {"ok", c.violations().empty() && !damaged}, {"violations", violations}};
+  return {{"frames", c.frames()}, {"roce", c.roce_frames()}, {"flows", c.flows()}, {"mirror_copies", mirror_copies},
+          {"damaged", damaged}, {"ok", c.violations().empty() && !damaged}, {"violations", violations}};
 }
 
 }  // namespace
 
 int run_check(const CheckOptions& o) {
   ConformanceChecker checker;
+  uint64_t mirror_copies = 0;
   const ReadResult read = read_capture(o.path, [&](const Record& record, const wire::Frame& frame) {
-    checker.add(record.number, frame);
+    // A frame mirrored at several places is checked once: its copies would read as retransmissions.
+    if (record.copy_of != 0) {
+      ++mirror_copies;
+    } else {
+      checker.add(record.number, frame);
+    }
     return true;
   });
   if (read.outcome == ReadResult::Outcome::unreadable) return read.report(o.path);
   if (o.json) {
-    fmt::print("{}\n", to_json(checker, read.outcome == ReadResult::Outcome::damaged).dump());
+    fmt::print("{}\n", to_json(checker, read.outcome == ReadResult::Outcome::damaged, mirror_copies).dump());
   } else {
-    print_text(o, checker);
+    print_text(o, checker, mirror_copies);
   }
   std::fflush(stdout);
   const int read_status = read.report(o.path);

@@ -428,13 +428,14 @@ int run_explain(const ExplainOptions& o) {
   Explainer ex;
   TunnelTally tunnels;
   const ReadResult read = read_capture(o.path, [&](const Record& record, const Frame& frame) {
-    ex.add(record, frame);
-    tunnels.add(record.tunnel);
+    tunnels.add(record);
+    // A frame mirrored at several places is told once (mirror_copies.hpp).
+    if (record.copy_of == 0) ex.add(record, frame);
     return true;
   });
   if (read.outcome == ReadResult::Outcome::unreadable) return read.report(o.path);
   ex.finish();
-  fmt::print("{}: {} frames ({} malformed)\n", o.path, ex.frames(), ex.malformed());
+  fmt::print("{}: {} frames ({} malformed)\n", o.path, ex.frames() + tunnels.copies(), ex.malformed());
   // A mirrored capture: the story is of the frames the tunnels carried.
   for (const std::string& line : tunnels.lines()) fmt::print("{}\n", line);
   fmt::print("\n");

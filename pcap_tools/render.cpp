@@ -135,7 +135,10 @@ nlohmann::ordered_json field_json(const Field& field) {
 std::string summary_line(const Dissection& d) {
   std::string line =
       fmt::format("{:>6} {:>11.6f}  {}  {}", d.record->number, d.time, addresses(*d.frame), description(d));
-  if (d.record->tunnel) line += fmt::format("  [{}]", tunnel_tag(*d.record->tunnel));
+  if (d.record->tunnel) {
+    const std::string copy = d.record->copy_of ? fmt::format(", a copy of #{}", d.record->copy_of) : "";
+    line += fmt::format("  [{}{}]", tunnel_tag(*d.record->tunnel), copy);
+  }
   return line;
 }
 

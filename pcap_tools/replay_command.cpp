@@ -21,14 +21,18 @@ namespace {
 
 struct Collected {
   FrameBytes frames;
-  uint64_t records = 0, bad_icrc = 0;
+  uint64_t records = 0, bad_icrc = 0, mirror_copies = 0;
 };
 
 // Keeps the RoCE frames a responder would accept (parsed, good ICRC), rebuilt as Ethernet frames whatever
-// the capture's link type.
+// the capture's link type; a mirror copy of a frame (mirror_copies.hpp) only once.
 ReadResult collect(const std::string& path, Collected& c) {
-  return read_capture(path, [&](const Record&, const wire::Frame& f) {
+  return read_capture(path, [&](const Record& r, const wire::Frame& f) {
     ++c.records;
+    if (r.copy_of != 0) {
+      ++c.mirror_copies;
+      return true;
+    }
     if (!f.is_roce()) return true;
     if (!wire::icrc_ok(f)) {
       ++c.bad_icrc;
@@ -293,9 +297,13 @@ int run_replay(const ReplayOptions& o) {
   if (read.outcome == ReadResult::Outcome::unreadable) return read.report(o.path);
   const std::vector<ReplayConnection> connections = rc_connections(c.frames);
   if (!o.json) {
-    fmt::print("{}: {} frames, {} RoCE frames replayable ({} with a bad ICRC left out), {} RC connection{}\n\n",
+    fmt::print("{}: {} frames, {} RoCE frames replayable ({} with a bad ICRC left out), {} RC connection{}\n",
                o.path, c.records, c.frames.size(), c.bad_icrc, connections.size(),
                connections.size() == 1 ? "" : "s");
+    if (c.mirror_copies != 0) {
+      fmt::print("{} frames left out as mirror copies of frames another tunnel carried first\n", c.mirror_copies);
+    }
+    fmt::print("\n");
   }
   bool all_same = true;
   if (o.responder_side) all_same &= replay_responders(o, c.frames, connections) == connections.size();

@@ -1,5 +1,7 @@
 #include "pcap_tools/tunnel.hpp"
 
+#include "pcap_tools/capture_reader.hpp"
+
 #include <fmt/format.h>
 
 #include "transport/wire/bytes.hpp"
@@ -26,6 +28,23 @@ struct IpPayload {
   size_t end = 0;
 };
 
+// IPv6 extension headers before the tunnel's: Linux's ip6gre and ip6erspan put a destination options
+// header (RFC 2473's tunnel encapsulation limit) in every packet by default. Hop-by-hop, routing and
+// destination options are stepped over; a fragment (or one cut short) leaves nothing to look through.
+constexpr uint8_t ipv6_hop_by_hop = 0, ipv6_routing = 43, ipv6_fragment = 44, ipv6_destination = 60;
+
+bool skip_ipv6_extensions(const wire::Frame& f, IpPayload& p) {
+  const uint8_t* b = f.bytes.data();
+  while (p.protocol == ipv6_hop_by_hop || p.protocol == ipv6_routing || p.protocol == ipv6_destination) {
+    if (p.end - p.begin < 8) return false;
+    const size_t length = (size_t(b[p.begin + 1]) + 1) * 8;
+    if (p.end - p.begin < length) return false;
+    p.protocol = b[p.begin];
+    p.begin += length;
+  }
+  return p.protocol != ipv6_fragment;
+}
+
 std::optional<IpPayload> ip_payload(const wire::Frame& f, bool cut_by_snaplen) {
   if (!f.has(wire::layer_ip)) return std::nullopt;
   IpPayload p;
@@ -48,6 +67,7 @@ std::optional<IpPayload> ip_payload(const wire::Frame& f, bool cut_by_snaplen) {
     return std::nullopt;  // a malformed outer packet (its lengths, a fragment): shown as it is
   }
   if (p.begin > p.end) return std::nullopt;
+  if (f.ip_version == wire::IpVersion::v6 && !skip_ipv6_extensions(f, p)) return std::nullopt;
   return p;
 }
 
@@ -197,18 +217,29 @@ std::string tunnel_tag(const Tunnel& t) {
   return tunnel_name(t.kind);
 }
 
-void TunnelTally::add(const std::optional<Tunnel>& t) {
-  if (!t) return;
-  const std::string key = fmt::format("{} from {} to {}", tunnel_tag(*t), wire::to_string(t->src), wire::to_string(t->dst));
-  if (frames_[key]++ == 0) order_.push_back(key);
+void TunnelTally::add(const Record& r) {
+  if (!r.tunnel) return;
+  const Tunnel& t = *r.tunnel;
+  const std::string key = fmt::format("{} from {} to {}", tunnel_tag(t), wire::to_string(t.src), wire::to_string(t.dst));
+  Count& c = tunnels_[key];
+  if (c.frames++ == 0) order_.push_back(key);
+  if (r.copy_of != 0) ++c.copies, ++copies_;
 }
 
 std::vector<std::string> TunnelTally::lines() const {
   std::vector<std::string> out;
   for (const std::string& key : order_) {
-    const uint64_t n = frames_.at(key);
-    out.push_back(fmt::format("{} frame{} came through {}", n, n == 1 ? "" : "s", key));
+    const Count& c = tunnels_.at(key);
+    std::string line = fmt::format("{} frame{} came through {}", c.frames, c.frames == 1 ? "" : "s", key);
+    if (c.copies == c.frames) {
+      line += c.frames == 1 ? " (a copy of a frame another tunnel carried first)"
+                            : " (all copies of frames another tunnel carried first)";
+    } else if (c.copies != 0) {
+      line += fmt::format(" ({} of them copies of frames another tunnel carried first)", c.copies);
+    }
+    out.push_back(line);
   }
+  if (copies_ != 0) out.push_back(fmt::format("Each frame is told once: {} mirror copies are left out.", copies_));
   return out;
 }
 

@@ -76,16 +76,24 @@ std::string tunnel_name(TunnelKind kind);
 // How the frame came, for the end of a summary line: "ERSPAN type II session 100", "VXLAN VNI 5001", "GRE".
 std::string tunnel_tag(const Tunnel& t);
 
-// Counts the frames that came through each tunnel (kind, session or key or VNI, and its ends), for a
-// capture's story: "102 frames came through ERSPAN type II session 100 from 10.99.0.1 to 10.99.0.2".
+struct Record;
+
+// Counts the frames that came through each tunnel (kind, session or key or VNI, and its ends), and how many
+// of them were mirror copies, for a capture's story: "102 frames came through ERSPAN type II session 100
+// from 10.99.0.1 to 10.99.0.2 (all copies of frames another tunnel carried first)".
 class TunnelTally {
  public:
-  void add(const std::optional<Tunnel>& t);
+  void add(const Record& r);
   std::vector<std::string> lines() const;  // one per tunnel, in the order first seen
+  uint64_t copies() const { return copies_; }
 
  private:
-  std::map<std::string, uint64_t> frames_;
+  struct Count {
+    uint64_t frames = 0, copies = 0;
+  };
+  std::map<std::string, Count> tunnels_;
   std::vector<std::string> order_;
+  uint64_t copies_ = 0;
 };
 
 }  // namespace uroce::pcap_tools

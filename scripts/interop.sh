@@ -63,30 +63,8 @@ fi
 build=$(cd "$build" && pwd)
 
 export INTEROP_DIR=$repo/scripts/interop
-INTEROP_WORK=$(mktemp -d /tmp/uroce-interop.XXXXXX)
-export INTEROP_WORK
-: >"$INTEROP_WORK/created"
-. "$INTEROP_DIR/lib.sh"
-. "$INTEROP_DIR/vm.sh"
-. "$INTEROP_DIR/netns.sh"
-finish() {
-  local rc=$?
-  trap - EXIT INT TERM
-  "$INTEROP_DIR/cleanup.sh" "$INTEROP_WORK"
-  if [ "$rc" = 0 ] || [ -z "${INTEROP_KEEP:-}" ]; then rm -rf "$INTEROP_WORK"; else log "kept $INTEROP_WORK"; fi
-  exit "$rc"
-}
-trap finish EXIT
-trap 'exit 130' INT TERM
-
-# The newest installed kernel that has rdma_rxe.
-INTEROP_KERNEL=
-for k in $(ls -1 /boot/vmlinuz-* 2>/dev/null | sed 's|/boot/vmlinuz-||' | sort -V -r); do
-  if modinfo -k "$k" -n rdma_rxe >/dev/null 2>&1; then INTEROP_KERNEL=$k; break; fi
-done
-[ -n "$INTEROP_KERNEL" ] || die "no installed kernel with rdma_rxe (linux-image-amd64)"
-export INTEROP_KERNEL
-"$INTEROP_DIR/initramfs.sh" "$INTEROP_KERNEL" "$INTEROP_WORK/initramfs.cpio.gz"
+. "$INTEROP_DIR/run.sh" uroce-interop
+prepare_guest_kernel
 
 ns=uroce-interop-$$
 netns_create "$ns"

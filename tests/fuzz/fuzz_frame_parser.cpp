@@ -1,13 +1,15 @@
 // libFuzzer target: arbitrary bytes through the frame parser, the tunnel finder (ERSPAN, GRE, VXLAN: the
-// carried frame is parsed too), the ICRC, the dissector and its three renderings. Beyond "no crash, no UB,
-// no leak" (the sanitizers), it checks one property: a RoCEv2 frame that parses with valid checksums is
-// rebuilt byte for byte by the builder from its parsed fields, and a PAUSE or PFC frame by write_mac_control.
+// carried frame is parsed too), the mirror copy finder, the ICRC, the dissector and its three renderings.
+// Beyond "no crash, no UB, no leak" (the sanitizers), it checks two properties: a RoCEv2 frame that parses
+// with valid checksums is rebuilt byte for byte by the builder from its parsed fields (and a PAUSE or PFC
+// frame by write_mac_control), and a frame seen twice through one tunnel is never a mirror copy.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
 
 #include "pcap_tools/dissection.hpp"
+#include "pcap_tools/mirror_copies.hpp"
 #include "pcap_tools/render.hpp"
 #include "transport/wire/build.hpp"
 #include "transport/wire/frame.hpp"
@@ -23,6 +25,11 @@ void exercise_dissector(std::span<const uint8_t> bytes, wire::Frame f) {
   record.wire_length = uint32_t(bytes.size());
   record.bytes = bytes;
   pcap_tools::look_through_tunnel(record, f);
+  // The same frame twice through the same tunnel: sent again, not a mirror copy.
+  pcap_tools::MirrorCopies copies;
+  if (copies.copy_of(record, f) != 0) std::abort();
+  record.number = 2;
+  if (copies.copy_of(record, f) != 0) std::abort();
   const pcap_tools::Dissection d = pcap_tools::dissect(record, f, 0);
   volatile size_t sink = pcap_tools::summary_line(d).size() + pcap_tools::field_tree(d).size() + pcap_tools::to_json(d).dump().size();
   (void)sink;

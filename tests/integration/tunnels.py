@@ -8,7 +8,7 @@ OUTER_SRC_MAC = bytes.fromhex("02aa00000001")
 OUTER_DST_MAC = bytes.fromhex("02aa00000002")
 
 
-def _checksum(header):
+def ipv4_checksum(header):
     total = sum(struct.unpack(f">{len(header) // 2}H", header))
     while total >> 16:
         total = (total & 0xFFFF) + (total >> 16)
@@ -24,7 +24,7 @@ def outer_ip(payload, protocol, v6=False, ident=1):
         return OUTER_DST_MAC + OUTER_SRC_MAC + b"\x86\xdd" + ip + payload
     header = bytearray(struct.pack(">BBHHHBBH4s4s", 0x45, 0, 20 + len(payload), ident & 0xFFFF, 0x4000, 64,
                                    protocol, 0, bytes([10, 99, 0, 1]), bytes([10, 99, 0, 2])))
-    header[10:12] = struct.pack(">H", _checksum(bytes(header)))
+    header[10:12] = struct.pack(">H", ipv4_checksum(bytes(header)))
     return OUTER_DST_MAC + OUTER_SRC_MAC + b"\x08\x00" + bytes(header) + payload
 
 

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "pcap_tools/capture_reader.hpp"
+#include "pcap_tools/mirror_copies.hpp"
 #include "tests/unit/wire/wire_test_support.hpp"
 
 using namespace uroce::wire;
@@ -14,13 +15,13 @@ namespace {
 
 // Outer Ethernet + IPv4 (10.99.0.1 -> 10.99.0.2, protocol 47) + GRE with a sequence number (and ERSPAN
 // type III with its platform subheader) around `inner`.
-Bytes erspan_iii(const Bytes& inner, bool platform) {
+Bytes erspan_iii(const Bytes& inner, bool platform, uint16_t session = 513) {
   Bytes gre;
   put16(gre, 0x1000);  // S: a sequence number
   put16(gre, gre_erspan_iii);
   put32(gre, 7);
   put16(gre, 2u << 12 | 100);                        // version 2, VLAN 100
-  put16(gre, 5u << 13 | 1u << 10 | 513);             // COS 5, truncated, session 513
+  put16(gre, 5u << 13 | 1u << 10 | session);         // COS 5, truncated, the session
   put32(gre, 0xdeadbeef);                             // timestamp
   put16(gre, 42);                                     // SGT
   put16(gre, 1u << 15 | 9u << 4 | 1u << 3 | (platform ? 1 : 0));  // P, hardware 9, egress, O
@@ -108,4 +109,32 @@ TEST_CASE("an outer packet longer than its frame, with nothing cut by the snaple
   parse_frame(r.bytes, f);
   CHECK(look_through_tunnel(r, f) == ParseError::ip_length_mismatch);
   CHECK_FALSE(r.tunnel);
+}
+
+TEST_CASE("a packet another tunnel carries is a mirror copy; one the same tunnel carries again is sent again") {
+  const Bytes inner = build_simple(uint8_t(Opcode::rc_send_only), 100);
+  const Bytes one = erspan_iii(inner, false, 1), two = erspan_iii(inner, false, 2);
+  MirrorCopies copies;
+  uint64_t number = 0;
+  auto feed = [&](const Bytes& bytes, int64_t time_ns) {
+    Record r = record_of(bytes, bytes.size());
+    r.number = ++number;
+    r.time_ns = time_ns;
+    Frame f;
+    parse_frame(r.bytes, f);
+    look_through_tunnel(r, f);
+    return copies.copy_of(r, f);
+  };
+  CHECK(feed(one, 0) == 0);
+  CHECK(feed(two, 1'000) == 1);        // the other mirror point, a microsecond later
+  CHECK(feed(one, 50'000) == 0);       // resent: the first tunnel carries it again
+  CHECK(feed(two, 51'000) == 3);       // ... and its copy
+  CHECK(feed(two, 52'000) == 0);       // sent once more, seen first at the second point this time
+  CHECK(feed(one, 53'000) == 5);
+  CHECK(feed(two, 53'000 + MirrorCopies::window_ns + 1) == 0);  // long after: forgotten, a new packet
+  // A frame that came through no tunnel is never a copy.
+  Record plain = record_of(inner, inner.size());
+  Frame f;
+  parse_frame(plain.bytes, f);
+  CHECK(copies.copy_of(plain, f) == 0);
 }
