@@ -111,6 +111,13 @@ int serve(const DaemonOptions& o) {
   CmService cm_service(engine, io, description);
   adapter.set_cm_service(&cm_service);
   io.post([&] { cm_service.start(); });
+  // The port's addresses while it runs (uroce address add|del).
+  PortAddressService port_addresses(engine, config.addresses, config.routes, getuid(),
+                                    [&](const std::vector<uroce::wire::IpAddress>& gids, uint32_t generation) {
+                                      service.set_gids(gids, generation);
+                                      cm_service.set_gids(gids);
+                                    });
+  adapter.set_port_addresses(&port_addresses);
   control::ControlServer server(io, o.socket, adapter);
   // Port events for the applications; the internal loopback's link never changes.
   std::optional<LinkWatch> link_watch;

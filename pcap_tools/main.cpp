@@ -3,6 +3,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "pcap_tools/address_command.hpp"
 #include "pcap_tools/check_command.hpp"
 #include "pcap_tools/dissect_command.hpp"
 #include "pcap_tools/replay_command.hpp"
@@ -29,6 +30,7 @@ int main(int argc, char** argv) {
   uroce::pcap_tools::add_check_command(app, exit_code);
   uroce::pcap_tools::add_replay_command(app, exit_code);
   uroce::pcap_tools::add_stats_command(app, exit_code);
+  uroce::pcap_tools::add_address_command(app, exit_code);
 
   try {
     app.parse(argc, argv);

@@ -220,7 +220,8 @@ std::string tunnel_tag(const Tunnel& t) {
 void TunnelTally::add(const Record& r) {
   if (!r.tunnel) return;
   const Tunnel& t = *r.tunnel;
-  const std::string key = fmt::format("{} from {} to {}", tunnel_tag(t), wire::to_string(t.src), wire::to_string(t.dst));
+  const std::string key =
+      fmt::format("{} from {} to {}", tunnel_tag(t), wire::to_string(t.src), wire::to_string(t.dst));
   Count& c = tunnels_[key];
   if (c.frames++ == 0) order_.push_back(key);
   if (r.copy_of != 0) ++c.copies, ++copies_;

@@ -1,9 +1,10 @@
 // Mirrored and tunnelled frames. Much RoCE traffic is captured not on a host but at a switch, whose port
 // mirror sends copies of the frames to a collector inside GRE (ERSPAN types I, II and III, as Cisco,
-// Arista, NVIDIA Spectrum and SONiC's "everflow" mirror), or that crosses an overlay inside GRE's
-// transparent Ethernet bridging (gretap, NVGRE) or VXLAN, or is routed through a GRE tunnel (IP in GRE). Such a capture holds the outer Ethernet, IP and
-// GRE or UDP headers, then the frame that was mirrored. The `uroce` commands look through one such layer:
-// they dissect, explain, check and replay the frame inside, and say how it came (Wireshark does the same).
+// Arista, NVIDIA Spectrum and SONiC's "everflow" mirror), or crosses an overlay inside GRE's transparent
+// Ethernet bridging (gretap, NVGRE) or VXLAN, or is routed through a GRE tunnel (IP in GRE). Such a
+// capture holds the outer Ethernet, IP and GRE or UDP headers, then the frame that was mirrored. The
+// `uroce` commands look through one such layer: they dissect, explain, check and replay the frame inside,
+// and say how it came (Wireshark does the same).
 //
 // Header layouts: GRE RFC 2784 and RFC 2890 (checksum, key and sequence number fields), ERSPAN
 // draft-foschiano-erspan-03 (type II: ethertype 0x88be with the sequence bit, 8 bytes; type III: 0x22eb,

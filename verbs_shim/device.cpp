@@ -60,23 +60,44 @@ Device* find_or_add(const std::string& socket, const nlohmann::json& info) {
   return d;
 }
 
-wire::IpAddress gid_at(const Context& c, size_t index) { return c.info.at("gids").at(index).get<wire::IpAddress>(); }
-
 // The port's GID table has at least this many entries, its addresses first. As on a NIC (mlx5 has 256, rxe
-// 1024), an entry without an address reads as the zero GID from ibv_query_gid, as ENODATA from
-// ibv_query_gid_ex, and as a RoCE v1 entry from ibv_query_gid_type (rdma-core's reading of the kernel's
-// EINVAL for it): programs that walk the table, perftest's GID choice among them, expect such entries.
+// 1024), an entry without an address (past the addresses, or emptied by uroce address del) reads as the zero
+// GID from ibv_query_gid, as ENODATA from ibv_query_gid_ex, and as a RoCE v1 entry from ibv_query_gid_type
+// (rdma-core's reading of the kernel's EINVAL for it): programs that walk the table, perftest's GID choice
+// among them, expect such entries.
 constexpr size_t gid_table_min = 16;
-size_t gid_table_length(const nlohmann::json& info) { return std::max(gid_table_min, info.at("gids").size()); }
+size_t gid_table_length(const std::vector<wire::IpAddress>& gids) { return std::max(gid_table_min, gids.size()); }
+
+// The address in entry `index`, or nothing for an empty entry.
+std::optional<wire::IpAddress> gid_entry(const std::vector<wire::IpAddress>& gids, size_t index) {
+  if (index >= gids.size() || gids[index].is_zero()) return std::nullopt;
+  return gids[index];
+}
 
 }  // namespace
+
+std::vector<wire::IpAddress> gid_table(const Context& c) {
+  GidCache& cache = *c.gid_cache;
+  std::lock_guard g(cache.lock);
+  if (c.impl->gid_generation() != cache.generation) {
+    try {
+      const nlohmann::json info = c.impl->control().call({{"op", "query_device"}});
+      // (the generation the daemon gave with the table: one that moves again meanwhile is seen next time)
+      cache.gids = info.at("gids").get<std::vector<wire::IpAddress>>();
+      cache.generation = info.value("gid_generation", 0u);
+    } catch (const std::exception& e) {  // (the daemon gone: the table it last gave)
+      shim_log().debug("verbs shim: the GID table could not be read again: {}", e.what());
+    }
+  }
+  return cache.gids;
+}
 
 // uroce's LIDs, an extension (shim.hpp): the low 16 bits of the port's first IPv4 address.
 namespace {
 
 std::optional<uint32_t> first_ipv4(const Context& c) {  // host order
-  for (const auto& g : c.info.at("gids")) {
-    if (const auto ip = g.get<wire::IpAddress>(); ip.is_v4()) return ip.v4();
+  for (const wire::IpAddress& ip : gid_table(c)) {
+    if (ip.is_v4()) return ip.v4();
   }
   return std::nullopt;
 }
@@ -109,7 +130,7 @@ void fill_port_attr(Context& c, ibv_port_attr& a) {
   a.state = up ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
   a.max_mtu = IBV_MTU_4096;
   a.active_mtu = ibv_mtu(info.value("active_mtu", uint32_t(IBV_MTU_1024)));
-  a.gid_tbl_len = int(gid_table_length(info));
+  a.gid_tbl_len = int(gid_table_length(gid_table(c)));
   a.port_cap_flags = 0;
   a.max_msg_sz = 1u << 31;
   a.pkey_tbl_len = 1;
@@ -288,6 +309,9 @@ ibv_context* finish_context(Context* c, Device* d, int cmd_fd) {
   c->cqs = new std::map<uint32_t, Cq*>;
   c->qps = new std::multimap<uint32_t, Qp*>;
   c->srqs = new std::map<uint32_t, Srq*>;
+  c->gid_cache = new GidCache;
+  c->gid_cache->gids = c->info.at("gids").get<std::vector<uroce::wire::IpAddress>>();
+  c->gid_cache->generation = c->info.value("gid_generation", 0u);
 
   verbs_context& v = c->vctx;
   v.sz = sizeof(verbs_context);
@@ -373,6 +397,7 @@ SHIM_EXPORT int ibv_close_device(ibv_context* context) {
   delete c->qps;
   delete c->srqs;
   delete c->objects_lock;
+  delete c->gid_cache;
   pthread_mutex_destroy(&context->mutex);
   delete c;
   return 0;
@@ -390,30 +415,27 @@ SHIM_EXPORT int ibv_query_port(ibv_context* context, uint8_t port_num, _compat_i
 }
 
 SHIM_EXPORT int ibv_query_gid(ibv_context* context, uint8_t port_num, int index, ibv_gid* gid) {
-  Context* c = to_shim(context);
-  if (port_num != 1 || index < 0 || size_t(index) >= gid_table_length(c->info)) {
+  const std::vector<uroce::wire::IpAddress> gids = gid_table(*to_shim(context));
+  if (port_num != 1 || index < 0 || size_t(index) >= gid_table_length(gids)) {
     errno = EINVAL;
     return -1;
   }
-  if (size_t(index) >= c->info.at("gids").size()) {  // an entry without an address
-    std::memset(gid->raw, 0, sizeof gid->raw);
-    return 0;
-  }
-  // GIDs are held as IPv6 bytes, IPv4 ones v4-mapped (::ffff:a.b.c.d): exactly RoCE v2's GID.
-  const auto ip = gid_at(*c, size_t(index));
+  // GIDs are held as IPv6 bytes, IPv4 ones v4-mapped (::ffff:a.b.c.d): exactly RoCE v2's GID. An empty
+  // entry is the zero GID.
+  const uroce::wire::IpAddress ip = gid_entry(gids, size_t(index)).value_or(uroce::wire::IpAddress{});
   std::memcpy(gid->raw, ip.bytes.data(), 16);
   return 0;
 }
 
-SHIM_EXPORT int _ibv_query_gid_ex(ibv_context* context, uint32_t port_num, uint32_t gid_index,
-                                  ibv_gid_entry* entry, uint32_t flags, size_t entry_size) {
-  if (flags) return EINVAL;
-  if (entry_size < sizeof(ibv_gid_entry)) return EINVAL;
-  ibv_gid gid;
-  if (port_num > 255 || ibv_query_gid(context, uint8_t(port_num), int(gid_index), &gid)) return EINVAL;
-  if (gid_index >= to_shim(context)->info.at("gids").size()) return ENODATA;  // in the table, but empty
+namespace {
+
+int gid_entry_of(const std::vector<uroce::wire::IpAddress>& gids, uint32_t port_num, uint32_t gid_index,
+                 ibv_gid_entry* entry, size_t entry_size) {
+  if (port_num != 1 || gid_index >= gid_table_length(gids)) return EINVAL;
+  const auto ip = gid_entry(gids, gid_index);
+  if (!ip) return ENODATA;  // in the table, but empty
   std::memset(entry, 0, entry_size);
-  entry->gid = gid;
+  std::memcpy(entry->gid.raw, ip->bytes.data(), 16);
   entry->gid_index = gid_index;
   entry->port_num = port_num;
   entry->gid_type = IBV_GID_TYPE_ROCE_V2;
@@ -421,26 +443,40 @@ SHIM_EXPORT int _ibv_query_gid_ex(ibv_context* context, uint32_t port_num, uint3
   return 0;
 }
 
+}  // namespace
+
+SHIM_EXPORT int _ibv_query_gid_ex(ibv_context* context, uint32_t port_num, uint32_t gid_index,
+                                  ibv_gid_entry* entry, uint32_t flags, size_t entry_size) {
+  if (flags) return EINVAL;
+  if (entry_size < sizeof(ibv_gid_entry)) return EINVAL;
+  return gid_entry_of(gid_table(*to_shim(context)), port_num, gid_index, entry, entry_size);
+}
+
+// The valid entries only, as the kernel's table query returns them.
 SHIM_EXPORT ssize_t _ibv_query_gid_table(ibv_context* context, ibv_gid_entry* entries, size_t max_entries,
                                          uint32_t flags, size_t entry_size) {
   if (flags || entry_size < sizeof(ibv_gid_entry)) return -EINVAL;
-  const size_t n = to_shim(context)->info.at("gids").size();
+  const std::vector<uroce::wire::IpAddress> gids = gid_table(*to_shim(context));
+  const size_t n = size_t(std::count_if(gids.begin(), gids.end(), [](const auto& g) { return !g.is_zero(); }));
   if (max_entries < n) return -EINVAL;
-  for (size_t i = 0; i < n; ++i) {
-    auto* e = reinterpret_cast<ibv_gid_entry*>(reinterpret_cast<char*>(entries) + i * entry_size);
-    if (int rc = _ibv_query_gid_ex(context, 1, uint32_t(i), e, 0, entry_size)) return -rc;
+  size_t written = 0;
+  for (size_t i = 0; i < gids.size(); ++i) {
+    if (gids[i].is_zero()) continue;
+    auto* e = reinterpret_cast<ibv_gid_entry*>(reinterpret_cast<char*>(entries) + written * entry_size);
+    if (int rc = gid_entry_of(gids, 1, uint32_t(i), e, entry_size)) return -rc;
+    ++written;
   }
-  return ssize_t(n);
+  return ssize_t(written);
 }
 
 // rdma-core's private enum ibv_gid_type_sysfs (not in the installed headers): 0 IB/RoCE v1, 1 RoCE v2.
 SHIM_EXPORT int ibv_query_gid_type(ibv_context* context, uint8_t port_num, unsigned int index, int* type) {
-  const nlohmann::json& info = to_shim(context)->info;
-  if (port_num != 1 || index >= gid_table_length(info)) {
+  const std::vector<uroce::wire::IpAddress> gids = gid_table(*to_shim(context));
+  if (port_num != 1 || index >= gid_table_length(gids)) {
     errno = EINVAL;
     return -1;
   }
-  *type = index < info.at("gids").size() ? 1 : 0;  // an empty entry reads as RoCE v1, as from rdma-core
+  *type = gid_entry(gids, index) ? 1 : 0;  // an empty entry reads as RoCE v1, as from rdma-core
   return 0;
 }
 

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <new>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 #include "emulator/client/logger.hpp"
@@ -48,6 +49,13 @@ struct Cq;
 struct Qp;
 struct Srq;
 
+// The port's GID table as the daemon last gave it (gid_table()).
+struct GidCache {
+  std::mutex lock;
+  uint32_t generation = 0;  // of the table below, as the daemon gave it (EngineStatus::gid_generation)
+  std::vector<wire::IpAddress> gids;  // an empty entry is the zero address
+};
+
 struct Context {
   verbs_context vctx;    // must stay first; ibv_context is its last member
   client::Context* impl; // owned
@@ -60,7 +68,13 @@ struct Context {
   std::multimap<uint32_t, Qp*>* qps;
   std::map<uint32_t, Srq*>* srqs;
   int owned_cmd_fd = -1;  // ibv_import_device's descriptor, closed with the context
+  GidCache* gid_cache;
 };
+
+// The port's GID table (an empty entry: the zero address). Read from the daemon again whenever its GID
+// generation moved (uroce address add or del), so that a query sees the new table right after the change,
+// IBV_EVENT_GID_CHANGE read or not, as ibv_query_gid reads the kernel's table each time.
+std::vector<wire::IpAddress> gid_table(const Context& c);
 
 // A thread domain (ibv_alloc_td; parent_domain.cpp).
 struct Td {

@@ -122,6 +122,7 @@ class Context {
   // Call after posting (a batch of) work requests: wakes the engine if it sleeps.
   void ring_doorbell() const { doorbell_.ring(); }
   bool daemon_shutting_down() const { return doorbell_.daemon_shutting_down(); }
+  uint32_t gid_generation() const { return doorbell_.gid_generation(); }
   int async_fd() const { return async_fd_; }  // readable: AsyncEventRecord
 
   uint32_t alloc_pd();

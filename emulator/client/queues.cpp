@@ -87,6 +87,11 @@ bool Doorbell::daemon_shutting_down() const {
 
 uint32_t Doorbell::daemon_pid() const { return reinterpret_cast<const EngineStatus*>(status_.data())->daemon_pid; }
 
+uint32_t Doorbell::gid_generation() const {
+  auto* s = reinterpret_cast<EngineStatus*>(status_.data());
+  return std::atomic_ref<uint32_t>(s->gid_generation).load(std::memory_order_acquire);
+}
+
 SendRing::SendRing(int fd, size_t bytes, uint32_t capacity, uint32_t entry_size, uint32_t max_sge, uint32_t max_inline)
     : region_(SharedRegion::attach(fd, bytes)), ring_(attach_ring(region_, capacity, entry_size)),
       producer_(ring_.load_producer()), staged_(producer_), consumer_seen_(producer_ - capacity),

@@ -26,6 +26,8 @@ class Doorbell {
   void ring() const;
   bool daemon_shutting_down() const;
   uint32_t daemon_pid() const;
+  // Moves whenever the port's GID table changes (EngineStatus::gid_generation).
+  uint32_t gid_generation() const;
   // The word the rings bump (SendRing/RecvRing::use_doorbell), nullptr without a doorbell page.
   uint32_t* session_word() const;
 

@@ -107,6 +107,9 @@ json CmService::handle(uint64_t session, const json& request, std::vector<int>& 
   json reply;
   try {
     reply = (this->*(it->second))(session, request, fds);
+  } catch (const json::exception& e) {  // a field of the wrong type: the client's mistake, said as such
+    received_ = {};
+    throw ServiceError(EINVAL, std::string("bad request: ") + e.what());
   } catch (...) {
     received_ = {};
     throw;
@@ -145,7 +148,13 @@ CmId& CmService::id_of(uint64_t session, const json& r) {
   return it->second;
 }
 
+void CmService::set_gids(std::vector<wire::IpAddress> gids) {
+  gsi_.set_gids(gids);
+  port_.gids = std::move(gids);
+}
+
 bool CmService::is_local(const wire::IpAddress& a) const {
+  if (a.is_zero()) return false;  // a wildcard, never an empty GID entry
   for (const auto& g : port_.gids) {
     if (g == a) return true;
   }
@@ -154,7 +163,7 @@ bool CmService::is_local(const wire::IpAddress& a) const {
 
 uint8_t CmService::sgid_index(const wire::IpAddress& a) const {
   for (size_t i = 0; i < port_.gids.size(); ++i) {
-    if (port_.gids[i] == a) return uint8_t(i);
+    if (port_.gids[i] == a && !a.is_zero()) return uint8_t(i);
   }
   return 0;
 }
@@ -230,12 +239,13 @@ json CmService::create_id(uint64_t s, const json& r, std::vector<int>&) {
   if (ps != wire::rdma_cm_ps_tcp && ps != wire::rdma_cm_ps_udp && ps != wire::rdma_cm_ps_ib) {
     throw ServiceError(EPROTONOSUPPORT, "only RDMA_PS_TCP, RDMA_PS_UDP and RDMA_PS_IB are supported");
   }
+  const auto qp_type = uint8_t(r.value("qp_type", 2));  // (read before the ID exists: it may throw)
   const uint32_t n = next_id_++;
   CmId& id = ids_[n];
   id.session = s;
   id.channel = ch->first;
   id.port_space = uint16_t(ps);
-  id.qp_type = uint8_t(r.value("qp_type", 2));
+  id.qp_type = qp_type;
   return {{"cm_id", n}};
 }
 

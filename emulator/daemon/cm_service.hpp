@@ -60,6 +60,8 @@ class CmService {
   // rdma_cm gives it (cma_process_remove). A client that asks for it once the daemon has gone makes it
   // itself (verbs_shim/rdmacm/events.cpp).
   void announce_removal();
+  // The port's GID table changed (PortAddressService): what IDs bind to, resolve from and send MADs from.
+  void set_gids(std::vector<wire::IpAddress> gids);
 
   const cm::CmCounters& counters() const { return cm_.counters(); }
 

@@ -107,12 +107,16 @@ void ControlAdapter::handle(control::Session& session, const nlohmann::json& req
   const uint64_t id = effective(session.id());
   const pid_t caller = id == session.id() ? 0 : session.pid();
   try {
-    if (cm_ != nullptr && CmService::handles(request.value("op", std::string()))) {
+    const auto op_field = request.find("op");
+    const std::string op = op_field != request.end() && op_field->is_string() ? op_field->get<std::string>() : "";
+    if (cm_ != nullptr && CmService::handles(op)) {
       reply.body = cm_->handle(id, request, fds, received);
+    } else if (addresses_ != nullptr && PortAddressService::handles(op)) {
+      reply.body = addresses_->handle(session.uid(), request);  // (the connection's own user)
     } else {
       reply.body = service_.handle(id, request, fds, received, caller);
       // `uroce stats` shows the connection manager's counters beside the device's.
-      if (cm_ != nullptr && request.value("op", std::string()) == "stats") {
+      if (cm_ != nullptr && op == "stats") {
         reply.body["cm"] = cm_->handle(id, {{"op", "cm_stats"}}, fds);
       }
     }

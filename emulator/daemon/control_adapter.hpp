@@ -22,6 +22,7 @@
 
 #include "emulator/control/handler.hpp"
 #include "emulator/daemon/cm_service.hpp"
+#include "emulator/daemon/port_address_service.hpp"
 #include "emulator/daemon/verbs_service.hpp"
 
 namespace uroce::emulator {
@@ -31,6 +32,8 @@ class ControlAdapter final : public control::Handler {
   explicit ControlAdapter(VerbsService& service) : service_(service) {}
   // rdma_cm requests ("cm_*") go to `cm` once it is set.
   void set_cm_service(CmService* cm) { cm_ = cm; }
+  // The port's addresses ("port_address*": uroce address) to `addresses` once it is set.
+  void set_port_addresses(PortAddressService* addresses) { addresses_ = addresses; }
   void on_hello(control::Session& session, const nlohmann::json& request, control::Reply& reply) override;
   void handle(control::Session& session, const nlohmann::json& request, control::Reply& reply) override;
   void on_close(control::Session& session) override;
@@ -53,6 +56,7 @@ class ControlAdapter final : public control::Handler {
 
   VerbsService& service_;
   CmService* cm_ = nullptr;
+  PortAddressService* addresses_ = nullptr;
   std::map<uint64_t, Opened> opened_;    // sessions, by the connection that opened them
   std::map<uint64_t, uint64_t> joined_;  // connection -> the session it joined
   std::map<SocketId, uint64_t> client_ends_;   // a client's end of a connection -> that connection

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "emulator/engine/queue_service.hpp"
+#include "emulator/net/routes.hpp"
 #include "transport/device.hpp"
 #include "transport/wire/address.hpp"
 
@@ -29,6 +30,10 @@ struct EngineContext {
   // Whether `ip` is on the port's link (one of its subnets, or an IPv6 prefix a router announced on-link),
   // as against through a gateway. (Tests' engines have every address on the link.)
   std::function<bool(const wire::IpAddress&)> on_link = [](const wire::IpAddress&) { return true; };
+  // Gives the port a new GID table (an empty entry: the zero address) and routes, the table's generation
+  // going to the status page (Engine::set_addresses). (Tests' engines keep nothing.)
+  std::function<void(std::vector<wire::IpAddress>, net::Routes, uint32_t)> set_addresses =
+      [](std::vector<wire::IpAddress>, net::Routes, uint32_t) {};
 };
 
 class EngineAccess {

@@ -21,6 +21,8 @@ class GsiLink final : public cm::MadSender {
 
   // `gids`: the port's GID table (a MAD leaves from the GID of the destination's address family).
   GsiLink(EngineAccess& engine, boost::asio::io_context& io, std::vector<wire::IpAddress> gids);
+  // The port's GID table changed (uroce address add or del).
+  void set_gids(std::vector<wire::IpAddress> gids) { gids_ = std::move(gids); }
 
   // Installs the QP1 handler on the engine; MADs then reach `receiver` on the io_context's thread.
   // Call from that thread once the engine runs (it waits for the engine).

@@ -16,7 +16,7 @@ bool is_wildcard(const wire::IpAddress& a) { return a == wire::IpAddress{} || a 
 std::optional<size_t> source_gid_index(const std::vector<wire::IpAddress>& gids, const wire::IpAddress& destination) {
   std::optional<size_t> same_family;
   for (size_t i = 0; i < gids.size(); ++i) {
-    if (gids[i].is_v4() != destination.is_v4()) continue;
+    if (gids[i].is_zero() || gids[i].is_v4() != destination.is_v4()) continue;  // (an empty entry: no source)
     if (destination.is_v4() || is_link_local(gids[i]) == is_link_local(destination)) return i;
     if (!same_family) same_family = i;
   }

@@ -203,6 +203,7 @@ json VerbsService::query_device(Session&, uint64_t, const json&, std::vector<int
           {"port_name", port_.port_name},
           {"mac", port_.mac},
           {"gids", gids},
+          {"gid_generation", gid_generation_},
           {"limits", limits_},
           {"active_mtu", uint32_t(port_.active_mtu)},
           {"ip_mtu", port_.ip_mtu},
@@ -510,7 +511,8 @@ json VerbsService::destroy_srq(Session& s, uint64_t, const json& r, std::vector<
 // (EINVAL), a destination with no route (ENETUNREACH).
 json VerbsService::resolve_neighbour(Session&, uint64_t, const json& r, std::vector<int>&) {
   const AddressVector av = r.at("ah_attr").get<AddressVector>();
-  if (av.sgid_index >= port_.gids.size() || port_.gids[av.sgid_index].is_v4() != av.dgid.is_v4()) {
+  if (av.sgid_index >= port_.gids.size() || port_.gids[av.sgid_index].is_zero() ||
+      port_.gids[av.sgid_index].is_v4() != av.dgid.is_v4()) {
     throw ServiceError(EINVAL, "source GID index " + std::to_string(av.sgid_index) + " cannot reach " +
                                    wire::to_string(av.dgid));
   }

@@ -86,6 +86,12 @@ class VerbsService {
   // The port's link went down or came back (daemon/link_watch.hpp): every open device context gets
   // IBV_EVENT_PORT_ERR or IBV_EVENT_PORT_ACTIVE for port 1, as from a RoCE NIC whose link changed.
   void port_link_changed(bool up);
+  // The port's GID table changed (PortAddressService): what open_device and query_device report, and what
+  // address vectors are checked against, from now on.
+  void set_gids(std::vector<wire::IpAddress> gids, uint32_t generation) {
+    port_.gids = std::move(gids);
+    gid_generation_ = generation;
+  }
 
  private:
   struct Channel {
@@ -249,6 +255,7 @@ class VerbsService {
 
   EngineAccess& engine_;
   PortDescription port_;
+  uint32_t gid_generation_ = 0;  // of port_.gids (PortAddressService)
   transport::DeviceLimits limits_;
   int wake_fd_;
   int status_fd_;

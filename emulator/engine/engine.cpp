@@ -12,6 +12,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <system_error>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 
@@ -116,6 +117,72 @@ void Engine::announce_shutdown() {
   std::atomic_ref<uint32_t>(st->shutting_down).store(1, std::memory_order_release);
 }
 
+void Engine::announce(const wire::IpAddress& ip, transport::Nanos now) {
+  if (ip.is_v4()) {
+    uint8_t frame[net::max_arp_frame_size];
+    // An ARP probe (RFC 5227 §2.1.1): sender IP 0.0.0.0, so that no one learns from it.
+    queue_copy({frame, net::write_arp_request(frame, addresses_.mac, 0, ip.v4(), addresses_.vlan_tci)});
+    // The announcement: peers that knew another MAC for the address update their caches.
+    queue_copy({frame, net::write_gratuitous_arp(frame, addresses_.mac, ip.v4(), addresses_.vlan_tci)});
+    return;
+  }
+  // The same for IPv6: a probe, then an unsolicited advertisement to all-nodes (RFC 4861 §7.2.6).
+  // Duplicate address detection's solicitation (RFC 4862 §5.4.2): from ::, to the address's
+  // solicited-node group, without a source link-layer option. An owner answers to all-nodes.
+  net::NdMessage dad;
+  dad.type = net::icmpv6_neighbor_solicitation;
+  dad.target = ip;
+  dad.ip_dst = net::solicited_node_address(ip);
+  uint8_t probe[net::max_nd_frame_size];
+  queue_copy({probe, net::write_nd_frame(probe, net::multicast_mac(dad.ip_dst), addresses_.mac,
+                                         addresses_.vlan_tci, dad)});
+  net::NdMessage na;
+  na.type = net::icmpv6_neighbor_advertisement;
+  na.override_flag = true;
+  na.target = ip;
+  na.lladdr = addresses_.mac;
+  na.ip_src = ip;
+  na.ip_dst = net::all_nodes_address();
+  uint8_t frame[net::max_nd_frame_size];
+  const size_t size =
+      net::write_nd_frame(frame, net::multicast_mac(na.ip_dst), addresses_.mac, addresses_.vlan_tci, na);
+  queue_copy({frame, size});
+  // Neighbour discovery's solicitations for it come to its solicited-node group: report it (MLD), so that
+  // a switch snooping MLD forwards them to the port, as Linux reports the groups of its addresses.
+  mld_.join(net::solicited_node_address(ip), now);
+}
+
+void Engine::set_addresses(std::vector<wire::IpAddress> gids, net::Routes routes, uint32_t generation) {
+  const transport::Nanos now = clock_.now();
+  std::vector<wire::IpAddress> ips;
+  for (const wire::IpAddress& g : gids) {
+    if (!g.is_zero()) ips.push_back(g);
+  }
+  const std::vector<wire::IpAddress> before = std::exchange(addresses_.ips, ips);
+  config_.addresses = gids;
+  config_.routes = std::move(routes);
+  device_.set_gids(std::move(gids));
+  const auto has = [](const std::vector<wire::IpAddress>& list, const wire::IpAddress& a) {
+    return std::find(list.begin(), list.end(), a) != list.end();
+  };
+  // A removed IPv6 address's solicited-node group is left, unless an address still here shares it.
+  for (const wire::IpAddress& gone : before) {
+    if (gone.is_v4() || has(ips, gone)) continue;
+    const wire::IpAddress group = net::solicited_node_address(gone);
+    const bool shared = std::any_of(ips.begin(), ips.end(), [&](const wire::IpAddress& a) {
+      return !a.is_v4() && net::solicited_node_address(a) == group;
+    });
+    if (!shared) mld_.leave(group, now);
+  }
+  for (const wire::IpAddress& ip : ips) {
+    if (!has(before, ip)) announce(ip, now);
+  }
+  poll_due(mld_, mld_out_, now);
+  flush_tx();
+  auto* st = reinterpret_cast<protocol::EngineStatus*>(status_.data());
+  std::atomic_ref<uint32_t>(st->gid_generation).store(generation, std::memory_order_release);
+}
+
 // The control thread's request, run between two turns of the loop: the Device is never touched by two
 // threads. The caller blocks until it ran (or until the engine stopped, which runs what is left first).
 void Engine::run_on_engine(const std::function<void(EngineContext&)>& fn) {
@@ -163,6 +230,9 @@ unsigned Engine::run_commands(transport::Nanos now) {
   context.neighbour_known = [this, now](const wire::IpAddress& ip) { return neighbour_known(ip, now); };
   context.has_route = [this, now](const wire::IpAddress& ip) { return next_hop(ip, now).has_value(); };
   context.on_link = [this, now](const wire::IpAddress& ip) { return next_hop(ip, now) == ip; };
+  context.set_addresses = [this](std::vector<wire::IpAddress> gids, net::Routes routes, uint32_t generation) {
+    set_addresses(std::move(gids), std::move(routes), generation);
+  };
   for (Command* c : batch) {
     try {
       (*c->fn)(context);
@@ -190,40 +260,7 @@ void Engine::run() {
   // answers the probe, and the responders note the conflict (address_conflicts.hpp: the log names it). We
   // do not wait for answers before using the addresses, as Linux's optimistic DAD does not (RFC 4429): a
   // NIC has no other address to fall back to, and a conflict needs its operator anyway.
-  for (const uint32_t ip : addresses_.ipv4_addresses()) {
-    uint8_t frame[net::max_arp_frame_size];
-    // An ARP probe (RFC 5227 §2.1.1): sender IP 0.0.0.0, so that no one learns from it.
-    queue_copy({frame, net::write_arp_request(frame, addresses_.mac, 0, ip, addresses_.vlan_tci)});
-    // The announcement: peers that knew another MAC for the address update their caches.
-    queue_copy({frame, net::write_gratuitous_arp(frame, addresses_.mac, ip, addresses_.vlan_tci)});
-  }
-  // The same for IPv6: a probe, then an unsolicited advertisement to all-nodes (RFC 4861 §7.2.6).
-  for (const wire::IpAddress& ip : addresses_.ips) {
-    if (ip.is_v4()) continue;
-    // Duplicate address detection's solicitation (RFC 4862 §5.4.2): from ::, to the address's
-    // solicited-node group, without a source link-layer option. An owner answers to all-nodes.
-    net::NdMessage dad;
-    dad.type = net::icmpv6_neighbor_solicitation;
-    dad.target = ip;
-    dad.ip_dst = net::solicited_node_address(ip);
-    uint8_t probe[net::max_nd_frame_size];
-    queue_copy({probe, net::write_nd_frame(probe, net::multicast_mac(dad.ip_dst), addresses_.mac,
-                                           addresses_.vlan_tci, dad)});
-    net::NdMessage na;
-    na.type = net::icmpv6_neighbor_advertisement;
-    na.override_flag = true;
-    na.target = ip;
-    na.lladdr = addresses_.mac;
-    na.ip_src = ip;
-    na.ip_dst = net::all_nodes_address();
-    uint8_t frame[net::max_nd_frame_size];
-    const size_t size =
-        net::write_nd_frame(frame, net::multicast_mac(na.ip_dst), addresses_.mac, addresses_.vlan_tci, na);
-    queue_copy({frame, size});
-    // Neighbour discovery's solicitations for it come to its solicited-node group: report it (MLD), so that
-    // a switch snooping MLD forwards them to the port, as Linux reports the groups of its addresses.
-    mld_.join(net::solicited_node_address(ip), clock_.now());
-  }
+  for (const wire::IpAddress& ip : addresses_.ips) announce(ip, clock_.now());
   poll_due(mld_, mld_out_, clock_.now());
   // Ask the link's routers to advertise themselves now rather than at their next periodic advertisement
   // (up to 10 minutes away, RFC 4861 §6.2.1).
@@ -491,7 +528,8 @@ void Engine::transmit(const transport::OutPacket& p) {
   transport::PortAddressing addressing;
   const size_t sgid = av.sgid_index < config_.addresses.size() ? av.sgid_index : 0;
   const bool v4 = av.dgid.is_v4();
-  if (config_.addresses.empty() || v4 != config_.addresses[sgid].is_v4()) {
+  // (an entry emptied since the QP was given it: uroce address del)
+  if (config_.addresses.empty() || v4 != config_.addresses[sgid].is_v4() || config_.addresses[sgid].is_zero()) {
     ++counters_.tx_no_route;
     return;
   }

@@ -93,7 +93,8 @@ struct EngineCounters {
   uint64_t rx_bursts = 0;
   uint64_t tx_frames = 0;
   uint64_t tx_no_mbuf = 0;         // a frame could not be sent: the mbuf pool was empty
-  uint64_t tx_no_route = 0;        // no source address of the destination's family, or off the link with no gateway
+  // No source address of the destination's family (or its GID entry emptied), or off the link with no gateway.
+  uint64_t tx_no_route = 0;
   uint64_t rx_injected_loss = 0;   // dropped by EngineConfig::rx_loss
 };
 
@@ -113,6 +114,11 @@ class Engine final : public transport::PacketSink, public EngineAccess {
   int status_fd() const { return status_.fd(); }
   // Tells clients (through the status page) that the daemon is going away.
   void announce_shutdown();
+  // The port's addresses changed while it runs (uroce address add or del; engine thread: through
+  // EngineContext::set_addresses). `gids` is the new GID table, an empty entry being the zero address so
+  // that the others keep their indexes; `routes` the subnets and gateways that go with it. An address that
+  // is new is probed for and announced as at start; the status page's GID generation becomes `generation`.
+  void set_addresses(std::vector<wire::IpAddress> gids, net::Routes routes, uint32_t generation);
 
   // The PacketSink the transport transmits through (engine thread only).
   void transmit(const transport::OutPacket& packet) override;
@@ -133,6 +139,9 @@ class Engine final : public transport::PacketSink, public EngineAccess {
   void handle_frame(std::span<const uint8_t> frame, transport::Nanos now, bool captured, uint32_t sender = 0);
   unsigned run_commands(transport::Nanos now);
   void queue_copy(std::span<const uint8_t> frame);
+  // Asks whether another station already uses `ip` and announces it as ours (ARP, or neighbour discovery
+  // and the MLD report of its solicited-node group), as at start or when an address is added.
+  void announce(const wire::IpAddress& ip, transport::Nanos now);
   unsigned flush_tx();
   // Frames of a priority the link partner paused (PFC, PAUSE) wait here, in order, and go once it is
   // released; frames of other priorities pass. At most max_held frames wait: the mbufs are the port's.

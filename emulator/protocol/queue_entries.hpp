@@ -133,6 +133,9 @@ struct alignas(64) EngineStatus {
   uint32_t reserved;
   alignas(64) uint32_t sleeping;
   alignas(64) uint32_t shutting_down;
+  // Moves each time the port's GID table changes (an address added or removed while the daemon runs):
+  // a client that cached the table reads it again when this differs from what it saw.
+  alignas(64) uint32_t gid_generation;
 };
 inline constexpr uint32_t engine_status_magic = 0x55524f53;  // "UROS"
 

@@ -1,5 +1,6 @@
-// libFuzzer target: hostile control requests into the verbs service (emulator/daemon/verbs_service.hpp) and
-// the rdma_cm service (emulator/daemon/cm_service.hpp), what any local process may send uroced. The input
+// libFuzzer target: hostile control requests into the verbs service (emulator/daemon/verbs_service.hpp), the
+// rdma_cm service (emulator/daemon/cm_service.hpp) and the port's addresses (port_address_service.hpp: the GID
+// table changing, with empty entries, under the other two), what any local process may send uroced. The input
 // is turned into a sequence of requests from two sessions: an op (every one the services have, or an
 // unknown one), then fields named as the handlers name them, each given a value of any JSON type (numbers
 // biased towards the handles earlier answers gave, so that requests reach deep into the handlers),
@@ -26,6 +27,7 @@
 
 #include "emulator/daemon/cm_service.hpp"
 #include "emulator/daemon/engine_access.hpp"
+#include "emulator/daemon/port_address_service.hpp"
 #include "emulator/daemon/verbs_service.hpp"
 #include "emulator/engine/queue_service.hpp"
 #include "emulator/protocol/doorbell.hpp"
@@ -52,7 +54,9 @@ const char* const ops[] = {
     "cm_create_channel", "cm_destroy_channel", "cm_get_event", "cm_create_id", "cm_destroy_id", "cm_migrate_id",
     "cm_bind", "cm_resolve_addr", "cm_resolve_route", "cm_listen", "cm_set_option", "cm_query", "cm_stats",
     "cm_connect", "cm_accept", "cm_reject", "cm_establish", "cm_notify", "cm_disconnect", "cm_init_qp_attr",
-    "cm_join_multicast", "cm_leave_multicast", "cm_route", "cm_no_such_op"};
+    "cm_join_multicast", "cm_leave_multicast", "cm_route", "cm_no_such_op",
+    // the port's addresses (PortAddressService::handles)
+    "port_address_add", "port_address_del", "port_addresses"};
 
 // Every field a handler reads, at the top level ...
 const char* const fields[] = {
@@ -62,7 +66,7 @@ const char* const fields[] = {
     "on_demand", "sges", "sq_sig_all", "translation", "write", "qp", "mgid", "comp_vector", "solicited_only",
     "flow", "port", "wq", "wqs", "state", "ind_table", "rx_hash_fields", "rx_hash_key", "tm", "ops",
     "cm_id", "port_space", "dst", "src", "dst_port", "timeout_ms", "backlog", "name", "value", "private_data",
-    "responder_resources", "initiator_depth", "retry_count", "rnr_retry_count", "mc", "join_flags"};
+    "responder_resources", "initiator_depth", "retry_count", "rnr_retry_count", "mc", "join_flags", "address"};
 // ... and inside "attr", "ah_attr" and "cap" (emulator/protocol/verbs_json.cpp), a flow rule's "attr"
 // and its specs (emulator/protocol/flow_json.cpp), create_srq's "tm" and a list operation of post_srq_ops
 // (emulator/protocol/tag_op_json.cpp).
@@ -110,7 +114,9 @@ const OpFields op_fields[] = {{"create_cq", {"cqe"}},
                               {"cm_leave_multicast", {"cm_id", "mc"}},
                               {"cm_init_qp_attr", {"cm_id", "state"}},
                               {"cm_get_event", {"channel"}},
-                              {"cm_route", {"dst"}}};
+                              {"cm_route", {"dst"}},
+                              {"port_address_add", {"address"}},
+                              {"port_address_del", {"address"}}};
 // Of those, the members that name an object and those that are counts or codes: half the time they get a
 // handle, or a number below 20, rather than a value of any kind.
 bool names_object(const std::string& name) {
@@ -210,7 +216,7 @@ json member(Reader& in, int depth, const std::string& name) {
     return shared_mappings[in.byte() % shared_mappings.size()] + in.word(2) * 2;
   }
   if (is_count(name) && in.byte() % 2 == 0) return in.byte() % 20;
-  if ((name == "addr" || name == "dst" || name == "src") && in.byte() % 2 == 0) {
+  if ((name == "addr" || name == "dst" || name == "src" || name == "address") && in.byte() % 2 == 0) {
     return addresses[in.byte() % std::size(addresses)];
   }
   if (name == "port_space" && in.byte() % 2 == 0) return port_spaces[in.byte() % std::size(port_spaces)];
@@ -292,6 +298,13 @@ struct Served {
     service = std::make_unique<emulator::VerbsService>(*engine, port, transport::DeviceLimits{}, wake_fd, status.fd());
     cm = std::make_unique<emulator::CmService>(*engine, io, port);
     cm->start();  // QP1's handler (the engine runs inline here)
+    // As uroced wires it: a change goes to both services (the inline engine keeps nothing of it).
+    addresses = std::make_unique<emulator::PortAddressService>(
+        *engine, port.gids, emulator::net::Routes(), getuid(),
+        [this](const std::vector<wire::IpAddress>& gids, uint32_t generation) {
+          service->set_gids(gids, generation);
+          cm->set_gids(gids);
+        });
   }
   ~Served() {
     cm.reset();       // first: closing its sessions still needs the engine and the device
@@ -311,6 +324,7 @@ struct Served {
   std::unique_ptr<emulator::VerbsService> service;
   boost::asio::io_context io;  // the CM's timers: never run (no request waits for one)
   std::unique_ptr<emulator::CmService> cm;
+  std::unique_ptr<emulator::PortAddressService> addresses;
 };
 
 }  // namespace
@@ -355,8 +369,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const json parsed = json::parse(request.dump());
       std::vector<int> fds;
       try {
-        if (emulator::CmService::handles(parsed.value("op", std::string()))) {
+        const std::string op = parsed.value("op", std::string());
+        if (emulator::CmService::handles(op)) {
           note_handles(s.cm->handle(session, parsed, fds, received));
+        } else if (emulator::PortAddressService::handles(op)) {
+          // (session 2 as another user, who may only look)
+          note_handles(s.addresses->handle(session == 1 ? getuid() : getuid() + 1, parsed));
         } else {
           note_handles(s.service->handle(session, parsed, fds, received));
         }

@@ -153,6 +153,7 @@ enum class EventType : uint8_t {
   srq_err = 14,
   srq_limit_reached = 15,
   qp_last_wqe_reached = 16,
+  gid_change = 18,  // a port's GID table changed (an address added or removed)
 };
 
 // IB MTU enum (ibv_mtu): 1 = 256 ... 5 = 4096.

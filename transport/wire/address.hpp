@@ -34,6 +34,8 @@ struct IpAddress {
   uint32_t v4() const { return load_be32(bytes.data() + 12); }  // host order; only meaningful when is_v4()
   // A group address: ff00::/8, or v4-mapped 224.0.0.0/4 (the kernel's rdma_is_multicast_addr).
   bool is_multicast() const;
+  // The all-zero address (::): what an empty GID table entry reads as.
+  bool is_zero() const { return *this == IpAddress{}; }
   friend bool operator==(const IpAddress&, const IpAddress&) = default;
 };
 

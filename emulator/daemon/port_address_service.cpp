@@ -1,0 +1,143 @@
+#include "emulator/daemon/port_address_service.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+#include <spdlog/spdlog.h>
+
+#include "emulator/daemon/verbs_service.hpp"
+
+namespace uroce::emulator {
+
+using nlohmann::json;
+
+namespace {
+
+std::string address_text(const json& request) {
+  const auto a = request.find("address");
+  if (a == request.end() || !a->is_string()) throw ServiceError(EINVAL, "\"address\" must be an address");
+  return a->get<std::string>();
+}
+
+// What may not be a port's address: no station could send to it, or it is not one station's.
+void check_unicast(const wire::IpAddress& ip, const std::string& text) {
+  const bool v4_zero = ip.is_v4() && ip.v4() == 0;
+  const bool loopback = ip.is_v4() ? (ip.v4() >> 24) == 127 : ip == *wire::parse_ip("::1");
+  const bool broadcast = ip.is_v4() && ip.v4() == 0xffffffff;
+  if (ip.is_zero() || v4_zero || loopback || broadcast || ip.is_multicast()) {
+    throw ServiceError(EINVAL, text + " cannot be a port's address");
+  }
+}
+
+}  // namespace
+
+PortAddressService::PortAddressService(EngineAccess& engine, std::vector<wire::IpAddress> gids, net::Routes routes,
+                                       uid_t owner, OnChange on_change)
+    : engine_(engine), gids_(std::move(gids)), routes_(std::move(routes)), owner_(owner),
+      on_change_(std::move(on_change)) {}
+
+bool PortAddressService::handles(const std::string& op) {
+  return op == "port_address_add" || op == "port_address_del" || op == "port_addresses";
+}
+
+json PortAddressService::handle(uid_t caller, const json& request) {
+  const std::string op = request.value("op", std::string());
+  if (op == "port_addresses") return list();
+  // As changing a netdev's addresses takes CAP_NET_ADMIN: here root, or whoever runs the NIC.
+  if (caller != 0 && caller != owner_) {
+    throw ServiceError(EPERM, "only root and the user uroced runs as (uid " + std::to_string(owner_) +
+                                  ") may change the port's addresses");
+  }
+  return op == "port_address_add" ? add(request) : del(request);
+}
+
+json PortAddressService::add(const json& request) {
+  const std::string text = address_text(request);
+  const auto subnet = net::parse_subnet(text);
+  if (!subnet) throw ServiceError(EINVAL, "\"" + text + "\" is not an address with an optional prefix length");
+  check_unicast(subnet->address, text);
+  if (std::find(gids_.begin(), gids_.end(), subnet->address) != gids_.end()) {
+    throw ServiceError(EEXIST, wire::to_string(subnet->address) + " is already the port's");
+  }
+  // The first empty entry, as the kernel's GID cache fills its table; else a new one at the end.
+  std::vector<wire::IpAddress> gids = gids_;
+  const auto empty = std::find_if(gids.begin(), gids.end(), [](const wire::IpAddress& g) { return g.is_zero(); });
+  const size_t index = size_t(empty - gids.begin());
+  if (empty == gids.end()) {
+    gids.push_back(subnet->address);
+  } else {
+    *empty = subnet->address;
+  }
+  std::vector<net::Subnet> subnets = routes_.subnets();
+  subnets.push_back(*subnet);
+  std::vector<wire::IpAddress> gateways;
+  for (const bool v4 : {true, false}) {
+    if (const auto g = routes_.gateway(v4)) gateways.push_back(*g);
+  }
+  apply(std::move(gids), net::Routes(std::move(subnets), std::move(gateways)));  // (a valid prefix: parsed)
+  spdlog::info("port address {} added: GID {}", net::to_string(*subnet), index);
+  return {{"gid_index", index}};
+}
+
+json PortAddressService::del(const json& request) {
+  const std::string text = address_text(request);
+  const auto ip = wire::parse_ip(text);
+  if (!ip) throw ServiceError(EINVAL, "\"" + text + "\" is not an address");
+  const auto entry = std::find(gids_.begin(), gids_.end(), *ip);
+  if (ip->is_zero() || entry == gids_.end()) {
+    throw ServiceError(EADDRNOTAVAIL, wire::to_string(*ip) + " is not the port's");
+  }
+  const size_t index = size_t(entry - gids_.begin());
+  std::vector<wire::IpAddress> gids = gids_;
+  gids[index] = wire::IpAddress{};
+  while (!gids.empty() && gids.back().is_zero()) gids.pop_back();  // (an empty entry at the end is no entry)
+  std::vector<net::Subnet> subnets;
+  for (const net::Subnet& s : routes_.subnets()) {
+    if (s.address != *ip) subnets.push_back(s);
+  }
+  std::vector<wire::IpAddress> gateways;
+  for (const bool v4 : {true, false}) {
+    if (const auto g = routes_.gateway(v4)) gateways.push_back(*g);
+  }
+  std::optional<net::Routes> routes;
+  try {
+    routes.emplace(std::move(subnets), std::move(gateways));
+  } catch (const std::invalid_argument& e) {
+    // Linux would drop the route through it; uroced's gateway is configured, not learned: say why.
+    throw ServiceError(EBUSY, wire::to_string(*ip) + " is how the port reaches its gateway (" + e.what() + ")");
+  }
+  apply(std::move(gids), std::move(*routes));
+  spdlog::info("port address {} removed: GID {} is empty", wire::to_string(*ip), index);
+  return {{"gid_index", index}};
+}
+
+json PortAddressService::list() const {
+  json out = json::array();
+  for (size_t i = 0; i < gids_.size(); ++i) {
+    if (gids_[i].is_zero()) continue;
+    json entry = {{"gid_index", i}, {"address", wire::to_string(gids_[i])}, {"gid", wire::gid_string(gids_[i])}};
+    for (const net::Subnet& s : routes_.subnets()) {
+      if (s.address == gids_[i] && s.prefix_length != 0) entry["prefix_length"] = s.prefix_length;
+    }
+    out.push_back(entry);
+  }
+  return {{"addresses", out}};
+}
+
+// The engine first (it answers for the new table, and clients that look at the status page see the new
+// generation), then the services, on this thread before any other request, so that a client reading the
+// table after the event, or after seeing the generation move, gets the new one.
+void PortAddressService::apply(std::vector<wire::IpAddress> gids, net::Routes routes) {
+  gids_ = gids;
+  routes_ = routes;
+  const uint32_t generation = ++generation_;
+  engine_.run_on_engine([&](EngineContext& c) {
+    c.set_addresses(gids, routes, generation);
+    c.queues.broadcast_port_event(verbs::EventType::gid_change, 1);
+  });
+  on_change_(gids_, generation);
+}
+
+}  // namespace uroce::emulator
