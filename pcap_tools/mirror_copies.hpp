@@ -10,6 +10,9 @@
 // (IPv4 TOS and TTL and the header checksum, IPv6 traffic class, flow label and hop limit: the fields the
 // ICRC leaves out for the same reason), so mirror points a hop apart, or a switch that marked ECN between
 // them, still see copies. The copy told is the first: a CE mark only a later mirror point saw is left out.
+// A mirror point that missed a packet's first sending (a mirror drops when its own link is full) and saw
+// only the resend makes that resend look like a copy; within the window of a second, nothing tells them
+// apart.
 #pragma once
 
 #include <cstdint>

@@ -526,10 +526,11 @@ void Engine::send_or_hold(rte_mbuf* m) {
 void Engine::transmit(const transport::OutPacket& p) {
   const verbs::AddressVector& av = *p.destination;
   transport::PortAddressing addressing;
-  const size_t sgid = av.sgid_index < config_.addresses.size() ? av.sgid_index : 0;
+  const size_t sgid = av.sgid_index;
   const bool v4 = av.dgid.is_v4();
-  // (an entry emptied since the QP was given it: uroce address del)
-  if (config_.addresses.empty() || v4 != config_.addresses[sgid].is_v4() || config_.addresses[sgid].is_zero()) {
+  // (an entry emptied, or gone from the end of the table, since the QP was given it: uroce address del)
+  if (sgid >= config_.addresses.size() || v4 != config_.addresses[sgid].is_v4() ||
+      config_.addresses[sgid].is_zero()) {
     ++counters_.tx_no_route;
     return;
   }
