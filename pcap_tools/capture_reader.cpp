@@ -141,6 +141,7 @@ ReadResult read_capture(const std::string& path,
     reader.decode(record, frame);
     record.copy_of = copies.copy_of(record, frame);
     ++result.records;
+    if (record.copy_of != 0) ++result.mirror_copies;
     if (!visit(record, frame)) return result;
   }
   if (status == CaptureReader::Next::error) {

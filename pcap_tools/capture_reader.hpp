@@ -71,6 +71,7 @@ struct ReadResult {
   enum class Outcome { complete, unreadable, damaged } outcome = Outcome::complete;
   std::string error;    // libpcap's words, for unreadable and damaged
   uint64_t records = 0; // records handed to `visit` (for damaged: those before the damage)
+  uint64_t mirror_copies = 0;  // of them, mirror copies of an earlier one (Record::copy_of)
 
   // Logs what went wrong, if anything, and returns the exit status: 0, or 2 for an unreadable or
   // damaged capture (the frames before the damage have been shown).

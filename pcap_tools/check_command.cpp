@@ -43,21 +43,16 @@ nlohmann::json to_json(const ConformanceChecker& c, bool damaged, uint64_t mirro
 
 int run_check(const CheckOptions& o) {
   ConformanceChecker checker;
-  uint64_t mirror_copies = 0;
   const ReadResult read = read_capture(o.path, [&](const Record& record, const wire::Frame& frame) {
     // A frame mirrored at several places is checked once: its copies would read as retransmissions.
-    if (record.copy_of != 0) {
-      ++mirror_copies;
-    } else {
-      checker.add(record.number, frame);
-    }
+    if (record.copy_of == 0) checker.add(record.number, frame);
     return true;
   });
   if (read.outcome == ReadResult::Outcome::unreadable) return read.report(o.path);
   if (o.json) {
-    fmt::print("{}\n", to_json(checker, read.outcome == ReadResult::Outcome::damaged, mirror_copies).dump());
+    fmt::print("{}\n", to_json(checker, read.outcome == ReadResult::Outcome::damaged, read.mirror_copies).dump());
   } else {
-    print_text(o, checker, mirror_copies);
+    print_text(o, checker, read.mirror_copies);
   }
   std::fflush(stdout);
   const int read_status = read.report(o.path);

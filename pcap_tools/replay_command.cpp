@@ -21,7 +21,7 @@ namespace {
 
 struct Collected {
   FrameBytes frames;
-  uint64_t records = 0, bad_icrc = 0, mirror_copies = 0;
+  uint64_t records = 0, bad_icrc = 0;
 };
 
 // Keeps the RoCE frames a responder would accept (parsed, good ICRC), rebuilt as Ethernet frames whatever
@@ -29,11 +29,7 @@ struct Collected {
 ReadResult collect(const std::string& path, Collected& c) {
   return read_capture(path, [&](const Record& r, const wire::Frame& f) {
     ++c.records;
-    if (r.copy_of != 0) {
-      ++c.mirror_copies;
-      return true;
-    }
-    if (!f.is_roce()) return true;
+    if (r.copy_of != 0 || !f.is_roce()) return true;
     if (!wire::icrc_ok(f)) {
       ++c.bad_icrc;
       return true;
@@ -300,8 +296,8 @@ int run_replay(const ReplayOptions& o) {
     fmt::print("{}: {} frames, {} RoCE frames replayable ({} with a bad ICRC left out), {} RC connection{}\n",
                o.path, c.records, c.frames.size(), c.bad_icrc, connections.size(),
                connections.size() == 1 ? "" : "s");
-    if (c.mirror_copies != 0) {
-      fmt::print("{} frames left out as mirror copies of frames another tunnel carried first\n", c.mirror_copies);
+    if (read.mirror_copies != 0) {
+      fmt::print("{} frames left out as mirror copies of frames another tunnel carried first\n", read.mirror_copies);
     }
     fmt::print("\n");
   }

@@ -31,6 +31,16 @@ void check_unicast(const wire::IpAddress& ip, const std::string& text) {
   }
 }
 
+// The routes' subnets replaced by `subnets`, their gateways kept (Routes throws std::invalid_argument if one is
+// then off the link).
+net::Routes with_subnets(const net::Routes& routes, std::vector<net::Subnet> subnets) {
+  std::vector<wire::IpAddress> gateways;
+  for (const bool v4 : {true, false}) {
+    if (const auto g = routes.gateway(v4)) gateways.push_back(*g);
+  }
+  return net::Routes(std::move(subnets), std::move(gateways));
+}
+
 }  // namespace
 
 PortAddressService::PortAddressService(EngineAccess& engine, std::vector<wire::IpAddress> gids, net::Routes routes,
@@ -72,11 +82,7 @@ json PortAddressService::add(const json& request) {
   }
   std::vector<net::Subnet> subnets = routes_.subnets();
   subnets.push_back(*subnet);
-  std::vector<wire::IpAddress> gateways;
-  for (const bool v4 : {true, false}) {
-    if (const auto g = routes_.gateway(v4)) gateways.push_back(*g);
-  }
-  apply(std::move(gids), net::Routes(std::move(subnets), std::move(gateways)));  // (a valid prefix: parsed)
+  apply(std::move(gids), with_subnets(routes_, std::move(subnets)));  // (a valid prefix: parsed)
   spdlog::info("port address {} added: GID {}", net::to_string(*subnet), index);
   return {{"gid_index", index}};
 }
@@ -97,13 +103,9 @@ json PortAddressService::del(const json& request) {
   for (const net::Subnet& s : routes_.subnets()) {
     if (s.address != *ip) subnets.push_back(s);
   }
-  std::vector<wire::IpAddress> gateways;
-  for (const bool v4 : {true, false}) {
-    if (const auto g = routes_.gateway(v4)) gateways.push_back(*g);
-  }
   std::optional<net::Routes> routes;
   try {
-    routes.emplace(std::move(subnets), std::move(gateways));
+    routes.emplace(with_subnets(routes_, std::move(subnets)));
   } catch (const std::invalid_argument& e) {
     // Linux would drop the route through it; uroced's gateway is configured, not learned: say why.
     throw ServiceError(EBUSY, wire::to_string(*ip) + " is how the port reaches its gateway (" + e.what() + ")");
