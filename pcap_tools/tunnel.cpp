@@ -1,10 +1,10 @@
 #include "pcap_tools/tunnel.hpp"
 
-#include "pcap_tools/capture_reader.hpp"
-
 #include <fmt/format.h>
 
+#include "pcap_tools/capture_reader.hpp"
 #include "transport/wire/bytes.hpp"
+#include "transport/wire/ip.hpp"
 
 namespace uroce::pcap_tools {
 
@@ -18,7 +18,6 @@ constexpr size_t erspan_ii_size = 8;
 constexpr size_t erspan_iii_size = 12;
 constexpr size_t erspan_platform_size = 8;
 constexpr size_t vxlan_size = 8;
-constexpr size_t udp_size = 8;
 
 // The outer IP packet's payload: [begin, end) in the frame's bytes, and its protocol. Nothing for a frame
 // that is not IP, or whose IP header was not read whole.
@@ -164,9 +163,9 @@ std::optional<Tunnel> gre_tunnel(const wire::Frame& f, const IpPayload& p) {
 
 std::optional<Tunnel> vxlan_tunnel(const wire::Frame& f, const IpPayload& p) {
   const uint8_t* b = f.bytes.data();
-  if (p.end - p.begin < udp_size + vxlan_size) return std::nullopt;
+  if (p.end - p.begin < wire::udp_header_size + vxlan_size) return std::nullopt;
   if (load_be16(b + p.begin + 2) != vxlan_udp_port) return std::nullopt;
-  const size_t at = p.begin + udp_size;
+  const size_t at = p.begin + wire::udp_header_size;
   if (!(b[at] & 0x08)) return std::nullopt;  // the I flag: a valid VNI
   Tunnel t;
   t.kind = TunnelKind::vxlan;

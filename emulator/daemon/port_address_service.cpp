@@ -7,6 +7,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "emulator/daemon/source_gid.hpp"
 #include "emulator/daemon/verbs_service.hpp"
 
 namespace uroce::emulator {
@@ -23,10 +24,8 @@ std::string address_text(const json& request) {
 
 // What may not be a port's address: no station could send to it, or it is not one station's.
 void check_unicast(const wire::IpAddress& ip, const std::string& text) {
-  const bool v4_zero = ip.is_v4() && ip.v4() == 0;
-  const bool loopback = ip.is_v4() ? (ip.v4() >> 24) == 127 : ip == *wire::parse_ip("::1");
   const bool broadcast = ip.is_v4() && ip.v4() == 0xffffffff;
-  if (ip.is_zero() || v4_zero || loopback || broadcast || ip.is_multicast()) {
+  if (is_wildcard(ip) || is_loopback(ip) || broadcast || ip.is_multicast()) {
     throw ServiceError(EINVAL, text + " cannot be a port's address");
   }
 }
