@@ -26,6 +26,7 @@ packages=(
   ibverbs-utils perftest              # unmodified verbs programs run through the verbs shim
   qperf rdmacm-utils python3-pyverbs  # more unmodified verbs programs (qperf, rping) and pyverbs
   ucx-utils libfabric-bin             # UCX (ucx_perftest) and libfabric (fi_pingpong) on their verbs transports
+  libucx-dev                          # a UCP client/server test program (UCX's rdmacm connection manager)
   netpipe-openmpi                     # an MPI program (NetPIPE) under Open MPI and its UCX PML
   iperf3                              # the kernel's TCP beside uroce in the benchmark table
   strace                              # counts the verbs shim's system calls (tests/verbs_shim/test_syscalls.py)

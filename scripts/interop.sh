@@ -6,7 +6,8 @@
 #                                      ibv_rc_pingpong and ib_write_bw from uroce on a PCI NIC (below), and
 #                                      ibv_rc_pingpong and ib_write_bw on 802.1Q VLAN 100, one each way, and
 #                                      UCX's tag_bw (ucx_perftest through UCP) and libfabric's ofi_rxm
-#                                      (fi_pingpong over MSG endpoints) from rxe to uroce
+#                                      (fi_pingpong over MSG endpoints) from rxe to uroce, and UCP connected by
+#                                      socket address (UCX's rdmacm) from uroce to rxe
 #   scripts/interop.sh --full          everything: pingpongs, perftest, qperf, pyverbs, UCX, libfabric; uroce as
 #                                      client and as server, plus rxe <-> rxe (a second VM) as the control; clean and lossy;
 #                                      and every program from uroce on a PCI NIC: uroced in the VM on its
@@ -42,7 +43,7 @@ while (($#)); do
     --no-build) do_build=0 ;;
     --time-limit) time_limit=$2; shift ;;
     --retries) retries=$2; shift ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
     *) echo "interop.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift

@@ -29,7 +29,7 @@ ctest --test-dir build/release --output-on-failure -j"$jobs"
 if ((long)); then
   echo "== the full matrix of verbs programs through the shim (--long)"
   python3 tests/verbs_shim/test_setups.py --long --uroced build/release/emulator/uroced \
-    --uroce-run build/release/verbs_shim/uroce-run
+    --uroce-run build/release/verbs_shim/uroce-run --ucp-sockaddr-check build/release/verbs_shim/ucp_sockaddr_check
 fi
 
 echo "== AddressSanitizer + UBSan build (clang), with fuzzing"

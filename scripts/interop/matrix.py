@@ -22,7 +22,7 @@ from capture_check import check, check_vlan  # noqa: E402
 from guest import Guest, GuestVlan  # noqa: E402
 from guest_uroce import GuestUroce  # noqa: E402
 from host import HostSide, HostVlanSide, Uroced  # noqa: E402
-from programs import PROGRAMS  # noqa: E402
+from programs import BUILD, PROGRAMS  # noqa: E402
 from registry import record_pid  # noqa: E402
 from vlan import UROCE_VLAN_IP, VLAN_GUEST_IP, VLAN_ID, VLAN_PRIORITY  # noqa: E402
 
@@ -43,7 +43,8 @@ STOPPED = (124, 137, 143, -15, -9)  # exit statuses of a program the harness (or
 CI_CELLS = [("ibv_rc_pingpong", "uroce-client", 0), ("ibv_rc_pingpong", "uroce-server", 0),
             ("ib_write_bw", "uroce-client", LOSS), ("ibv_rc_pingpong", "vlan-client", 0),
             ("ib_write_bw", "vlan-server", 0), ("ibv_rc_pingpong", "pci", 0), ("ib_write_bw", "pci", 0),
-            ("ucx_perftest tag_bw 1 MiB", "uroce-server", 0), ("fi_pingpong verbs;ofi_rxm rdm", "uroce-server", 0)]
+            ("ucx_perftest tag_bw 1 MiB", "uroce-server", 0), ("fi_pingpong verbs;ofi_rxm rdm", "uroce-server", 0),
+            ("ucp sockaddr (rdmacm)", "uroce-client", 0)]
 
 
 def on_vlan_column(name):
@@ -154,7 +155,8 @@ class Runner:
             for attempt in range(3):
                 c_rc, c_out = client.start(c_argv, program.limit).wait()
                 refused = any(r in c_out for r in ("RDMA_CM_EVENT_REJECTED", "RDMA_CM_EVENT_UNREACHABLE",
-                                                   "Connection refused"))  # (the last: rsockets)
+                                                   "Connection refused",  # rsockets
+                                                   "FAIL: connect (the first message): Connection reset"))  # UCP
                 if c_rc == 0 or not program.cm_only or not refused or attempt == 2:
                     break
                 cell.info.append(f"client refused (attempt {attempt + 1}: the server was not listening yet), run again")
@@ -328,6 +330,7 @@ def main():
     ap.add_argument("--kernel", default="?")
     args = ap.parse_args()
     args.build = os.path.abspath(args.build)
+    BUILD["dir"] = args.build
     plan = full_cells() if args.full else CI_CELLS
     if args.cells:
         wanted = args.cells.split(",")

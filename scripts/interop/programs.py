@@ -22,6 +22,7 @@ UCX_FINAL = re.compile(r"^Final:\s+(\d+)\s+([\d.]+)\s+\S+\s+\S+\s+\S+\s+([\d.]+)
 # a 64 KiB message took seconds (0.03-0.17 MB/s, both ways), and 1 MiB tag_bw passed 240 s against rxe
 # under TCG (rxe <-> rxe too); tag_lat shows UCX's recovery over loss.
 UCX_BULK = ("ucx_perftest tag_bw", "ucx_perftest ucp_put_bw", "ucx_perftest ucp_get")
+UCP_SOCKADDR = "ucp sockaddr (rdmacm)"  # UCP connected by the server's IP address: ucp_sockaddr()
 FI_DGRAM = "fi_pingpong verbs dgram"  # UD: no retransmission, so no lossy cell
 # fi_pingpong's result line per size: bytes, #sent, =#ack, total, time, MB/sec, usec/xfer, Mxfers/sec.
 FI_RESULT = re.compile(r"^(\d+[kmg]?)\s+(\d+[kmg]?)\s+=(\d+[kmg]?)\s+\S+\s+[\d.]+s\s+([\d.]+)\s+([\d.]+)\s+[\d.]+$",
@@ -52,7 +53,8 @@ class Program:
         # listens. The harness waits `cm_listen_wait` seconds instead and runs the client again (twice at
         # most) if it was refused (REJECTED: a REQ before rdma_listen; UNREACHABLE: a SIDR_REQ before it;
         # "Connection refused": an rsocket's rconnect got the REJ).
-        self.cm_only = name.startswith(("rping", "udaddy", "mckey") + RSOCKETS)
+        # The UCP client says "FAIL: connect (the first message): Connection reset by remote peer" for the REJ.
+        self.cm_only = name.startswith(("rping", "udaddy", "mckey", UCP_SOCKADDR) + RSOCKETS)
         # libfabric's MSG endpoints (and ofi_rxm's over them) need the RoCE address on a kernel interface
         # (side.netdev), which uroced on the VM's PCI NIC has not: no PCI cell.
         self.needs_netdev = name.startswith(("fi_pingpong verbs msg", "fi_pingpong verbs;ofi_rxm"))
@@ -242,6 +244,42 @@ def ucx_perftest(test, *extra):
     return server, client
 
 
+# Test programs of this project's build (matrix.py --build), reached by the guests through the host's root.
+BUILD = {"dir": None}
+
+
+def built(path):
+    """PATH inside the build the matrix tests (e.g. "verbs_shim/ucp_sockaddr_check")."""
+    assert BUILD["dir"], "matrix.py sets programs.BUILD['dir'] from --build"
+    return os.path.join(BUILD["dir"], path)
+
+
+def ucp_sockaddr_result(out):
+    m = re.search(r"^ok: (\d+) messages of (\d+) bytes echoed; put, get and fetch-and-add", out, re.M)
+    return f"{m.group(1)} x {m.group(2)} B echoed, put/get/fadd checked" if m else None
+
+
+def ucp_sockaddr(size, count):
+    # UCP's client/server connection by socket address (ucp_listener_create; ucp_ep_create with the server's
+    # address), as UCX-Py, Dask and DAOS connect: UCX's rdmacm connection manager, on Linux the kernel's
+    # rdma_cm, on uroce its librdmacm, with UCP's wire-up in the CM's private data. The program is ours
+    # (tests/verbs_shim/ucx_sockaddr/ucp_sockaddr_check.c, against Debian's UCX 1.13): tagged messages echoed
+    # and checked, then put, get and fetch-and-add on the endpoint the CM made. Only rdmacm may connect (no
+    # fallback to UCX's TCP manager); rxe's side turns UCX's UD destination GID check off, as ucx_perftest's.
+    def command(side, *tail):
+        rxe = ["UCX_UD_VERBS_ETH_DGID_CHECK=n"] if side.device.startswith("rxe") else []
+        return ["env", "UCX_SOCKADDR_TLS_PRIORITY=rdmacm", "UCX_TLS=rc_verbs,ud_verbs",
+                f"UCX_NET_DEVICES={side.device}:1", f"UCX_IB_GID_INDEX={side.gid}", *rxe,
+                built("verbs_shim/ucp_sockaddr_check"), *tail]
+
+    def server(side, port):
+        return command(side, "server", side.roce_ip, str(port), "1")
+
+    def client(side, port, _ip, server_side):
+        return command(side, "client", server_side.roce_ip, str(port), str(size), str(count))
+    return server, client
+
+
 def fi_unacknowledged(lines):
     """The first of fi_pingpong's result lines (FI_RESULT.findall) whose messages were not all acknowledged
     (each checked: -c), or that sent none, as a sentence; None if every line is good. The rate is not
@@ -379,6 +417,7 @@ PROGRAMS = {p.name: p for p in [
     _p("ucx_perftest ucp_put_bw 64 KiB", ucx_perftest("ucp_put_bw", "-s", "65536", "-n", "50"),
        ucx_result("50", True)),
     _p("ucx_perftest ucp_get 64 KiB", ucx_perftest("ucp_get", "-s", "65536", "-n", "50"), ucx_result("50", True)),
+    _p(UCP_SOCKADDR, ucp_sockaddr(4096, 50), ucp_sockaddr_result),
     # fi_pingpong's default sizes (64 B to 1 MiB, a datagram's up to the path MTU) but through ofi_rxd,
     # whose 1 MiB messages took two minutes under TCG: 64 KiB there.
     _p("fi_pingpong verbs msg", fi_pingpong("verbs", "msg", "-I", "50"), fi_result),

@@ -82,6 +82,17 @@ def main():
     assert (programs.fi_unacknowledged(programs.FI_RESULT.findall(none_sent)) ==
             "64 B: 0 sent, 0 acknowledged, 0.02 MB/s")
     assert programs.fi_unacknowledged(programs.FI_RESULT.findall(fi_out)) is None
+    # UCP by socket address: the client's last line, only with every check passed; the server listens on its
+    # RoCE address with rdmacm as the only connection manager, the client connects there; a REJ is a refusal
+    # the harness retries (programs.py cm_only).
+    ok = "ok: 50 messages of 4096 bytes echoed; put, get and fetch-and-add of 64 KiB checked\n"
+    assert programs.ucp_sockaddr_result(ok) == "50 x 4096 B echoed, put/get/fadd checked"
+    assert programs.ucp_sockaddr_result("FAIL: ucp_get_nbx read back other bytes than were put\n") is None
+    ucp = programs.PROGRAMS[programs.UCP_SOCKADDR]
+    programs.BUILD["dir"] = "/b"  # matrix.py's --build: where the project's own test programs are
+    ucp_server = ucp.server(Side, 18002)
+    assert ucp_server[-5:] == ["/b/verbs_shim/ucp_sockaddr_check", "server", Side.roce_ip, "18002", "1"], ucp_server
+    assert "UCX_SOCKADDR_TLS_PRIORITY=rdmacm" in ucp_server and ucp.cm_only and ucp.lossy
     # The server listens on the out-of-band port (-B); the client connects to it (-P), with no -B.
     msg = programs.PROGRAMS["fi_pingpong verbs msg"]
     fi_server, fi_client = msg.server(Side, 18001), msg.client(Side, 18001, "10.99.0.254", Side)
@@ -102,7 +113,7 @@ def main():
         server = p.server(Side, 18000)
         client = p.client(Side, 18000, "10.99.0.254", ServerSide)
         # (mckey's client addresses the group, not the server; an IPv6 row's client the server's IPv6 address)
-        by_roce_ip = p.name.startswith(("rping", "udaddy")) and not p.ipv6
+        by_roce_ip = p.name.startswith(("rping", "udaddy", programs.UCP_SOCKADDR)) and not p.ipv6
         assert server and client and (("10.99.100.254" if by_roce_ip else "10.99.0.254") in client or
                                       "239.1.1.1" in client or (p.ipv6 and Side.ip6 in client)), p.name
     # A VLAN side names its service level (its frames' priority) to the programs that take one; others do not.

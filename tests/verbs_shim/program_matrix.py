@@ -24,11 +24,12 @@ import contextlib
 import json
 import os
 import re
+import select
 import subprocess
 import sys
 import time
 
-from server_client import PersistentServer, run_server_client
+from server_client import PersistentServer, run_server_client, socket_options
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "interop"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
@@ -420,6 +421,70 @@ def ucx_perftest(uroce_run, server_socket, client_socket, test, extra):
     return f"{latency} us, {bandwidth} MB/s, {rate} msg/s"
 
 
+# UCP's client/server connections by socket address (ucp_listener_create, ucp_ep_create with a sockaddr), as
+# UCX-Py, Dask, Spark's UCX shuffle and DAOS connect: UCX's rdmacm connection manager (libuct_rdmacm) drives
+# uroce's librdmacm, its private data carrying UCP's wire-up, and connects rc_verbs QPs. ucx_perftest never
+# goes this way (it exchanges addresses over a TCP socket of its own), so a program of ours does:
+# tests/verbs_shim/ucx_sockaddr/ucp_sockaddr_check.c, built against Debian's libucx-dev. Only rdmacm may be
+# the connection manager (UCX would fall back to its TCP one), and only uroce0's verbs transports carry data.
+UCP_SOCKADDR_ENV = ["UCX_SOCKADDR_TLS_PRIORITY=rdmacm", "UCX_TLS=rc_verbs,ud_verbs", "UCX_NET_DEVICES=uroce0:1"]
+HELPERS = {}  # test_setups.py --ucp-sockaddr-check: {"ucp_sockaddr_check": path}
+
+
+def wait_for_line(process, text, timeout):
+    """Reads `process`'s stdout until a line contains `text`; returns what it read. AssertionError if the
+    process ends first or `timeout` passes."""
+    seen = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([process.stdout], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            break
+        line = process.stdout.readline()
+        if not line:
+            break
+        seen.append(line)
+        if text in line:
+            return "".join(seen)
+    raise AssertionError(f"no '{text}' from the server within {timeout} s:\n{''.join(seen)}")
+
+
+def ucp_sockaddr(uroce_run, server_socket, client_socket, case, extra):
+    """The server listens on its daemon's IPv4 address, the client connects to it there. `echo`: tagged
+    messages echoed and checked byte by byte, then put, get and fetch-and-add on the same endpoint (extra:
+    size, count); `reject`: the server's ucp_listener_reject reaches the client as UCS_ERR_REJECTED (the REJ
+    with UCX's private data). Both must exit 0 and say what they checked."""
+    program = HELPERS["ucp_sockaddr_check"]
+    address, port = port_address(uroce_run, server_socket), tcp_port()
+    env = ["env", *UCP_SOCKADDR_ENV]
+    server_extra, client_extra = (["1", "--reject"], ["--expect-reject"]) if case == "reject" else (["1"], extra)
+    server = subprocess.Popen([uroce_run, *socket_options(server_socket), *env, "stdbuf", "-oL", program, "server",
+                               address, port, *server_extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
+    try:
+        wait_for_line(server, "listening", TIMEOUT)
+        client = subprocess.run([uroce_run, *socket_options(client_socket), *env, program, "client", address,
+                                 port, *client_extra], capture_output=True, text=True, timeout=TIMEOUT)
+        s_out, s_err = server.communicate(timeout=TIMEOUT)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.communicate()
+    what = f"{case} {' '.join(extra)}: client rc {client.returncode}, server rc {server.returncode}"
+    assert client.returncode == 0 and server.returncode == 0, \
+        f"{what}\n--- client\n{client.stdout}{client.stderr}--- server\n{s_out}{s_err}"
+    expected = "ok: rejected a client" if case == "reject" else "ok: served a client"
+    assert expected in s_out, f"{what}: the server did not say '{expected}':\n{s_out}{s_err}"
+    return client.stdout.strip().splitlines()[-1].removeprefix("ok: ")
+
+
+def ucx_run(uroce_run, server_socket, client_socket, test, extra):
+    """One case of the ucx family: ucx_perftest's (TL:test, ucp:test) or ucp_sockaddr_check's (sockaddr:case)."""
+    if test.startswith("sockaddr:"):
+        return ucp_sockaddr(uroce_run, server_socket, client_socket, test.split(":")[1], extra)
+    return ucx_perftest(uroce_run, server_socket, client_socket, test, extra)
+
+
 class Ucx:
     name = "ucx"
     programs = ("ucx_perftest",)
@@ -436,6 +501,8 @@ class Ucx:
                       ("ud_verbs:am_bw", ["-D", "bcopy", "-s", "2048", *n(10000)]),
                       ("ucp:ucp_get", ["-s", "65536", *n(1000)]), ("ucp:ucp_fadd", n(2000)),
                       ("ucp:stream_bw", ["-s", "65536", *n(1000)])]
+        # Connections by socket address: through the CM on one daemon, and in CM MADs between two.
+        cases += [("sockaddr:echo", ["65536", "50"]), ("sockaddr:reject", [])]
         return cases
 
     @staticmethod
@@ -452,9 +519,11 @@ class Ucx:
         cases += [(f"ucp:{t}", ["-s", str(s), *n]) for t in ("tag_bw", "tag_sync_bw", "ucp_put_bw", "ucp_get",
                                                              "stream_bw", "ucp_am_bw")
                   for s in (8, 65536, 1048576)]
+        cases += [("sockaddr:echo", [str(s), "200"]) for s in (0, 1, 4096, 65536, 1048576)]
+        cases += [("sockaddr:reject", [])]
         return cases
 
-    session = per_run_session(ucx_perftest)
+    session = per_run_session(ucx_run)
 
 
 # --- libfabric ---------------------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
 from daemon_harness import SETUPS, is_root  # noqa: E402
-from program_matrix import FAMILIES, active_mtu  # noqa: E402
+from program_matrix import FAMILIES, HELPERS, active_mtu  # noqa: E402
 
 
 def run_setup(args, setup_name, families, workdir):
@@ -75,7 +75,13 @@ def main():
     ap.add_argument("--family", action="append", choices=list(FAMILIES), help="only these programs (default: all)")
     ap.add_argument("--setup", action="append", choices=list(SETUPS), help="only these setups (default: all)")
     ap.add_argument("--long", action="store_true", help="the full matrix instead of the CI subset")
+    ap.add_argument("--ucp-sockaddr-check", help="tests/verbs_shim/ucx_sockaddr's program (the ucx family)")
     args = ap.parse_args()
+    if args.ucp_sockaddr_check:
+        HELPERS["ucp_sockaddr_check"] = os.path.abspath(args.ucp_sockaddr_check)
+    elif any(f == "ucx" for f in (args.family or FAMILIES)):
+        print("the ucx family needs --ucp-sockaddr-check")
+        return 1
     families = [FAMILIES[f] for f in (args.family or FAMILIES)]
     missing = [p for f in families for p in f.programs if not shutil.which(p)]
     if missing:
