@@ -101,7 +101,13 @@ Field eth_layer(const Frame& f) {
   std::vector<Field> c;
   c.push_back(text("dst", "Destination", to_string(f.eth.dst)));
   c.push_back(text("src", "Source", to_string(f.eth.src)));
+  if (f.eth.has_outer_vlan) {  // QinQ: the provider's service tag, then the customer's tag
+    c.push_back(hex("outer_vlan_tpid", "Service tag type", f.eth.outer_vlan_tpid, 4));
+    c.push_back(number("outer_vlan_id", "Service VLAN ID", f.eth.outer_vlan_id()));
+    c.push_back(number("outer_vlan_pcp", "Service VLAN priority", f.eth.outer_vlan_pcp()));
+  }
   if (f.eth.has_vlan) {
+    if (f.eth.vlan_tpid != ethertype_vlan) c.push_back(hex("vlan_tpid", "Tag type", f.eth.vlan_tpid, 4));
     c.push_back(number("vlan_id", "VLAN ID", f.eth.vlan_id()));
     c.push_back(number("vlan_pcp", "VLAN priority", f.eth.vlan_pcp()));
   }

@@ -273,7 +273,9 @@ Classification classify(std::span<const uint8_t> f, const PortAddresses& port) {
     case wire::ethertype_arp: return classify_arp(c, f, l3);
     case wire::ethertype_ipv4: return classify_ipv4(c, f, l3, port);
     case wire::ethertype_ipv6: return classify_ipv6(c, f, l3, port);
-    default: return drop(c, DropReason::unsupported_ethertype);  // a second tag (QinQ) included
+    // A second tag (QinQ) included: a host's port is no provider bridge, and a service tag (802.1ad) on a
+    // frame to it means a switch port that should have removed it.
+    default: return drop(c, DropReason::unsupported_ethertype);
   }
 }
 

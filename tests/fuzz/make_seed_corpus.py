@@ -70,4 +70,8 @@ for name, frame in (("erspan-ii", tunnels.erspan_ii(inner, session=100, sequence
     with open(os.path.join(out, f"tunnel-{name}"), "wb") as f:
         f.write(frame)
     n += 1
+# Nor QinQ: the frame under an 802.1ad service tag and an 802.1Q customer tag.
+with open(os.path.join(out, "qinq"), "wb") as f:
+    f.write(inner[:12] + bytes.fromhex("88a8a0c8" "81006064") + inner[12:])
+n += 1
 print(f"{n} seed frames in {out}")

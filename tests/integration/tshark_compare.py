@@ -105,6 +105,15 @@ def compare(uroce, tshark, path):
     return compare_rows(path, tshark_rows(tshark, path), uroce_rows(uroce, path))
 
 
+def assert_agreement(test, uroce, tshark, path):
+    """For a unittest case: tshark and uroce agree on every RoCE field of every packet of `path`, and there
+    were RoCE packets, each with more than one field compared."""
+    packets, fields, problems = compare(uroce, tshark, path)
+    test.assertEqual(problems, [])
+    test.assertGreater(packets, 0)
+    test.assertGreater(fields, packets)
+
+
 def comparator_catches_a_difference(uroce, tshark, path):
     """The comparison must be able to fail: change one PSN on uroce's side and expect it to be reported."""
     theirs, ours = tshark_rows(tshark, path), uroce_rows(uroce, path)

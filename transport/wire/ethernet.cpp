@@ -10,8 +10,13 @@ unsigned write_ethernet(uint8_t* out, const EthernetHeader& h) {
   std::memcpy(out, h.dst.bytes.data(), 6);
   std::memcpy(out + 6, h.src.bytes.data(), 6);
   unsigned off = 12;
+  if (h.has_vlan && h.has_outer_vlan) {
+    store_be16(out + off, h.outer_vlan_tpid);
+    store_be16(out + off + 2, h.outer_vlan_tci);
+    off += vlan_tag_size;
+  }
   if (h.has_vlan) {
-    store_be16(out + off, ethertype_vlan);
+    store_be16(out + off, h.vlan_tpid);
     store_be16(out + off + 2, h.vlan_tci);
     off += vlan_tag_size;
   }

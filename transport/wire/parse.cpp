@@ -194,16 +194,23 @@ ParseError parse_frame(std::span<const uint8_t> bytes, Frame& out) {
   std::memcpy(e.dst.bytes.data(), b, 6);
   std::memcpy(e.src.bytes.data(), b + 6, 6);
   e.ethertype = load_be16(b + 12);
-  e.has_vlan = false;
-  e.vlan_tci = 0;
+  e.has_vlan = e.has_outer_vlan = false;
+  e.vlan_tci = e.outer_vlan_tci = 0;
+  e.vlan_tpid = ethertype_vlan;
+  e.outer_vlan_tpid = ethertype_service_vlan;
   size_t l3 = ethernet_header_size;
-  if (e.ethertype == ethertype_vlan) {
-    if (bytes.size() < ethernet_header_size + vlan_tag_size) {
-      return fail(out, ParseError::truncated_ethernet, 12);
+  // Up to two tags (QinQ); a third is left as the payload's type, which no layer takes.
+  for (int tags = 0; tags < 2 && is_vlan_tpid(e.ethertype); ++tags) {
+    if (bytes.size() < l3 + vlan_tag_size) return fail(out, ParseError::truncated_ethernet, l3 - 2);
+    if (e.has_vlan) {  // the tag read so far was the outer one
+      e.has_outer_vlan = true;
+      e.outer_vlan_tci = e.vlan_tci;
+      e.outer_vlan_tpid = e.vlan_tpid;
     }
     e.has_vlan = true;
-    e.vlan_tci = load_be16(b + 14);
-    e.ethertype = load_be16(b + 16);
+    e.vlan_tpid = e.ethertype;
+    e.vlan_tci = load_be16(b + l3);
+    e.ethertype = load_be16(b + l3 + 2);
     l3 += vlan_tag_size;
   }
   out.decoded |= layer_ethernet;
