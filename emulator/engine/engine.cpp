@@ -68,17 +68,10 @@ Engine::Engine(port::DpdkPort& port, EngineConfig config)
       back_off_(config_.back_off) {
   device_.set_gids(config_.addresses);
   device_.set_congestion(config_.congestion);
-  // The RoCE path MTU follows the IP MTU as in rxe: the largest IB MTU whose packet (payload plus the
-  // IP, UDP, BTH, largest extension header and ICRC) fits.
+  // The RoCE path MTU follows the IP MTU as Linux sizes a RoCE port's, whatever its addresses (an address
+  // added or removed at run time leaves it as it is). An IP MTU below 352 bytes still gets 256, the least.
   const unsigned ip_mtu = config_.ip_mtu;
-  // The IP header is IPv6's 40 bytes when the port has an IPv6 address (its packets must fit too).
-  const bool any_v6 = std::any_of(config_.addresses.begin(), config_.addresses.end(),
-                                  [](const wire::IpAddress& a) { return !a.is_v4(); });
-  const unsigned ip_header = any_v6 ? wire::ipv6_header_size : wire::ipv4_min_header_size;
-  verbs::Mtu mtu = verbs::Mtu::mtu_256;
-  for (verbs::Mtu m : {verbs::Mtu::mtu_512, verbs::Mtu::mtu_1024, verbs::Mtu::mtu_2048, verbs::Mtu::mtu_4096}) {
-    if (verbs::mtu_bytes(m) + ip_header + 8 + 12 + 28 + 4 <= ip_mtu) mtu = m;
-  }
+  const verbs::Mtu mtu = verbs::largest_roce_mtu(ip_mtu, verbs::Mtu::mtu_256);
   active_mtu_ = mtu;
   device_.set_active_mtu(mtu);
   device_.set_max_raw_frame(ip_mtu + wire::ethernet_header_size + wire::vlan_tag_size);

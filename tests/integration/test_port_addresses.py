@@ -143,6 +143,19 @@ class PortAddresses(DaemonTestCase):
         self.assertIn("added as GID 3", address(d.socket, "add", "fd00:99::8/64").stdout)
         self.assertEqual(self.devinfo_gids(d.socket).get("3"), "fd00:99::8")
 
+    def test_the_active_mtu_is_linuxs_whatever_the_addresses(self):
+        # IP MTU 1110: Linux's iboe_get_mtu keeps 96 bytes of headers (an IPv6-sized IP header among them),
+        # so 512; counting IPv4's header on an IPv4-only port would say 1024, and adding an IPv6 address would
+        # then leave a path MTU its packets do not fit.
+        d = self.daemon("lo", ["--mtu", "1110"])
+        for add in (None, "fd00:77::5"):
+            if add:
+                self.assertEqual(address(d.socket, "add", add).returncode, 0)
+            out = self.run_shim(d.socket, "ibv_devinfo")
+            self.assertEqual(out.returncode, 0, out.stderr)
+            self.assertRegex(out.stdout, r"active_mtu:\s+512 \(2\)", add)
+        self.assertIn("fd00:77::5", self.devinfo_gids(d.socket).values())
+
     def test_bad_requests_are_refused_with_the_reason(self):
         d = self.daemon("lo", [])
         for args, reason in ((["add", "192.0.2.1"], "already the port's"),

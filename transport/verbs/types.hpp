@@ -160,6 +160,20 @@ enum class EventType : uint8_t {
 enum class Mtu : uint8_t { mtu_256 = 1, mtu_512 = 2, mtu_1024 = 3, mtu_2048 = 4, mtu_4096 = 5 };
 constexpr unsigned mtu_bytes(Mtu m) { return 128u << unsigned(m); }
 
+// The largest IB MTU whose RoCE packet fits an IP MTU of `ip_mtu` bytes, as Linux computes a RoCE port's
+// (iboe_get_mtu, which mlx4, mlx5 and rdma_cm's route resolution use): room is kept for the largest
+// headers a packet can have, an IPv6-sized (GRH) IP header, UDP, BTH, XRCETH and AtomicETH, and the ICRC,
+// whatever the port's addresses are, so that adding or removing one never changes it. 0 if not even 256
+// bytes fit.
+inline constexpr unsigned roce_header_budget = 40 + 8 + 12 + 4 + 28 + 4;
+constexpr Mtu largest_roce_mtu(unsigned ip_mtu, Mtu none = Mtu(0)) {
+  Mtu best = none;
+  for (Mtu m : {Mtu::mtu_256, Mtu::mtu_512, Mtu::mtu_1024, Mtu::mtu_2048, Mtu::mtu_4096}) {
+    if (mtu_bytes(m) + roce_header_budget <= ip_mtu) best = m;
+  }
+  return best;
+}
+
 std::string_view to_string(QpState s);
 std::string_view to_string(WcStatus s);   // as ibv_wc_status_str
 std::string_view to_string(WcOpcode o);
