@@ -907,6 +907,16 @@ std::vector<AsyncEvent> Device::take_events() {
 
 const DeviceCounters& Device::counters() const { return impl_->counters_; }
 
+std::bitset<256> Device::source_gids_in_use() const {
+  std::bitset<256> in_use;
+  for (const auto& [ahn, ah] : impl_->ahs_) in_use.set(ah.av.sgid_index);
+  for (const auto& [qpn, qp] : impl_->qps_) {
+    const QpState s = qp->attr.qp_state;
+    if (qp->connected() && s != QpState::reset && s != QpState::init) in_use.set(qp->attr.ah_attr.sgid_index);
+  }
+  return in_use;
+}
+
 void Device::for_each_qp_counters(const std::function<void(uint32_t, const QpCounters&)>& visit) const {
   for (const auto& [qpn, qp] : impl_->qps_) visit(qpn, qp->counters);
 }

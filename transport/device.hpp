@@ -6,6 +6,7 @@
 #pragma once
 
 #include <array>
+#include <bitset>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -259,6 +260,10 @@ class Device {
   int modify_qp(uint32_t qpn, const verbs::QpAttr& attr, uint32_t mask, Nanos now);
   int query_qp(uint32_t qpn, verbs::QpAttr& attr) const;
   int destroy_qp(uint32_t qpn);  // also detaches the QP from every multicast group it is in
+  // The source GID indexes in use: named by an address handle, or by a connected QP's address vector
+  // once it has one (RTR and after, the error states included, until it is destroyed or reset). Linux's GID
+  // cache keeps such an entry, its address removed, from a new address until it is let go.
+  std::bitset<256> source_gids_in_use() const;
 
   // UD multicast (ibv_attach_mcast / ibv_detach_mcast): a datagram to the multicast QPN (0xFFFFFF) whose
   // destination IP is `mgid` goes to every QP attached to it, each checked as if it were addressed to it.

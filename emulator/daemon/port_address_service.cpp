@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bitset>
 #include <stdexcept>
 
 #include <spdlog/spdlog.h>
@@ -15,6 +16,9 @@ namespace uroce::emulator {
 using nlohmann::json;
 
 namespace {
+
+// A source GID index is 8 bits, and the device reports at most 255 entries.
+constexpr size_t max_gids = 255;
 
 std::string address_text(const json& request) {
   const auto a = request.find("address");
@@ -70,15 +74,19 @@ json PortAddressService::add(const json& request) {
   if (std::find(gids_.begin(), gids_.end(), subnet->address) != gids_.end()) {
     throw ServiceError(EEXIST, wire::to_string(subnet->address) + " is already the port's");
   }
-  // The first empty entry, as the kernel's GID cache fills its table; else a new one at the end.
+  // The first free entry, as the kernel's GID cache fills its table: empty, and named by no QP or address
+  // handle. One still named (its address removed while a QP used it) stays out of use until it is let go,
+  // as Linux keeps such an entry pending deletion: else that QP would go on from the new address. Past the
+  // end if none is free, with empty entries between if the ones just past the end are still named.
+  std::bitset<256> in_use;
+  engine_.run_on_engine([&](EngineContext& c) { in_use = c.device.source_gids_in_use(); });
   std::vector<wire::IpAddress> gids = gids_;
-  const auto empty = std::find_if(gids.begin(), gids.end(), [](const wire::IpAddress& g) { return g.is_zero(); });
-  const size_t index = size_t(empty - gids.begin());
-  if (empty == gids.end()) {
-    gids.push_back(subnet->address);
-  } else {
-    *empty = subnet->address;
-  }
+  const auto free = [&](size_t i) { return !in_use.test(i) && (i >= gids.size() || gids[i].is_zero()); };
+  size_t index = 0;
+  while (index < max_gids && !free(index)) ++index;
+  if (index == max_gids) throw ServiceError(ENOSPC, "the GID table is full");
+  if (index >= gids.size()) gids.resize(index + 1);
+  gids[index] = subnet->address;
   std::vector<net::Subnet> subnets = routes_.subnets();
   subnets.push_back(*subnet);
   apply(std::move(gids), with_subnets(routes_, std::move(subnets)));  // (a valid prefix: parsed)

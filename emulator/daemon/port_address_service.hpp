@@ -1,7 +1,8 @@
 // The port's IP addresses while uroced runs: `uroce address add|del|show`, as `ip addr add|del` on a RoCE
 // NIC's netdev. Linux's GID cache follows the netdev's addresses (roce_gid_mgmt): an added address takes the
-// first empty entry of the GID table, a removed one leaves its entry empty (so that the others keep their
-// indexes, which QPs and address handles name), and every context hears IBV_EVENT_GID_CHANGE. Here:
+// first free entry of the GID table, a removed one leaves its entry empty (so that the others keep their
+// indexes, which QPs and address handles name) and not free while a QP or address handle still names it
+// (pending deletion), and every context hears IBV_EVENT_GID_CHANGE. Here:
 //   - the engine gets the new table and routes (the address's subnet), probes for and announces a new
 //     address (ARP, or neighbour discovery and MLD), and stops answering for a removed one; a QP whose
 //     source GID entry was emptied sends nothing more (counted as tx_no_route; Linux's rxe would go on

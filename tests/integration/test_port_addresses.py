@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A running uroced's port addresses (`uroce address show|add|del`), as `ip address` on a RoCE NIC's netdev:
 the GID table changes while the daemon runs, a removed address leaves its entry empty and the next one added
-takes it, every open context gets IBV_EVENT_GID_CHANGE and reads the new table (a pyverbs program that
+takes it (unless an address handle still names it: then the next free one), every open context gets IBV_EVENT_GID_CHANGE and reads the new table (a pyverbs program that
 opened its device before the change), new programs see it (ibv_devinfo), unmodified programs use it
 (ibv_rc_pingpong over the new GID, rping binding the new address through rdma_cm), and a removed address
 can be bound no more. Bad requests are refused with the reason; as root, so is another user's. As root too,
@@ -40,6 +40,20 @@ for _ in range(int(sys.argv[1])):
     print("event", ev.event_type, gid1(), flush=True)
 """
 IBV_EVENT_GID_CHANGE = 18
+
+# Holds an address handle from GID argv[1] to the port's GID 0 until a line comes on its stdin.
+AH_HOLDER = r"""
+import sys
+from pyverbs.device import Context
+from pyverbs.pd import PD
+from pyverbs.addr import AH, AHAttr, GlobalRoute
+ctx = Context(name="uroce0")
+pd = PD(ctx)
+ah = AH(pd, attr=AHAttr(gr=GlobalRoute(dgid=ctx.query_gid(1, 0), sgid_index=int(sys.argv[1])), is_global=1,
+                        port_num=1))
+print("held", flush=True)
+sys.stdin.readline()
+"""
 
 
 def read_line(proc, timeout=30):
@@ -142,6 +156,22 @@ class PortAddresses(DaemonTestCase):
         self.assertIn("added as GID 1", address(d.socket, "add", "192.0.2.8").stdout)
         self.assertIn("added as GID 3", address(d.socket, "add", "fd00:99::8/64").stdout)
         self.assertEqual(self.devinfo_gids(d.socket).get("3"), "fd00:99::8")
+
+    def test_an_entry_still_named_is_given_to_no_new_address(self):
+        # As Linux's GID cache keeps an entry pending deletion while a QP or address handle holds it: a new
+        # address there would move the holder's packets onto it (uroce reads the source at each send).
+        d = self.daemon("lo", [])
+        self.assertIn("added as GID 1", address(d.socket, "add", "192.0.2.7/24").stdout)
+        holder = subprocess.Popen([UROCE_RUN, "--socket", d.socket, "/usr/bin/python3", "-c", AH_HOLDER, "1"],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: holder.poll() is None and (holder.kill(), holder.communicate()))
+        self.assertEqual(read_line(holder).strip(), "held")
+        self.assertIn("removed from GID 1", address(d.socket, "del", "192.0.2.7").stdout)
+        self.assertIn("added as GID 2", address(d.socket, "add", "192.0.2.8").stdout)  # not 1: still named
+        self.assertNotIn("1", self.devinfo_gids(d.socket))
+        holder.communicate("done\n", timeout=30)  # the process ends, and its address handle with it
+        self.assertEqual(holder.returncode, 0)
+        self.assertIn("added as GID 1", address(d.socket, "add", "192.0.2.9").stdout)
 
     def test_the_active_mtu_is_linuxs_whatever_the_addresses(self):
         # IP MTU 1110: Linux's iboe_get_mtu keeps 96 bytes of headers (an IPv6-sized IP header among them),

@@ -93,6 +93,44 @@ TEST_CASE("an added address takes the first empty GID entry; a removed one leave
   CHECK(listed.at("addresses")[2] == json{{"gid_index", 2}, {"address", "10.0.2.1"}, {"gid", "::ffff:10.0.2.1"}});
 }
 
+TEST_CASE("an entry an address handle still names is given to no new address until it is let go",
+          "[port-addresses]") {
+  Fixture f;
+  CHECK(f.change("port_address_add", "10.0.1.1/24").at("gid_index") == 2);
+  CHECK(f.change("port_address_add", "10.0.2.1/24").at("gid_index") == 3);
+  transport::Device& device = *f.harness.device;
+  uint32_t pd = 0, ah_2 = 0, ah_3 = 0;
+  REQUIRE(device.alloc_pd(pd) == 0);
+  verbs::AddressVector av;
+  av.dgid = ip("10.0.1.7");
+  av.sgid_index = 2;
+  REQUIRE(device.create_ah(pd, av, ah_2) == 0);
+  av.dgid = ip("10.0.2.7");
+  av.sgid_index = 3;
+  REQUIRE(device.create_ah(pd, av, ah_3) == 0);
+  f.change("port_address_del", "10.0.1.1");
+  f.change("port_address_del", "10.0.2.1");  // the table ends at entry 1 again
+  CHECK(f.engine.gids == std::vector<wire::IpAddress>{ip("10.0.0.1"), ip("fe80::1")});
+  // Entries 2 and 3 are still named: the next address goes past them, with empty entries between.
+  CHECK(f.change("port_address_add", "10.0.3.1/24").at("gid_index") == 4);
+  CHECK(f.engine.gids == std::vector<wire::IpAddress>{ip("10.0.0.1"), ip("fe80::1"), {}, {}, ip("10.0.3.1")});
+  // Let go, entry 2 is free again, and the first free.
+  REQUIRE(device.destroy_ah(ah_2) == 0);
+  CHECK(f.change("port_address_add", "10.0.4.1/24").at("gid_index") == 2);
+  REQUIRE(device.destroy_ah(ah_3) == 0);
+  CHECK(f.change("port_address_add", "10.0.5.1/24").at("gid_index") == 3);
+}
+
+TEST_CASE("the GID table holds 255 entries", "[port-addresses]") {
+  Fixture f;
+  for (int i = 2; i < 255; ++i) {
+    const std::string a = "10.1." + std::to_string(i) + ".1";
+    REQUIRE(f.change("port_address_add", a.c_str()).at("gid_index") == i);
+  }
+  CHECK(f.error_of("port_address_add", "10.2.0.1") == ENOSPC);
+  CHECK(f.engine.gids.size() == 255);
+}
+
 TEST_CASE("an address's subnet comes and goes with it", "[port-addresses]") {
   Fixture f;
   f.change("port_address_add", "10.0.1.1/24");
