@@ -84,15 +84,25 @@ wire::ParseError parse_ip(std::span<const uint8_t> b, wire::Frame& frame) {
 }  // namespace
 
 wire::ParseError look_through_tunnel(Record& r, wire::Frame& frame) {
-  r.tunnel = find_tunnel(frame, r.truncated_by_snaplen());
-  if (!r.tunnel) return frame.error;
-  // Offsets the inner frame reports (a malformed header's byte) are from the start of the inner frame.
-  const auto inner = r.bytes.subspan(r.tunnel->inner_offset, r.tunnel->inner_end - r.tunnel->inner_offset);
-  return r.tunnel->inner_is_ip ? parse_ip(inner, frame) : wire::parse_frame(inner, frame);
+  r.tunnels.clear();
+  wire::ParseError result = frame.error;
+  size_t base = 0;  // where `frame`'s bytes start in the record's
+  while (r.tunnels.size() < max_tunnel_depth) {
+    std::optional<Tunnel> t = find_tunnel(frame, r.truncated_by_snaplen());
+    if (!t) break;
+    t->inner_offset += base;
+    t->inner_end += base;
+    base = t->inner_offset;
+    r.tunnels.push_back(*t);
+    // Offsets the inner frame reports (a malformed header's byte) are from the start of the inner frame.
+    const auto inner = r.bytes.subspan(t->inner_offset, t->inner_end - t->inner_offset);
+    result = t->inner_is_ip ? parse_ip(inner, frame) : wire::parse_frame(inner, frame);
+  }
+  return result;
 }
 
 wire::ParseError CaptureReader::decode(Record& r, wire::Frame& frame) const {
-  r.tunnel.reset();
+  r.tunnels.clear();
   decode_outer(r, frame);
   return look_through_tunnel(r, frame);
 }

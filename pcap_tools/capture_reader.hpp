@@ -22,8 +22,9 @@ struct Record {
   uint32_t wire_length = 0;      // length of the packet on the wire
   std::span<const uint8_t> bytes;  // what was captured (wire_length may be larger: snaplen)
   // Set by CaptureReader::decode when the record is a mirrored or tunnelled frame (tunnel.hpp): how it
-  // came. The decoded frame is then the one inside.
-  std::optional<Tunnel> tunnel;
+  // came, the outermost tunnel first (an ERSPAN mirror of an overlay's VXLAN traffic: ERSPAN, then VXLAN),
+  // each one's offsets in `bytes`. The decoded frame is then the innermost one.
+  std::vector<Tunnel> tunnels;
   // Set by read_capture: the number of the earlier frame this one is a mirror copy of (the same packet,
   // carried by another tunnel: mirror_copies.hpp), or 0.
   uint64_t copy_of = 0;
@@ -44,7 +45,7 @@ class CaptureReader {
 
   // Parses a record's bytes according to the link type (Ethernet, raw IP, Linux cooked v1/v2). A frame
   // that carries another in a tunnel (ERSPAN, GRE, VXLAN: tunnel.hpp) is parsed as the frame it carries,
-  // and r.tunnel says how it came; one layer is looked through, so a tunnel inside is shown as it is.
+  // and r.tunnels say how it came; up to max_tunnel_depth tunnels inside tunnels are looked through.
   wire::ParseError decode(Record& r, wire::Frame& frame) const;
 
   static bool link_type_supported(int dlt);
@@ -61,8 +62,13 @@ class CaptureReader {
   std::string error_;
 };
 
-// `frame`, parsed from r.bytes, may carry another frame in a tunnel (tunnel.hpp): if it does, sets r.tunnel and
-// parses the carried frame into `frame`. What CaptureReader::decode does after the link layer.
+// Tunnels inside tunnels looked through, at most. Two is what real captures hold (a mirror of overlay traffic);
+// the limit keeps a crafted frame of nested headers from costing more than a few parses.
+inline constexpr size_t max_tunnel_depth = 4;
+
+// `frame`, parsed from r.bytes, may carry another frame in a tunnel (tunnel.hpp), which may carry another:
+// sets r.tunnels and parses the innermost carried frame into `frame`. What CaptureReader::decode does after
+// the link layer.
 wire::ParseError look_through_tunnel(Record& r, wire::Frame& frame);
 
 // Reads a whole capture: every record, decoded for its link type, goes to `visit`, which returns false to

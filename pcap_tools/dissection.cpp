@@ -63,7 +63,7 @@ Field frame_layer(const Record& r, const Frame& f, double rel) {
 
 // How a mirrored or tunnelled frame came (tunnel.hpp): the outer addresses and the tunnel's header. The
 // ERSPAN names follow Wireshark's erspan fields.
-Field tunnel_layer(const Tunnel& t, uint64_t copy_of) {
+Field tunnel_layer(const Tunnel& t, uint64_t copy_of, size_t depth) {
   std::vector<Field> c;
   c.push_back(text("kind", "Kind", tunnel_name(t.kind)));
   c.push_back(text("src", "Source", to_string(t.src)));
@@ -94,7 +94,8 @@ Field tunnel_layer(const Tunnel& t, uint64_t copy_of) {
   if (t.kind == TunnelKind::vxlan) c.push_back(number("vni", "VXLAN network identifier", t.vni));
   c.push_back(number("inner_offset", "Carried frame at byte", t.inner_offset));
   if (copy_of != 0) c.push_back(number("copy_of", "A mirror copy of frame", copy_of));
-  return layer("tunnel", "Tunnel", std::move(c));
+  if (depth == 1) return layer("tunnel", "Tunnel", std::move(c));
+  return layer(fmt::format("tunnel_{}", depth), fmt::format("Tunnel inside ({})", depth), std::move(c));
 }
 
 Field eth_layer(const Frame& f) {
@@ -303,7 +304,10 @@ Dissection dissect(const Record& record, const Frame& f, int64_t first_time_ns) 
   d.frame = &f;
   d.time = double(record.time_ns - first_time_ns) / 1e9;
   d.layers.push_back(frame_layer(record, f, d.time));
-  if (record.tunnel) d.layers.push_back(tunnel_layer(*record.tunnel, record.copy_of));
+  // The outermost tunnel is "tunnel" (a mirror copy is its doing); one inside it "tunnel_2", and so on.
+  for (size_t i = 0; i < record.tunnels.size(); ++i) {
+    d.layers.push_back(tunnel_layer(record.tunnels[i], i == 0 ? record.copy_of : 0, i + 1));
+  }
   if (f.has(layer_ethernet)) d.layers.push_back(eth_layer(f));
   if (f.has(layer_arp)) d.layers.push_back(arp_layer(f));
   if (f.has(layer_mac_control)) d.layers.push_back(mac_control_layer(f));

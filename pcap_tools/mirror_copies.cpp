@@ -26,7 +26,7 @@ uint64_t tunnel_id(const Tunnel& t) {
 }  // namespace
 
 uint64_t MirrorCopies::copy_of(const Record& r, const wire::Frame& frame) {
-  if (!r.tunnel || !frame.ok()) return 0;
+  if (r.tunnels.empty() || !frame.ok()) return 0;
   const bool ip = frame.has(wire::layer_ip), arp = frame.has(wire::layer_arp);
   if ((!ip && !arp) || frame.end_offset <= frame.l3_offset) return 0;
   masked_.assign(reinterpret_cast<const char*>(frame.bytes.data() + frame.l3_offset),
@@ -49,7 +49,7 @@ uint64_t MirrorCopies::copy_of(const Record& r, const wire::Frame& frame) {
     if (old != seen_.end() && old->second.time_ns == order_.front().first) seen_.erase(old);
     order_.pop_front();
   }
-  const uint64_t tunnel = tunnel_id(*r.tunnel);
+  const uint64_t tunnel = tunnel_id(r.tunnels.front());  // the mirror's: the outermost
   auto [it, inserted] = seen_.try_emplace(packet);
   Seen& s = it->second;
   const bool copy = !inserted && std::find(s.tunnels.begin(), s.tunnels.end(), tunnel) == s.tunnels.end();

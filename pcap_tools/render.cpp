@@ -1,5 +1,7 @@
 #include "pcap_tools/render.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "pcap_tools/pause_story.hpp"
@@ -79,7 +81,10 @@ std::string description(const Dissection& d) {
     std::string what = fmt::format("MALFORMED: {} at byte {}", to_string(f.error), f.error_offset);
     if (f.has(layer_bth)) what = fmt::format("{} {}", opcode_name(f.roce.bth().opcode), what);
     if (d.record->truncated_by_snaplen()) what += " (frame cut by the capture's snaplen)";
-    if (d.record->tunnel && d.record->tunnel->truncated) what += " (frame cut by the mirror)";
+    const auto& tunnels = d.record->tunnels;
+    if (std::any_of(tunnels.begin(), tunnels.end(), [](const Tunnel& t) { return t.truncated; })) {
+      what += " (frame cut by the mirror)";
+    }
     return what;
   }
   switch (f.kind) {
@@ -135,9 +140,9 @@ nlohmann::ordered_json field_json(const Field& field) {
 std::string summary_line(const Dissection& d) {
   std::string line =
       fmt::format("{:>6} {:>11.6f}  {}  {}", d.record->number, d.time, addresses(*d.frame), description(d));
-  if (d.record->tunnel) {
+  if (!d.record->tunnels.empty()) {
     const std::string copy = d.record->copy_of ? fmt::format(", a copy of #{}", d.record->copy_of) : "";
-    line += fmt::format("  [{}{}]", tunnel_tag(*d.record->tunnel), copy);
+    line += fmt::format("  [{}{}]", tunnels_tag(d.record->tunnels), copy);
   }
   return line;
 }

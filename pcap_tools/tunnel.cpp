@@ -216,11 +216,19 @@ std::string tunnel_tag(const Tunnel& t) {
   return tunnel_name(t.kind);
 }
 
+std::string tunnels_tag(const std::vector<Tunnel>& tunnels) {
+  std::string tag;
+  for (const Tunnel& t : tunnels) tag += (tag.empty() ? "" : " / ") + tunnel_tag(t);
+  return tag;
+}
+
 void TunnelTally::add(const Record& r) {
-  if (!r.tunnel) return;
-  const Tunnel& t = *r.tunnel;
-  const std::string key =
-      fmt::format("{} from {} to {}", tunnel_tag(t), wire::to_string(t.src), wire::to_string(t.dst));
+  if (r.tunnels.empty()) return;
+  std::string key;
+  for (const Tunnel& t : r.tunnels) {
+    if (!key.empty()) key += ", in it ";
+    key += fmt::format("{} from {} to {}", tunnel_tag(t), wire::to_string(t.src), wire::to_string(t.dst));
+  }
   Count& c = tunnels_[key];
   if (c.frames++ == 0) order_.push_back(key);
   if (r.copy_of != 0) ++c.copies, ++copies_;

@@ -2,9 +2,10 @@
 // mirror sends copies of the frames to a collector inside GRE (ERSPAN types I, II and III, as Cisco,
 // Arista, NVIDIA Spectrum and SONiC's "everflow" mirror), or crosses an overlay inside GRE's transparent
 // Ethernet bridging (gretap, NVGRE) or VXLAN, or is routed through a GRE tunnel (IP in GRE). Such a
-// capture holds the outer Ethernet, IP and GRE or UDP headers, then the frame that was mirrored. The
-// `uroce` commands look through one such layer: they dissect, explain, check and replay the frame inside,
-// and say how it came (Wireshark does the same).
+// capture holds the outer Ethernet, IP and GRE or UDP headers, then the frame that was mirrored, which may
+// itself be tunnelled (a mirror of an overlay's VXLAN traffic). The `uroce` commands look through such
+// layers (capture_reader.hpp, max_tunnel_depth): they dissect, explain, check and replay the innermost
+// frame, and say how it came (Wireshark does the same).
 //
 // Header layouts: GRE RFC 2784 and RFC 2890 (checksum, key and sequence number fields), ERSPAN
 // draft-foschiano-erspan-03 (type II: ethertype 0x88be with the sequence bit, 8 bytes; type III: 0x22eb,
@@ -76,12 +77,16 @@ std::string tunnel_name(TunnelKind kind);
 
 // How the frame came, for the end of a summary line: "ERSPAN type II session 100", "VXLAN VNI 5001", "GRE".
 std::string tunnel_tag(const Tunnel& t);
+// Through tunnels inside tunnels, outermost first: "ERSPAN type II session 100 / VXLAN VNI 5001".
+std::string tunnels_tag(const std::vector<Tunnel>& tunnels);
 
 struct Record;
 
-// Counts the frames that came through each tunnel (kind, session or key or VNI, and its ends), and how many
-// of them were mirror copies, for a capture's story: "102 frames came through ERSPAN type II session 100
-// from 10.99.0.1 to 10.99.0.2 (all copies of frames another tunnel carried first)".
+// Counts the frames that came through each tunnel (kind, session or key or VNI, and its ends; tunnels inside
+// it named after it), and how many of them were mirror copies, for a capture's story: "102 frames came
+// through ERSPAN type II session 100 from 10.99.0.1 to 10.99.0.2 (all copies of frames another tunnel
+// carried first)", "8 frames came through ERSPAN type II session 7 from 10.99.0.1 to 10.99.0.2, in it VXLAN
+// VNI 5001 from 10.1.0.1 to 10.1.0.2".
 class TunnelTally {
  public:
   void add(const Record& r);

@@ -66,7 +66,8 @@ inner = eth + roce(a, b, 0x11, 5, b"y" * 32)
 for name, frame in (("erspan-ii", tunnels.erspan_ii(inner, session=100, sequence=1)),
                     ("erspan-iii", tunnels.erspan_iii(inner, session=5, sequence=2, timestamp=3, platform=(3, 1))),
                     ("gretap", tunnels.gretap(inner, key=9)),
-                    ("vxlan-v6", tunnels.vxlan(inner, vni=5001, v6=True))):
+                    ("vxlan-v6", tunnels.vxlan(inner, vni=5001, v6=True)),
+                    ("erspan-ii-vxlan", tunnels.erspan_ii(tunnels.vxlan(inner, vni=7), session=3, sequence=4))):
     with open(os.path.join(out, f"tunnel-{name}"), "wb") as f:
         f.write(frame)
     n += 1

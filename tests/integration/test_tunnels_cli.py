@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """`uroce` on mirrored and tunnelled captures: rxe's real captures with every frame wrapped as a switch's
 port mirror sends it (ERSPAN types I, II and III in GRE), as an overlay carries it (GRE transparent Ethernet
-bridging, VXLAN) or as routers do (IP in GRE), over outer IPv4 and IPv6 (tunnels.py); and a capture Linux's
+bridging, VXLAN) or as routers do (IP in GRE), over outer IPv4 and IPv6, and tunnels inside tunnels (a
+mirror of VXLAN traffic, an overlay in an overlay) (tunnels.py); and a capture Linux's
 own tunnel drivers made (tests/data/interop/linux-mirror.pcap). Every command must see through the tunnel:
 dissect shows the same lines with how each frame came at the end, check, explain and replay tell the same
 story, each frame once however many mirror sessions carried it, and tshark, an independent decoder, agrees
@@ -41,6 +42,10 @@ VARIANTS = {
     "ip_in_gre_v6": (lambda f, i: tunnels.ip_in_gre(f, v6=True), "GRE"),
     "vxlan": (lambda f, i: tunnels.vxlan(f, vni=5001), "VXLAN VNI 5001"),
     "vxlan_v6": (lambda f, i: tunnels.vxlan(f, vni=0xABCDEF, v6=True), "VXLAN VNI 11259375"),
+    # Tunnels inside tunnels: a port mirror of an overlay's traffic, and an overlay carried in another.
+    "erspan2_vxlan": (lambda f, i: tunnels.erspan_ii(tunnels.vxlan(f, vni=5001), session=100, sequence=i),
+                      "ERSPAN type II session 100 / VXLAN VNI 5001"),
+    "vxlan_v6_gretap": (lambda f, i: tunnels.vxlan(tunnels.gretap(f, key=7), vni=9, v6=True), "VXLAN VNI 9 / GRE key 7"),
 }
 CAPTURE_NAMES = ["01-rc-send-pingpong.pcap", "10-rdma-cm-rping.pcap", "11-rc-write-loss5.pcap"]
 
@@ -171,6 +176,18 @@ class TunnelledCaptures(unittest.TestCase):
                             self.assertEqual(text, mine, f)
                         compared += 1
                 self.assertGreater(compared, len(ours))
+
+    def test_explain_names_the_tunnels_inside_tunnels(self):
+        name = CAPTURE_NAMES[0]
+        path = self.wrapped(name, "erspan2_vxlan")
+        got = uroce("explain", path).stdout.replace(path, "CAPTURE").splitlines()
+        want = uroce("explain", self.original(name)).stdout.replace(self.original(name), "CAPTURE").splitlines()
+        self.assertRegex(got.pop(1), r"^\d+ frames came through ERSPAN type II session 100 from \S+ to \S+, "
+                                     r"in it VXLAN VNI 5001 from \S+ to \S+$")
+        self.assertEqual(got, want)
+        rows = [json.loads(l) for l in uroce("dissect", "--json", path).stdout.splitlines()]
+        self.assertEqual({(r["tunnel"]["kind"], r["tunnel_2"]["kind"], r["tunnel_2"]["vni"]) for r in rows},
+                         {("ERSPAN type II", "VXLAN", 5001)})
 
     def test_a_frame_mirrored_twice_is_told_once_and_retransmissions_stay(self):
         # rxe's lossy capture (go-back-N retransmissions, NAKs) as two mirror sessions saw it: every frame

@@ -61,24 +61,71 @@ TEST_CASE("an ERSPAN type III frame is looked through to the RoCE frame it carri
     Frame f;
     parse_frame(r.bytes, f);
     REQUIRE(look_through_tunnel(r, f) == ParseError::none);
-    REQUIRE(r.tunnel);
-    CHECK(r.tunnel->kind == TunnelKind::erspan_iii);
-    CHECK(r.tunnel->session == 513);
-    CHECK(r.tunnel->vlan == 100);
-    CHECK(r.tunnel->cos == 5);
-    CHECK(r.tunnel->truncated);
-    CHECK(r.tunnel->timestamp == 0xdeadbeef);
-    CHECK(r.tunnel->sgt == 42);
-    CHECK(r.tunnel->hw_id == 9);
-    CHECK(r.tunnel->egress);
-    CHECK(r.tunnel->gre_sequence == 7u);
-    CHECK(r.tunnel->platform_id == (platform ? std::optional<uint8_t>(3) : std::nullopt));
-    CHECK(r.tunnel->inner_offset == whole.size() - inner.size());
-    CHECK(to_string(r.tunnel->src) == "10.99.0.1");
+    REQUIRE(r.tunnels.size() == 1);
+    CHECK(r.tunnels[0].kind == TunnelKind::erspan_iii);
+    CHECK(r.tunnels[0].session == 513);
+    CHECK(r.tunnels[0].vlan == 100);
+    CHECK(r.tunnels[0].cos == 5);
+    CHECK(r.tunnels[0].truncated);
+    CHECK(r.tunnels[0].timestamp == 0xdeadbeef);
+    CHECK(r.tunnels[0].sgt == 42);
+    CHECK(r.tunnels[0].hw_id == 9);
+    CHECK(r.tunnels[0].egress);
+    CHECK(r.tunnels[0].gre_sequence == 7u);
+    CHECK(r.tunnels[0].platform_id == (platform ? std::optional<uint8_t>(3) : std::nullopt));
+    CHECK(r.tunnels[0].inner_offset == whole.size() - inner.size());
+    CHECK(to_string(r.tunnels[0].src) == "10.99.0.1");
     CHECK(f.is_roce());
     CHECK(icrc_ok(f));
     CHECK(f.bytes.size() == inner.size());
   }
+}
+
+TEST_CASE("a tunnel inside a tunnel is looked through too, each one's offsets in the record's bytes") {
+  const Bytes inner = build_simple(uint8_t(Opcode::rc_send_only), 64);
+  const Bytes middle = erspan_iii(inner, false, 7);
+  const Bytes whole = erspan_iii(middle, true, 513);
+  Record r = record_of(whole, whole.size());
+  Frame f;
+  parse_frame(r.bytes, f);
+  REQUIRE(look_through_tunnel(r, f) == ParseError::none);
+  REQUIRE(r.tunnels.size() == 2);
+  CHECK(r.tunnels[0].session == 513);
+  CHECK(r.tunnels[1].session == 7);
+  CHECK(r.tunnels[0].inner_offset == whole.size() - middle.size());
+  CHECK(r.tunnels[1].inner_offset == whole.size() - inner.size());
+  CHECK(r.tunnels[1].inner_end == whole.size());
+  CHECK(tunnels_tag(r.tunnels) == "ERSPAN type III session 513 / ERSPAN type III session 7");
+  CHECK(f.is_roce());
+  CHECK(icrc_ok(f));
+  CHECK(f.bytes.data() == r.bytes.data() + r.tunnels[1].inner_offset);
+
+  SECTION("cut anywhere, each tunnel whose header was captured whole is found, and nothing is read past") {
+    for (size_t cut = 0; cut < whole.size(); ++cut) {
+      const Bytes captured(whole.begin(), whole.begin() + long(cut));
+      Record c = record_of(captured, whole.size());
+      Frame g;
+      parse_frame(c.bytes, g);
+      look_through_tunnel(c, g);
+      INFO("captured " << cut << " bytes");
+      const size_t expected = cut >= whole.size() - inner.size() ? 2 : cut >= whole.size() - middle.size() ? 1 : 0;
+      CHECK(c.tunnels.size() == expected);
+      CHECK(g.bytes.data() + g.bytes.size() <= c.bytes.data() + c.bytes.size());
+    }
+  }
+}
+
+TEST_CASE("tunnels are looked through max_tunnel_depth deep, no deeper") {
+  Bytes frame = build_simple(uint8_t(Opcode::rc_send_only), 8);
+  for (uint16_t level = 0; level < max_tunnel_depth + 2; ++level) frame = erspan_iii(frame, false, level);
+  Record r = record_of(frame, frame.size());
+  Frame f;
+  parse_frame(r.bytes, f);
+  look_through_tunnel(r, f);
+  CHECK(r.tunnels.size() == max_tunnel_depth);
+  CHECK(r.tunnels.front().session == max_tunnel_depth + 1);
+  CHECK_FALSE(f.is_roce());  // what is left is still a GRE packet, shown as it is
+  CHECK(f.kind == FrameKind::other_ip);
 }
 
 TEST_CASE("a tunnel cut short anywhere is no tunnel, and a carried frame cut short parses as far as it goes") {
@@ -92,9 +139,9 @@ TEST_CASE("a tunnel cut short anywhere is no tunnel, and a carried frame cut sho
     parse_frame(r.bytes, f);
     look_through_tunnel(r, f);
     INFO("captured " << cut << " bytes");
-    CHECK(bool(r.tunnel) == (cut >= inner_offset));
-    if (r.tunnel) {
-      CHECK(r.tunnel->inner_end == cut);
+    CHECK(!r.tunnels.empty() == (cut >= inner_offset));
+    if (!r.tunnels.empty()) {
+      CHECK(r.tunnels[0].inner_end == cut);
       CHECK_FALSE(f.ok());  // the carried frame is cut: a precise error, never a frame read past its end
       CHECK(f.bytes.size() == cut - inner_offset);
     }
@@ -108,7 +155,7 @@ TEST_CASE("an outer packet longer than its frame, with nothing cut by the snaple
   Frame f;
   parse_frame(r.bytes, f);
   CHECK(look_through_tunnel(r, f) == ParseError::ip_length_mismatch);
-  CHECK_FALSE(r.tunnel);
+  CHECK(r.tunnels.empty());
 }
 
 TEST_CASE("a packet another tunnel carries is a mirror copy; one the same tunnel carries again is sent again") {
