@@ -26,13 +26,14 @@ inline constexpr unsigned vlan_tag_size = 4;
 // The tag nearest the payload is the VLAN (has_vlan, vlan_tci): the one a host's VLAN device takes, whose
 // priority (PCP) a RoCE NIC sets from the service level. A QinQ frame also has an outer tag, its provider's
 // service VLAN (has_outer_vlan), which a host port never sends: captures of a provider's links have it.
+// (The tag fields sit together, so that the parser clears them in a store or two.)
 struct EthernetHeader {
   MacAddress dst;
   MacAddress src;
   bool has_vlan = false;
+  bool has_outer_vlan = false;          // QinQ: a tag before the one above (only with has_vlan)
   uint16_t vlan_tci = 0;  // PCP (3) | DEI (1) | VID (12); valid when has_vlan
   uint16_t vlan_tpid = ethertype_vlan;  // the tag's protocol identifier (0x88a8 for a lone S-tag)
-  bool has_outer_vlan = false;          // QinQ: a tag before the one above (only with has_vlan)
   uint16_t outer_vlan_tci = 0;
   uint16_t outer_vlan_tpid = ethertype_service_vlan;
   uint16_t ethertype = 0; // of the payload, after the tags if there are any

@@ -184,6 +184,27 @@ void reset(Frame& f, std::span<const uint8_t> bytes) {
   f.l3_offset = f.l4_offset = f.bth_offset = f.end_offset = 0;
 }
 
+// The VLAN tags from `l3` on, up to two (QinQ; a third is left as the payload's type, which no layer takes),
+// with `l3` moved past them; false, `l3` at the tag cut short, if the frame ends inside one. Out of line:
+// most frames are untagged.
+[[gnu::noinline]] bool read_vlan_tags(std::span<const uint8_t> bytes, EthernetHeader& e, size_t& l3) {
+  const uint8_t* b = bytes.data();
+  for (int tags = 0; tags < 2 && is_vlan_tpid(e.ethertype); ++tags) {
+    if (bytes.size() < l3 + vlan_tag_size) return false;
+    if (e.has_vlan) {  // the tag read so far was the outer one
+      e.has_outer_vlan = true;
+      e.outer_vlan_tci = e.vlan_tci;
+      e.outer_vlan_tpid = e.vlan_tpid;
+    }
+    e.has_vlan = true;
+    e.vlan_tpid = e.ethertype;
+    e.vlan_tci = load_be16(b + l3);
+    e.ethertype = load_be16(b + l3 + 2);
+    l3 += vlan_tag_size;
+  }
+  return true;
+}
+
 }  // namespace
 
 ParseError parse_frame(std::span<const uint8_t> bytes, Frame& out) {
@@ -199,19 +220,8 @@ ParseError parse_frame(std::span<const uint8_t> bytes, Frame& out) {
   e.vlan_tpid = ethertype_vlan;
   e.outer_vlan_tpid = ethertype_service_vlan;
   size_t l3 = ethernet_header_size;
-  // Up to two tags (QinQ); a third is left as the payload's type, which no layer takes.
-  for (int tags = 0; tags < 2 && is_vlan_tpid(e.ethertype); ++tags) {
-    if (bytes.size() < l3 + vlan_tag_size) return fail(out, ParseError::truncated_ethernet, l3 - 2);
-    if (e.has_vlan) {  // the tag read so far was the outer one
-      e.has_outer_vlan = true;
-      e.outer_vlan_tci = e.vlan_tci;
-      e.outer_vlan_tpid = e.vlan_tpid;
-    }
-    e.has_vlan = true;
-    e.vlan_tpid = e.ethertype;
-    e.vlan_tci = load_be16(b + l3);
-    e.ethertype = load_be16(b + l3 + 2);
-    l3 += vlan_tag_size;
+  if (is_vlan_tpid(e.ethertype)) [[unlikely]] {
+    if (!read_vlan_tags(bytes, e, l3)) return fail(out, ParseError::truncated_ethernet, l3 - 2);
   }
   out.decoded |= layer_ethernet;
   return dispatch_l3(out, e.ethertype, l3);
