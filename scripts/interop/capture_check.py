@@ -127,13 +127,16 @@ def check(uroce, pcap):
     return r
 
 
-def check_vlan(pcap, vid, sides, want_priority):
+def check_vlan(pcap, vid, sides, want_priority, datagram_priority=None):
     """A VLAN cell's capture: every RoCE frame (IPv4) and every ARP frame for or from one of `sides`'
     addresses ({ip: name}) must be tagged `vid`, every RoCE frame must come from one of them, both must
-    have sent RoCE, and the names in `want_priority` ({name: pcp}) must have sent with that priority only.
-    The capture may hold other frames (uroced's holds everything its port saw: untagged traffic of the
+    have sent RoCE, and the names in `want_priority` ({name: pcp}) must have sent with that priority only;
+    but a name in `datagram_priority` ({name: pcp}) sends its UD datagrams (SEND_ONLY, not to QP1) with that
+    one. The capture may hold other frames (uroced's holds everything its port saw: untagged traffic of the
     kernel that shares its interface too). {"error": None or why, "priorities": {name: set of PCPs}}."""
+    datagram_priority = datagram_priority or {}
     priorities = {name: set() for name in sides.values()}
+    wrong = []  # (name, pcp, what) of frames at another priority than wanted
     for f in pcap_records.frames(pcap):
         tagged = f[12:14] == b"\x81\x00"
         tag, l3 = (int.from_bytes(f[14:16], "big"), 18) if tagged else (None, 14)
@@ -150,10 +153,19 @@ def check_vlan(pcap, vid, sides, want_priority):
             src = ".".join(map(str, f[l3 + 12:l3 + 16]))
             if src not in sides:
                 return {"error": f"RoCE from {src}, none of {sorted(sides)}", "priorities": priorities}
-            priorities[sides[src]].add(tag >> 13)
+            name, pcp = sides[src], tag >> 13
+            priorities[name].add(pcp)
+            bth = l3 + 20 + 8  # (RoCE v2 sends no IPv4 options)
+            datagram = (len(f) >= bth + 8 and f[bth] in (0x64, 0x65) and
+                        int.from_bytes(f[bth + 5:bth + 8], "big") != 1)
+            want = datagram_priority.get(name) if datagram else None
+            want = want if want is not None else want_priority.get(name)
+            if want is not None and pcp != want:
+                wrong.append((name, pcp, "datagram" if datagram else "frame"))
     error = None
     if not all(priorities.values()):
         error = "no RoCE from " + ", ".join(n for n, p in priorities.items() if not p)
-    elif any(priorities[n] != {p} for n, p in want_priority.items()):
-        error = f"RoCE priorities on VLAN {vid}: {priorities} (want {want_priority})"
+    elif wrong:
+        want = {**want_priority, **{f"{n}'s datagrams": p for n, p in datagram_priority.items()}}
+        error = f"RoCE priorities on VLAN {vid}: {priorities} (want {want}; first off: {wrong[0]})"
     return {"error": error, "priorities": priorities}

@@ -234,8 +234,13 @@ class Runner:
                 cell.notes.append(f"client rc {c_rc}, and the capture does not show that the server had its last "
                                   f"request: {tail(c_out)}")
         if cell.direction.startswith("vlan") and cap["ok"]:
+            # udaddy's server answers each datagram through ibv_create_ah_from_wc, whose SL is the completion's
+            # wc.sl: on a RoCE completion uroce reports the packet's type there, as ConnectX does (0xA, RoCE v2
+            # over IPv4; UCX needs it), so the replies go at priority 0xA & 7 = 2, as a ConnectX's would.
+            # rxe leaves wc.sl 0 and tags by its VLAN device's egress map.
+            replies = {"uroce": 2} if program.name.startswith("udaddy") and server is self.host_vlan else None
             v = check_vlan(cell.capture, VLAN_ID, {UROCE_VLAN_IP: "uroce", VLAN_GUEST_IP: "rxe"},
-                           {"uroce": int(VLAN_PRIORITY)})
+                           {"uroce": int(VLAN_PRIORITY)}, replies)
             if v["error"]:
                 cell.notes.append("capture: " + v["error"])
             elif cell.result:

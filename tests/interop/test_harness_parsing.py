@@ -287,6 +287,31 @@ def main():
         one_way = [f for f in frames if not (f[16:18] == b"\x08\x00" and f[30:34] == bytes([10, 77, 0, 11]))]
         v = capture_check.check_vlan(vlan_capture("vlan.pcap", one_way), 100, sides, {"a": 3})
         assert v["error"] == "no RoCE from b", v
+        # A side that answers datagrams from their completions (udaddy's uroce server: wc.sl holds the packet
+        # type, so the reply's SL is 2) is judged apart for its UD SENDs: rxe's UD pingpong, a's datagrams
+        # at 2 and b's at 3, every frame at its side's priority otherwise.
+        linktype, records = pcapfile.read(os.path.join(captures, "03-ud-send-pingpong.pcap"))
+        ud_sides = {}
+        for r in records:
+            f = r[3]
+            src = ".".join(map(str, f[26:30]))
+            if f[12:14] == b"\x08\x00" and f[23] == 17 and f[36:38] == (4791).to_bytes(2, "big") and src not in ud_sides:
+                ud_sides[src] = "ab"[len(ud_sides)]
+
+        def ud_tag(f, a_datagrams):
+            src = ".".join(map(str, f[26:30])) if f[12:14] == b"\x08\x00" else None
+            datagram = src is not None and f[42] in (0x64, 0x65)
+            pcp = a_datagrams if ud_sides.get(src) == "a" and datagram else 3
+            return f[:12] + b"\x81\x00" + (pcp << 13 | 100).to_bytes(2, "big") + f[12:]
+        ud = vlan_capture("ud.pcap", [ud_tag(r[3], 2) for r in records])
+        assert len(ud_sides) == 2, ud_sides
+        v = capture_check.check_vlan(ud, 100, ud_sides, {"a": 3, "b": 3}, {"a": 2})
+        assert v["error"] is None and v["priorities"]["a"] == {2}, v  # (the pingpong's frames are all datagrams)
+        v = capture_check.check_vlan(ud, 100, ud_sides, {"a": 3, "b": 3})
+        assert v["error"] and "first off: ('a', 2, 'datagram')" in v["error"], v
+        v = capture_check.check_vlan(vlan_capture("ud.pcap", [ud_tag(r[3], 3) for r in records]), 100, ud_sides,
+                                     {"a": 3, "b": 3}, {"a": 2})
+        assert v["error"] and "first off: ('a', 3, 'datagram')" in v["error"], v
     print("interop harness parsing: ok")
 
 
