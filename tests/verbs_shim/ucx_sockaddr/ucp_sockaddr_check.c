@@ -32,8 +32,12 @@
 #include <time.h>
 #include <ucp/api/ucp.h>
 
-enum { tag_data = 1, tag_reply = 2, tag_rkey = 3, tag_done = 4, tag_result = 5 };
+// The tags: a message to echo, and the end of them, differ in their lowest bit only, so that one receive
+// (tag_data_or_end under echo_mask) takes either, in the order they were sent.
+enum { tag_data = 0x10, tag_echo_end = 0x11, tag_reply = 2, tag_rkey = 3, tag_done = 4, tag_result = 5 };
 static const ucp_tag_t tag_mask = UINT64_MAX;
+static const ucp_tag_t echo_mask = ~(ucp_tag_t)1;
+enum { max_message = 1 << 20 };  // the server's echo buffer
 static const double timeout_seconds = 30.0;
 
 static double now(void) {
@@ -79,14 +83,14 @@ static ucs_status_t send_tagged(ucp_worker_h worker, ucp_ep_h ep, ucp_tag_t tag,
   return wait_request(worker, ucp_tag_send_nbx(ep, data, size, tag, &param));
 }
 
-// The received length: recv_info is filled only when the receive completes at once, so a request that
-// waits is asked with ucp_tag_recv_request_test instead.
-static ucs_status_t receive_tagged(ucp_worker_h worker, ucp_tag_t tag, void* data, size_t size,
-                                   size_t* received) {
+// The received length and tag: recv_info is filled only when the receive completes at once, so a request
+// that waits is asked with ucp_tag_recv_request_test instead.
+static ucs_status_t receive_masked(ucp_worker_h worker, ucp_tag_t tag, ucp_tag_t mask, void* data, size_t size,
+                                   size_t* received, ucp_tag_t* sender_tag) {
   ucp_tag_recv_info_t info = {0};
   ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_RECV_INFO,
                                .recv_info.tag_info = &info};
-  void* request = ucp_tag_recv_nbx(worker, data, size, tag, tag_mask, &param);
+  void* request = ucp_tag_recv_nbx(worker, data, size, tag, mask, &param);
   ucs_status_t status = UCS_OK;
   if (request != NULL && !UCS_PTR_IS_ERR(request)) {
     const double deadline = now() + timeout_seconds;
@@ -102,7 +106,13 @@ static ucs_status_t receive_tagged(ucp_worker_h worker, ucp_tag_t tag, void* dat
     status = UCS_PTR_STATUS(request);
   }
   if (received) *received = info.length;
+  if (sender_tag) *sender_tag = info.sender_tag;
   return status;
+}
+
+static ucs_status_t receive_tagged(ucp_worker_h worker, ucp_tag_t tag, void* data, size_t size,
+                                   size_t* received) {
+  return receive_masked(worker, tag, tag_mask, data, size, received, NULL);
 }
 
 // Closes after everything sent has arrived (flush mode): a forced close destroys the QPs at once, and a
@@ -176,13 +186,14 @@ static int serve_client(ucp_context_h context, ucp_worker_h worker, ucp_conn_req
     return fail("ucp_rkey_pack", status);
 
   int rc = 0;
-  unsigned char* buffer = malloc(1 << 20);
+  unsigned char* buffer = malloc(max_message);
   uint32_t messages = 0;
   for (;;) {
     size_t length = 0;
-    status = receive_tagged(worker, tag_data, buffer, 1 << 20, &length);
+    ucp_tag_t tag = 0;
+    status = receive_masked(worker, tag_data, echo_mask, buffer, max_message, &length, &tag);
     if (status != UCS_OK) { rc = fail("receive a message", status); break; }
-    if (length == 0) break;  // the client's last message: go on to RMA
+    if (tag == tag_echo_end) break;  // no more to echo: go on to RMA
     for (size_t i = 0; i < length; ++i) buffer[i] = (unsigned char)(buffer[i] + 1);
     if ((status = send_tagged(worker, ep, tag_reply, buffer, length)) != UCS_OK) {
       rc = fail("send the reply", status);
@@ -340,8 +351,8 @@ static int run_client(ucp_worker_h worker, const struct sockaddr_storage* addres
       }
     }
   }
-  if (rc == 0 && (status = send_tagged(worker, ep, tag_data, out, 0)) != UCS_OK)
-    rc = fail("send the last (empty) message", status);
+  if (rc == 0 && (status = send_tagged(worker, ep, tag_echo_end, out, 0)) != UCS_OK)
+    rc = fail("send the end of the messages", status);
 
   // RMA on the same endpoint: put 64 KiB, get it back, fetch-and-add 5.
   unsigned char rkey_message[4096];
@@ -417,6 +428,10 @@ int main(int argc, char** argv) {
   for (int i = 4, n = 0; i < argc; ++i) {
     if (strcmp(argv[i], server ? "--reject" : "--expect-reject") == 0) flag = 1;
     else if (n < 2) numbers[n++] = strtol(argv[i], NULL, 0);
+  }
+  if (!server && numbers[0] > max_message) {
+    fprintf(stderr, "a message is at most %d bytes (the server's buffer)\n", max_message);
+    return 2;
   }
   struct sockaddr_storage address;
   socklen_t address_length;
