@@ -102,7 +102,8 @@ TEST_CASE("parse: a QinQ frame cut inside its tags", "[wire][parse][vlan]") {
 
 TEST_CASE("build: write_ethernet lays out both tags as the parser reads them", "[wire][build][vlan]") {
   const Bytes plain = build_simple(0x04, 16);
-  FrameSpec spec = make_spec(0x04, IpVersion::v4, true, random_bytes(16, 0x04 * 7919u + 16), Fill::pattern_a);
+  const Bytes payload = random_bytes(16, 0x04 * 7919u + 16);  // (the spec keeps a view of it)
+  FrameSpec spec = make_spec(0x04, IpVersion::v4, true, payload, Fill::pattern_a);
   spec.eth.vlan_tci = 0x6123;
   spec.eth.has_outer_vlan = true;
   spec.eth.outer_vlan_tpid = ethertype_qinq_legacy;
