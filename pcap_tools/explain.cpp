@@ -122,6 +122,15 @@ void Explainer::add(const Record& r, const Frame& f) {
   add_roce(r, f, flow);
 }
 
+void Explainer::add_copy(const Record& r, const Frame& f) {
+  if (!f.ok() || f.kind != FrameKind::roce || f.ecn() != Ecn::ce || !icrc_ok(f)) return;
+  if (!ce_marked_.insert(r.copy_of).second) return;  // the frame it copies was told as marked already
+  say(r.number, &flow_for(f),
+      fmt::format("this mirror copy of #{} carries ECN Congestion Experienced, which #{} did not: a switch "
+                  "between the two mirror points marked it; the receiver should answer with a CNP",
+                  r.copy_of, r.copy_of));
+}
+
 void Explainer::add_roce(const Record& r, const Frame& f, Flow& flow) {
   const Bth& bth = f.roce.bth();
   const OpcodeInfo& info = *f.roce.info;
@@ -136,6 +145,7 @@ void Explainer::add_roce(const Record& r, const Frame& f, Flow& flow) {
     return;
   }
   if (f.ecn() == Ecn::ce) {
+    ce_marked_.insert(r.number);
     say(r.number, &flow, "this packet carries ECN Congestion Experienced: a switch marked it; the receiver "
                          "should answer with a CNP");
   }
@@ -431,6 +441,7 @@ int run_explain(const ExplainOptions& o) {
     tunnels.add(record);
     // A frame mirrored at several places is told once (mirror_copies.hpp).
     if (record.copy_of == 0) ex.add(record, frame);
+    else ex.add_copy(record, frame);
     return true;
   });
   if (read.outcome == ReadResult::Outcome::unreadable) return read.report(o.path);

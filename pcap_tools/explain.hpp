@@ -14,6 +14,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <unordered_set>
 #include <vector>
 
 #include "pcap_tools/capture_reader.hpp"
@@ -64,6 +65,9 @@ class Explainer {
  public:
   // Feeds the next frame of the capture (in capture order).
   void add(const Record& record, const wire::Frame& frame);
+  // Feeds a mirror copy of an earlier frame (record.copy_of), which is not told again: only a CE mark the
+  // frame it copies did not carry, which a switch between the two mirror points set.
+  void add_copy(const Record& record, const wire::Frame& frame);
   // Closes messages still open at the end of the capture.
   void finish();
 
@@ -105,6 +109,8 @@ class Explainer {
   // RESPONSE, which the PSN tells apart from a zero-length READ's (responses do not name the request).
   std::map<std::pair<std::array<uint8_t, 16>, std::array<uint8_t, 16>>, std::set<uint32_t>> atomic_writes_;
   std::vector<std::string> lines_;
+  // The RoCE frames told as marked CE (the first copy, or a later one): a mark is told once per frame.
+  std::unordered_set<uint64_t> ce_marked_;
   PauseStory pauses_;
   uint64_t frames_ = 0;
   uint64_t malformed_ = 0;

@@ -9,7 +9,8 @@
 // carried IP packet (or ARP body) byte for byte, except what a router or a switch on the way may change
 // (IPv4 TOS and TTL and the header checksum, IPv6 traffic class, flow label and hop limit: the fields the
 // ICRC leaves out for the same reason), so mirror points a hop apart, or a switch that marked ECN between
-// them, still see copies. The copy told is the first: a CE mark only a later mirror point saw is left out.
+// them, still see copies. The copy told is the first; explain also tells a CE mark that only a later mirror
+// point saw (a switch between the two marked it).
 // A mirror point that missed a packet's first sending (a mirror drops when its own link is full) and saw
 // only the resend makes that resend look like a copy; within the window of a second, nothing tells them
 // apart.

@@ -230,6 +230,42 @@ class TunnelledCaptures(unittest.TestCase):
         self.assertTrue(lines[1].endswith("[ERSPAN type III session 2, a copy of #1]"), lines[1])
         self.assertTrue(lines[0].endswith("[ERSPAN type II session 1]"), lines[0])
 
+    def test_a_ce_mark_set_between_mirror_points_is_told(self):
+        # rxe's WRITEs as two mirror sessions saw them, a switch between the two marking some packets CE
+        # (IPv4 ECN 3; the ICRC leaves the TOS out). Frame 4 of the capture was marked after the first
+        # mirror point: only its second copy carries the mark, which explain tells on that copy. Frame 6 was
+        # marked before both: told once, on the first copy. Everything else is told as without marks.
+        name = "05-rc-write.pcap"
+        _, recs = pcapfile.read(self.original(name))
+
+        def mirrored(marks):
+            out = []
+            for i, (sec, usec, _, frame) in enumerate(recs):
+                copies = [bytearray(frame), bytearray(frame)]
+                for c, marked in zip(copies, marks.get(i, (False, False))):
+                    if marked:
+                        c[15] |= 0x03
+                        c[24:26] = b"\0\0"
+                        c[24:26] = struct.pack(">H", tunnels.ipv4_checksum(bytes(c[14:34])))
+                first = tunnels.erspan_ii(bytes(copies[0]), session=1, sequence=i)
+                second = tunnels.erspan_iii(bytes(copies[1]), session=2, sequence=i, timestamp=i, egress=True)
+                out += [(sec, usec, len(first), first), (sec, usec + 1, len(second), second)]
+            path = os.path.join(self.tmp, f"ce-{len(marks)}.pcap")
+            pcapfile.write(path, pcapfile.LINKTYPE_ETHERNET, out)
+            return path
+
+        self.assertTrue(pcapfile.roce_offset(recs[3][3]) and pcapfile.roce_offset(recs[5][3]))
+        marked = uroce("explain", mirrored({3: (False, True), 5: (True, True)})).stdout.splitlines()
+        unmarked = uroce("explain", mirrored({})).stdout.splitlines()
+        told = [l for l in marked if "ECN Congestion Experienced" in l]
+        self.assertEqual(len(told), 2, "\n".join(told))
+        # Frame 4 is #7 and #8 in the mirrored capture, frame 6 #11 and #12.
+        self.assertRegex(told[0], r"^ +#8 +A +this mirror copy of #7 carries ECN Congestion Experienced, which #7 "
+                                  r"did not: a switch between the two mirror points marked it; the receiver should "
+                                  r"answer with a CNP$")
+        self.assertRegex(told[1], r"^ +#11 +A +this packet carries ECN Congestion Experienced")
+        self.assertEqual([l for l in marked if l not in told][1:], unmarked[1:])
+
     def test_linux_mirrors(self):
         """Linux's own ERSPAN, gretap and VXLAN drivers mirrored rxe's traffic with uroce (tests/data/README.md):
         each tunnel carried every RoCE frame uroced captured directly, and the story is the same."""
