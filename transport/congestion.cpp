@@ -53,7 +53,8 @@ void DeviceImpl::on_cnp(const wire::Frame& f, Nanos now) {
 }
 
 bool DeviceImpl::rate_allows(QueuePair& qp, Nanos now) {
-  if (!qp.rate || now >= qp.rate->next_send_time()) return true;
+  const bool allowed = (!qp.rate || now >= qp.rate->next_send_time()) && (!qp.pacing || qp.pacing->allows(now));
+  if (allowed) return true;
   qp.rate_blocked = true;
   ++counters_.paced_stops;
   return false;

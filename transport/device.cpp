@@ -500,6 +500,10 @@ int Device::modify_qp(uint32_t qpn, const QpAttr& attr, uint32_t mask, Nanos now
   limits.max_sge = d.limits_.max_sge;
   limits.max_inline_data = d.limits_.max_inline_data;
   if (int e = check_qp_attr_values(qp->type, attr, mask, limits)) return e;
+  if ((mask & attr_rate_limit) && attr.rate_limit != 0 &&
+      (attr.rate_limit < PacingLimits::min_kbps || attr.rate_limit > PacingLimits::max_kbps)) {
+    return EINVAL;  // as mlx5: outside the range packet_pacing_caps names
+  }
 
   QpAttr& q = qp->attr;
   if (mask & attr_access_flags) q.qp_access_flags = attr.qp_access_flags;
@@ -519,6 +523,16 @@ int Device::modify_qp(uint32_t qpn, const QpAttr& attr, uint32_t mask, Nanos now
     qp->resp.next_resource = 0;
   }
   if (mask & attr_dest_qpn) q.dest_qp_num = attr.dest_qp_num;
+  if (mask & attr_rate_limit) {
+    q.rate_limit = attr.rate_limit;
+    q.max_burst_sz = attr.max_burst_sz;
+    // A new rate starts a new bucket (full); 0 lifts the limit.
+    qp->pacing = attr.rate_limit != 0 ? std::make_unique<PacketPacer>(attr.rate_limit, attr.max_burst_sz) : nullptr;
+    if (!qp->pacing && qp->rate_blocked && !qp->rate) {
+      qp->rate_blocked = false;
+      d.schedule(*qp);
+    }
+  }
   if (mask & attr_en_sqd_async_notify) q.en_sqd_async_notify = attr.en_sqd_async_notify;
   if (mask & attr_rq_psn) {
     q.rq_psn = attr.rq_psn & wire::psn_mask;
@@ -560,6 +574,10 @@ int Device::modify_qp(uint32_t qpn, const QpAttr& attr, uint32_t mask, Nanos now
         qp->req = {};
         qp->comp = {};
         qp->resp = {};
+        qp->pacing.reset();  // a rate limit is the QP's until RESET, as mlx5 frees its rate entry then
+        if (!qp->rate) qp->rate_blocked = false;
+        q.rate_limit = 0;
+        q.max_burst_sz = 0;
         q.qp_state = QpState::reset;
         break;
       case QpState::err:
@@ -813,6 +831,10 @@ void Device::run(Nanos now) {
       d.schedule(*qp);
     }
     if (qp->rate) d.run_rates(*qp, now);
+    if (qp->pacing && qp->rate_blocked && qp->pacing->allows(now)) {
+      qp->rate_blocked = false;
+      d.schedule(*qp);
+    }
   }
   // Requesters, each until it is blocked (window, credits, fence, no work). New QPs scheduled while this
   // runs wait for the next call, so one run() is bounded.
@@ -835,6 +857,7 @@ Nanos Device::next_deadline() const {
       t = std::min(t, qp->rate->next_timer());
       if (qp->rate_blocked) t = std::min(t, qp->rate->next_send_time());
     }
+    if (qp->pacing && qp->rate_blocked) t = std::min(t, qp->pacing->next_send_time());
   }
   return t;
 }

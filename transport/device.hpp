@@ -123,7 +123,8 @@ struct DeviceCounters {
   uint64_t rx_multicast = 0;
   uint64_t rx_multicast_no_members = 0;
   // Congestion: RoCE packets to a QP that arrived marked CE, CNPs sent for them, CNPs received, the rate
-  // cuts they made (CNPs within the minimum interval of a cut make none), requester stops to pace.
+  // cuts they made (CNPs within the minimum interval of a cut make none), requester stops to pace (to
+  // DCQCN's rate, or to a raw packet QP's packet pacing).
   uint64_t rx_ecn_ce = 0;
   uint64_t cnp_sent = 0;
   uint64_t rx_cnp = 0;

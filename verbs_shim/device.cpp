@@ -228,7 +228,8 @@ int query_device_ex(ibv_context* context, const ibv_query_device_ex_input* input
   a.rss_caps.rx_hash_function = IBV_RX_HASH_FUNC_TOEPLITZ;
   a.max_wq_type_rq = to_shim(context)->info.at("limits").value("max_srq", 1024u);  // the 32-bit count, for devices with more than 255 ports
   fill_tm_caps(*to_shim(context), a.tm_caps);
-  // The other extended capabilities (TSO, packet pacing, ...) are none: zero is the honest answer.
+  fill_packet_pacing_caps(a.packet_pacing_caps);
+  // The other extended capabilities (TSO, ...) are none: zero is the honest answer.
   std::memset(attr, 0, attr_size);
   std::memcpy(attr, &a, std::min(attr_size, sizeof a));
   return 0;
@@ -326,6 +327,7 @@ ibv_context* finish_context(Context* c, Device* d, int cmd_fd) {
   v.get_srq_num = get_srq_num;
   v.advise_mr = advise_mr;
   v.query_rt_values = query_rt_values;
+  v.modify_qp_rate_limit = modify_qp_rate_limit;
   v.alloc_dm = alloc_dm;
   v.free_dm = free_dm;
   v.reg_dm_mr = reg_dm_mr;

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "shim.hpp"
+#include "transport/packet_pacing.hpp"
 
 namespace uroce::shim {
 namespace {
@@ -178,6 +179,24 @@ ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   return qp;
 }
 
+// A raw packet QP's pacing (transport/packet_pacing.hpp): the rate and burst go to the daemon as
+// IBV_QP_RATE_LIMIT, as libmlx5 sends them to the kernel. typical_pkt_sz is taken and not needed: the bucket
+// counts each frame's own bytes. As mlx5, a burst needs a rate, and unknown comp_mask bits are EINVAL.
+int modify_qp_rate_limit(ibv_qp* qp, ibv_qp_rate_limit_attr* attr) {
+  if (attr->comp_mask != 0) return EINVAL;
+  if ((attr->max_burst_sz != 0 || attr->typical_pkt_sz != 0) && attr->rate_limit == 0) return EINVAL;
+  uroce::verbs::QpAttr a;
+  a.rate_limit = attr->rate_limit;
+  a.max_burst_sz = attr->max_burst_sz;
+  return guarded("modify_qp_rate_limit",
+                 [&] { to_shim(qp->context)->impl->modify_qp(*to_shim(qp)->impl, a, IBV_QP_RATE_LIMIT); });
+}
+
+void fill_packet_pacing_caps(ibv_packet_pacing_caps& caps) {
+  caps.qp_rate_limit_min = transport::PacingLimits::min_kbps;
+  caps.qp_rate_limit_max = transport::PacingLimits::max_kbps;
+  caps.supported_qpts = 1u << IBV_QPT_RAW_PACKET;
+}
 
 }  // namespace uroce::shim
 
@@ -230,6 +249,7 @@ SHIM_EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
   a.timeout = attr->timeout;
   a.retry_cnt = attr->retry_cnt;
   a.rnr_retry = attr->rnr_retry;
+  a.rate_limit = attr->rate_limit;
   Qp* q = to_shim(qp);
   if (int rc = guarded("modify_qp", [&] { to_shim(qp->context)->impl->modify_qp(*q->impl, a, uint32_t(attr_mask)); })) {
     return rc;

@@ -302,6 +302,9 @@ ibv_dm* alloc_dm(ibv_context* context, ibv_alloc_dm_attr* attr);  // device_memo
 int free_dm(ibv_dm* dm);
 ibv_mr* reg_dm_mr(ibv_pd* pd, ibv_dm* dm, uint64_t dm_offset, size_t length, unsigned int access);
 int bind_entry(emulator::protocol::SendEntry& e, const ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info& info);
+// Packet pacing (qp.cpp): ibv_modify_qp_rate_limit's verbs_context slot, and the capabilities.
+int modify_qp_rate_limit(ibv_qp* qp, ibv_qp_rate_limit_attr* attr);
+void fill_packet_pacing_caps(ibv_packet_pacing_caps& caps);
 // XRC (xrc.cpp).
 ibv_xrcd* open_xrcd(ibv_context* context, ibv_xrcd_init_attr* attr);
 ibv_qp* open_qp(ibv_context* context, ibv_qp_open_attr* attr);

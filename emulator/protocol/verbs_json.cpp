@@ -76,7 +76,9 @@ void to_json(nlohmann::json& j, const QpAttr& a) {
        {"port_num", a.port_num},
        {"timeout", a.timeout},
        {"retry_cnt", a.retry_cnt},
-       {"rnr_retry", a.rnr_retry}};
+       {"rnr_retry", a.rnr_retry},
+       {"rate_limit", a.rate_limit},
+       {"max_burst_sz", a.max_burst_sz}};
 }
 
 void from_json(const nlohmann::json& j, QpAttr& a) {
@@ -100,6 +102,8 @@ void from_json(const nlohmann::json& j, QpAttr& a) {
   get_if(j, "timeout", a.timeout);
   get_if(j, "retry_cnt", a.retry_cnt);
   get_if(j, "rnr_retry", a.rnr_retry);
+  get_if(j, "rate_limit", a.rate_limit);
+  get_if(j, "max_burst_sz", a.max_burst_sz);
 }
 
 }  // namespace uroce::verbs

@@ -234,6 +234,19 @@ RAW_PROGRAMS = ("raw_ethernet_bw", "raw_ethernet_lat", "raw_ethernet_fs_rate")
 # perftest's result line: the first line of numbers after the "#bytes" (or "#flows") header. What it counts:
 # its second figure after "#bytes" (iterations), its first after "#flows" (rules created and destroyed).
 RAW_TABLE = re.compile(r"^\s*#(bytes|flows)\s.*\n\s*(\d+)\s+(\d+)", re.M)
+# Packet pacing (--rate_limit_type=PP, IBV_QP_RATE_LIMIT): perftest takes the rate in MB/s and asks for
+# rate * 8 * 1024 kbit/s, and reports MB as 2^20 bytes; its "BW average" is the fourth figure.
+RAW_BW = re.compile(r"^\s*#bytes\s.*\n\s*\d+\s+\d+\s+[\d.]+\s+([\d.]+)", re.M)
+
+
+def PACED(mb_per_s):  # noqa: N802 (a constant's shape: the options that pace at `mb_per_s`)
+    return [f"--rate_limit={mb_per_s}", "--rate_units=M", "--rate_limit_type=PP"]
+
+
+def paced_mib_per_s(extra):
+    """The bandwidth a raw_ethernet_bw run paced by `extra` (--rate_limit=N ... PP) may reach, in perftest's MB/s."""
+    rate = next(int(o.split("=")[1]) for o in extra if o.startswith("--rate_limit="))
+    return rate * 8 * 1024 * 1000 / 8 / 2**20
 
 
 def flow_rules(uroce_run, socket):
@@ -274,6 +287,11 @@ def raw_ethernet(uroce_run, server_socket, client_socket, program, extra):
     assert c and s, f"no results table ({what}):\nclient:\n{client.stdout}\nserver:\n{s_out}"
     count = {m: int(m.group(2) if m.group(1) == "flows" else m.group(3)) for m in (c, s)}
     assert count[s] > 0, f"the server counted nothing ({what}):\n{s_out}"
+    if "--rate_limit_type=PP" in extra:
+        # Paced: at most the rate (the bucket's one burst aside: within 1%), and not far below it.
+        bw, limit = float(RAW_BW.search(client.stdout).group(1)), paced_mib_per_s(extra)
+        assert 0.9 * limit <= bw <= 1.01 * limit, f"paced at {limit:.2f} MB/s, sent {bw} MB/s ({what})"
+        return f"client {count[c]}, server {count[s]} frames, {bw} MB/s paced at {limit:.2f}"
     return f"client {count[c]}, server {count[s]} {'rules' if c.group(1) == 'flows' else 'frames'}"
 
 
@@ -290,7 +308,9 @@ class RawEthernet:
                       ("raw_ethernet_bw", ["-D", "1", *udp]),
                       # the server's rule is ALL_DEFAULT (promiscuous), then a sniffer
                       ("raw_ethernet_bw", ["-D", "1", "--promiscuous"]), ("raw_ethernet_bw", ["-D", "1", "--sniffer"]),
-                      ("raw_ethernet_fs_rate", [])]  # ibv_create_flow / ibv_destroy_flow, 1000 rules
+                      ("raw_ethernet_fs_rate", []),  # ibv_create_flow / ibv_destroy_flow, 1000 rules
+                      # packet pacing: 50 MB/s, where the loopback's raw frames otherwise go at 500 and more
+                      ("raw_ethernet_bw", ["-D", "1", *PACED(50)])]
         return cases
 
     @staticmethod
@@ -304,7 +324,8 @@ class RawEthernet:
                   # 4 UDP flows on each of 2 QPs, the same 4 rules on both: every frame reaches both QPs (the
                   # server counts each twice), as a ConnectX merges equal rules into one with two destinations
                   ("raw_ethernet_bw", ["-D", "1", *udp, "-q", "2", "--flows", "4"]),
-                  ("raw_ethernet_bw", ["-D", "1", "--promiscuous"]), ("raw_ethernet_bw", ["-D", "1", "--sniffer"])]
+                  ("raw_ethernet_bw", ["-D", "1", "--promiscuous"]), ("raw_ethernet_bw", ["-D", "1", "--sniffer"]),
+                  ("raw_ethernet_bw", ["-D", "1", *PACED(5)]), ("raw_ethernet_bw", ["-D", "1", *PACED(200)])]
         unique = dict.fromkeys((p, tuple(o)) for p, o in cases)  # on the loopback, CI's cases include some
         return [(p, list(o)) for p, o in unique]
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "transport/dcqcn.hpp"
+#include "transport/packet_pacing.hpp"
 #include "transport/packet_io.hpp"
 #include "transport/receive_queue.hpp"
 #include "transport/ring_queue.hpp"
@@ -128,6 +129,9 @@ struct QueuePair {
   // the requester stopped because the rate said "not yet" (run() resumes it).
   std::unique_ptr<DcqcnRate> rate;
   bool rate_blocked = false;
+  // A raw packet QP's packet pacing (IBV_QP_RATE_LIMIT); none otherwise. It blocks the requester as the
+  // rate does (rate_blocked).
+  std::unique_ptr<PacketPacer> pacing;
 
   // RC, UC or either half of XRC: a QP with one peer QP (congestion control's unit; UD has none).
   bool connected() const { return type != verbs::QpType::ud && type != verbs::QpType::raw_packet; }

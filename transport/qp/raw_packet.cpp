@@ -47,6 +47,7 @@ void DeviceImpl::send_raw(QueuePair& qp, SendWqe& w) {
   ++qp.counters.tx_packets;
   qp.counters.tx_payload_bytes += w.length;
   w.state = WqeState::done;
+  if (qp.pacing) qp.pacing->on_sent(w.length, now_);
   sink_.transmit_frame(qp.qpn, raw_frame_);
   complete_finished(qp);
 }

@@ -131,6 +131,8 @@ struct QpAttr {
   uint8_t timeout = 0;             // local ACK timeout: 4.096 us * 2^timeout (0 = infinite)
   uint8_t retry_cnt = 0;           // 0-7: retries after a timeout or a NAK sequence error
   uint8_t rnr_retry = 0;           // 0-7: retries after an RNR NAK, 7 = forever
+  uint32_t rate_limit = 0;         // raw packet QPs: the pacing rate, kbit/s (0 = none; packet_pacing.hpp)
+  uint32_t max_burst_sz = 0;       // ... and its burst, bytes (0 = the default; ibv_modify_qp_rate_limit)
 };
 
 }  // namespace uroce::verbs

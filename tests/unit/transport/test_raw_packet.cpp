@@ -62,18 +62,6 @@ flow::FlowRule udp_port_rule(uint16_t port, uint16_t priority = 0, uint32_t flag
   return r;
 }
 
-// Brings a raw packet QP to RTS with the masks the kernel's table asks for: a port, then nothing.
-void raw_to_rts(Device& d, uint32_t qpn) {
-  QpAttr a;
-  a.qp_state = QpState::init;
-  a.port_num = 1;
-  REQUIRE(d.modify_qp(qpn, a, attr_state | attr_port, 0) == 0);
-  a.qp_state = QpState::rtr;
-  REQUIRE(d.modify_qp(qpn, a, attr_state, 0) == 0);
-  a.qp_state = QpState::rts;
-  REQUIRE(d.modify_qp(qpn, a, attr_state, 0) == 0);
-}
-
 struct RawPair {
   sim::SimNetwork net{7};
   Host a{net, ip("10.0.0.1")};

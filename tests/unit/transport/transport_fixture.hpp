@@ -153,6 +153,18 @@ inline void connect(Host& h, uint32_t qpn, QpType type, const wire::IpAddress& r
 
 inline wire::IpAddress ip(const char* text) { return *wire::parse_ip(text); }
 
+// Brings a raw packet QP to RTS with the masks the kernel's table asks for: a port, then nothing.
+inline void raw_to_rts(Device& d, uint32_t qpn) {
+  QpAttr a;
+  a.qp_state = QpState::init;
+  a.port_num = 1;
+  REQUIRE(d.modify_qp(qpn, a, attr_state | attr_port, 0) == 0);
+  a.qp_state = QpState::rtr;
+  REQUIRE(d.modify_qp(qpn, a, attr_state, 0) == 0);
+  a.qp_state = QpState::rts;
+  REQUIRE(d.modify_qp(qpn, a, attr_state, 0) == 0);
+}
+
 // With UROCE_TEST_PCAP=FILE in the environment, a test's frames are written to FILE as it runs, for
 // `uroce dissect` / `uroce explain` when something has to be understood.
 inline std::unique_ptr<sim::PcapWriter> capture_if_asked(sim::SimNetwork& net) {
