@@ -249,13 +249,18 @@ def paced_mib_per_s(extra):
     return rate * 8 * 1024 * 1000 / 8 / 2**20
 
 
-def flow_rules(uroce_run, socket):
-    """How many flow rules the daemon behind `socket` holds (`uroce stats`)."""
+def device_counter(uroce_run, socket, name):
+    """A device counter of the daemon behind `socket` (`uroce stats`), e.g. flow_rules or tx_packets."""
     uroce = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(uroce_run))), "pcap_tools", "uroce")
     out = subprocess.run([uroce, "stats", "--socket", socket, "--json"], capture_output=True, text=True,
                          timeout=TIMEOUT)
     assert out.returncode == 0, f"uroce stats: {out.stderr}"
-    return json.loads(out.stdout)["device"]["flow_rules"]
+    return json.loads(out.stdout)["device"][name]
+
+
+def flow_rules(uroce_run, socket):
+    """How many flow rules the daemon behind `socket` holds."""
+    return device_counter(uroce_run, socket, "flow_rules")
 
 
 def raw_ethernet(uroce_run, server_socket, client_socket, program, extra):
@@ -663,45 +668,67 @@ class Libfabric:
 
 
 # --- MPI ---------------------------------------------------------------------------------------------------
-# NetPIPE's MPI build (Debian's netpipe-openmpi: NPopenmpi), an MPI program as HPC users run one, under Open
-# MPI 4.1 and its UCX PML. One mpirun starts both ranks, rank 0 through the server's daemon and rank 1
-# through the client's (UROCE_SOCKET per rank). Open MPI may use only the UCX PML and UCX only its verbs
-# transports, so a run that cannot use uroce fails instead of falling back to shared memory or TCP.
+# NetPIPE's MPI builds, an MPI program as HPC users run one: under Open MPI 4.1 and its UCX PML (Debian's
+# netpipe-openmpi: NPopenmpi), and under MPICH 4.0, whose ch4 device Debian builds on UCX (netpipe-mpich2:
+# NPmpich2). One launcher starts both ranks, rank 0 through the server's daemon and rank 1 through the
+# client's (UROCE_SOCKET per rank). Each MPI may use only UCX, and UCX only its verbs transports, so a run
+# that cannot use uroce fails instead of falling back to shared memory or TCP: Open MPI with the UCX PML
+# and no BTL but self; MPICH with MPIR_CVAR_NOLOCAL, which sends ranks on one host through the network
+# module too. The launchers are named (mpirun.openmpi, mpiexec.mpich): `mpirun` is whichever the
+# alternatives system chose.
 NETPIPE_LINE = re.compile(r"^\s*\d+:\s+(\d+) bytes\s+(\d+) times -->\s+([\d.]+) Mbps in\s+([\d.]+) usec", re.M)
 
 
 def netpipe(uroce_run, server_socket, client_socket, workdir, program, extra):
     """mpirun exits 0 and rank 0 reports each size NetPIPE ran (-l .. -u) at a rate above zero."""
-    def rank(socket):
-        return ["-np", "1", "-x", f"UROCE_SOCKET={socket}", program, *extra, "-o", os.path.join(workdir, "np.out")]
-    command = [os.path.abspath(uroce_run), "--socket", server_socket, "mpirun", "--allow-run-as-root", "--oversubscribe",
-               "--mca", "pml", "ucx", "--mca", "btl", "self", "-x", "UCX_TLS=rc_verbs,ud_verbs",
-               "-x", "UCX_NET_DEVICES=uroce0:1", *rank(server_socket), ":", *rank(client_socket)]
+    output = ["-o", os.path.join(workdir, "np.out")]
+    ucx = {"UCX_TLS": "rc_verbs,ud_verbs", "UCX_NET_DEVICES": "uroce0:1"}
+    if program == "NPmpich2":
+        def rank(socket):
+            return ["-n", "1", "-env", "UROCE_SOCKET", socket, program, *extra, *output]
+        launcher = ["mpiexec.mpich", *[a for k, v in {**ucx, "MPIR_CVAR_NOLOCAL": "1"}.items() for a in ("-genv", k, v)]]
+    else:
+        def rank(socket):
+            return ["-np", "1", "-x", f"UROCE_SOCKET={socket}", program, *extra, *output]
+        launcher = ["mpirun.openmpi", "--allow-run-as-root", "--oversubscribe", "--mca", "pml", "ucx", "--mca", "btl",
+                    "self", *[a for k, v in ucx.items() for a in ("-x", f"{k}={v}")]]
+    command = [os.path.abspath(uroce_run), "--socket", server_socket, *launcher, *rank(server_socket), ":",
+               *rank(client_socket)]
     what = " ".join([program, *extra])
-    out = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT, cwd=workdir)
+    sent_before = device_counter(uroce_run, server_socket, "tx_packets")
+    # A full sweep (--long: up to 124 sizes, each timed for a while) takes 40-60 s on two CPUs with nothing
+    # else running, too close to TIMEOUT.
+    out = subprocess.run(command, capture_output=True, text=True, timeout=3 * TIMEOUT, cwd=workdir)
     assert out.returncode == 0, f"mpirun {what}: rc {out.returncode}:\n{out.stdout[-3000:]}{out.stderr[-3000:]}"
+    sent = device_counter(uroce_run, server_socket, "tx_packets") - sent_before
     said = out.stdout + out.stderr  # NetPIPE reports on stderr
     lines = NETPIPE_LINE.findall(said)
     assert lines and all(float(mbps) > 0 for _, _, mbps, _ in lines), f"no results ({what}):\n{said}"
     upper = int(extra[extra.index("-u") + 1])  # the last size is upper + 3 unless -p 0 (NetPIPE's perturbation)
     assert int(lines[-1][0]) >= upper, f"stopped at {lines[-1][0]} bytes, below {upper} ({what}):\n{said}"
+    # The messages went through uroce, not shared memory: rank 0 sent `times` of each size, a packet each
+    # at least.
+    messages = sum(int(times) for _, times, _, _ in lines)
+    assert sent >= messages, f"rank 0's daemon sent {sent} packets for {messages} messages ({what})"
     size, _, mbps, usec = lines[-1]
     return f"{len(lines)} sizes, {size} B: {mbps} Mb/s, {usec} us"
 
 
 class Mpi:
     name = "mpi"
-    programs = ("mpirun", "NPopenmpi")
+    programs = ("mpirun.openmpi", "NPopenmpi", "mpiexec.mpich", "NPmpich2")
 
     @staticmethod
     def ci(setup, mtu):
         return [("NPopenmpi", ["-l", "8", "-u", "8", "-p", "0"]),
-                ("NPopenmpi", ["-l", "1048576", "-u", "1048576", "-p", "0"])]
+                ("NPopenmpi", ["-l", "1048576", "-u", "1048576", "-p", "0"]),
+                ("NPmpich2", ["-l", "8", "-u", "8", "-p", "0"]),
+                ("NPmpich2", ["-l", "1048576", "-u", "1048576", "-p", "0"])]
 
     @staticmethod
     def full(setup, mtu):
-        return [("NPopenmpi", ["-u", "8388608"]),
-                ("NPopenmpi", ["-u", "1048576", "-a"])]  # -a: non-blocking sends and receives
+        return [(np, options) for np in ("NPopenmpi", "NPmpich2")
+                for options in (["-u", "8388608"], ["-u", "1048576", "-a"])]  # -a: non-blocking sends and receives
 
     @staticmethod
     @contextlib.contextmanager
