@@ -73,7 +73,7 @@ const char* const fields[] = {
 const char* const inner_fields[] = {
     "qp_state", "cur_qp_state", "path_mtu", "qkey", "rq_psn", "sq_psn", "dest_qp_num", "qp_access_flags",
     "pkey_index", "max_rd_atomic", "max_dest_rd_atomic", "min_rnr_timer", "port_num", "timeout", "retry_cnt",
-    "rnr_retry", "en_sqd_async_notify", "dgid", "sgid_index", "flow_label", "hop_limit", "traffic_class", "sl",
+    "rnr_retry", "en_sqd_async_notify", "rate_limit", "max_burst_sz", "dgid", "sgid_index", "flow_label", "hop_limit", "traffic_class", "sl",
     "max_send_wr", "max_recv_wr", "max_send_sge", "max_recv_sge", "max_inline_data", "type", "priority", "flags",
     "specs", "dst_mac", "dst_mac_mask", "src_mac", "ether_type", "ether_type_mask", "vlan_tag", "src_ip",
     "dst_ip_mask", "proto", "tos_mask", "next_hdr", "dst_port", "src_port_mask", "max_num_tags", "max_ops",
