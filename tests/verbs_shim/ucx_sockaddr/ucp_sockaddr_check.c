@@ -33,7 +33,7 @@
 #include <ucp/api/ucp.h>
 
 // The tags: a message to echo, and the end of them, differ in their lowest bit only, so that one receive
-// (tag_data_or_end under echo_mask) takes either, in the order they were sent.
+// (tag_data under echo_mask) takes either, in the order they were sent.
 enum { tag_data = 0x10, tag_echo_end = 0x11, tag_reply = 2, tag_rkey = 3, tag_done = 4, tag_result = 5 };
 static const ucp_tag_t tag_mask = UINT64_MAX;
 static const ucp_tag_t echo_mask = ~(ucp_tag_t)1;
