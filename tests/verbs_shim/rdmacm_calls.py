@@ -7,14 +7,20 @@ that librdmacm.so.1 is uroce's. Prints one PASS line per check and "ALL PASSED";
   synchronous ID to NULL again is EINVAL; migrating it back to a channel delivers its events there.
 - rdma_join_multicast on an ID with no address is EINVAL; rdma_leave_multicast of a group never joined is
   EADDRNOTAVAIL.
+- rdma_get_cm_event blocked on a channel and interrupted by a signal goes on waiting when the handler was
+  installed with SA_RESTART, as a read() of the kernel's rdma_cm fd does, and fails with EINTR when it was
+  not.
 
   uroce-run --socket SOCK python3 rdmacm_calls.py ADDRESS   (ADDRESS: the daemon's IPv4 address)
 """
 import ctypes
 import errno
+import signal
 import socket
 import struct
 import sys
+import threading
+import time
 
 RDMA_PS_UDP, RDMA_PS_TCP = 0x0111, 0x0106
 RDMA_CM_EVENT_ADDR_RESOLVED = 0
@@ -55,6 +61,56 @@ CHANNEL_OFFSET, EVENT_OFFSET = 8, 352
 
 def field(cm_id, offset):
     return ctypes.c_void_p.from_address(cm_id.value + offset).value
+
+
+class Sigaction(ctypes.Structure):  # glibc's struct sigaction on x86-64
+    _fields_ = [("handler", ctypes.c_void_p), ("mask", ctypes.c_ulong * 16), ("flags", ctypes.c_int),
+                ("restorer", ctypes.c_void_p)]
+
+
+SA_RESTART = 0x10000000
+libc = ctypes.CDLL(None, use_errno=True)
+libc.sigaction.argtypes = [ctypes.c_int, ctypes.POINTER(Sigaction), ctypes.POINTER(Sigaction)]
+
+
+def interrupted_wait(address, restart):
+    """A thread blocks in rdma_get_cm_event on a channel with no event; SIGUSR1 interrupts it. Its handler is
+    a libc function that does nothing here (getpid: a Python handler would run on the signal's thread
+    without the interpreter's lock), installed with or without SA_RESTART. With it, the call must still be
+    waiting after the signal and return the event an rdma_resolve_addr then makes; without it, -1 EINTR."""
+    action = Sigaction(ctypes.cast(libc.getpid, ctypes.c_void_p).value, flags=SA_RESTART if restart else 0)
+    if libc.sigaction(signal.SIGUSR1, ctypes.byref(action), None) != 0:
+        fail("sigaction")
+    channel = lib.rdma_create_event_channel()
+    result = {}
+
+    def wait():
+        ev = ctypes.c_void_p()
+        result["rc"] = lib.rdma_get_cm_event(channel, ctypes.byref(ev))
+        result["errno"], result["event"] = ctypes.get_errno(), ev.value
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    time.sleep(0.3)  # in its wait by now
+    signal.pthread_kill(waiter.ident, signal.SIGUSR1)
+    time.sleep(0.3)
+    cm_id = new_id(channel)
+    if restart:
+        if not waiter.is_alive():
+            fail(f"a signal with SA_RESTART ended the wait (rc {result['rc']}, errno {result['errno']})")
+        if lib.rdma_resolve_addr(cm_id, None, sockaddr_in(address), 2000) != 0:
+            fail("rdma_resolve_addr")
+    waiter.join(10)
+    if waiter.is_alive():
+        fail("the wait did not end")
+    if restart and (result["rc"] != 0 or event_type(result["event"]) != RDMA_CM_EVENT_ADDR_RESOLVED):
+        fail(f"the wait a signal interrupted did not return the next event (rc {result['rc']})")
+    if not restart and (result["rc"] != -1 or result["errno"] != errno.EINTR):
+        fail(f"a signal without SA_RESTART: rc {result['rc']}, errno {result['errno']}, not -1 EINTR")
+    if restart:
+        lib.rdma_ack_cm_event(result["event"])
+    lib.rdma_destroy_id(cm_id)
+    lib.rdma_destroy_event_channel(channel)
 
 
 def event_type(event):
@@ -109,6 +165,12 @@ def main():
         if lib.rdma_destroy_id(i) != 0:
             fail("rdma_destroy_id")
     lib.rdma_destroy_event_channel(channel)
+
+    # Python's own SIGINT handler has no SA_RESTART: with it in place, any signal could be that one.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    interrupted_wait(address, restart=True)
+    interrupted_wait(address, restart=False)
+    print("PASS rdma_get_cm_event interrupted by a signal: waits on after an SA_RESTART handler, EINTR otherwise")
     print("ALL PASSED")
 
 

@@ -5,6 +5,8 @@
 // on an ID with a QP is finished here as librdmacm does: the QP goes to RTR and RTS, RTU is sent, and the
 // application sees ESTABLISHED.
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -203,6 +205,25 @@ Daemon* next_event(Channel* c, json& m) {
   return nullptr;
 }
 
+// Whether a blocking read that a signal handler interrupted here would go on. The kernel's rdma_cm fd is read
+// with read(), which the kernel restarts after a handler installed with SA_RESTART (signal(7)); our wait is
+// an epoll_wait, which a handler always ends with EINTR. So an interrupted wait goes on when every handler
+// that could have run on this thread (its signal not blocked here) was installed with SA_RESTART: fio's
+// are, and a handler from glibc's signal() is. (glibc's own, for thread cancellation and set*id across
+// threads, are SA_RESTART too; sigaction refuses to show them.)
+bool restarts_after_signal() {
+  sigset_t blocked;
+  if (pthread_sigmask(SIG_BLOCK, nullptr, &blocked) != 0) return false;
+  for (int s = 1; s < NSIG; ++s) {
+    struct sigaction a {};
+    if (sigismember(&blocked, s) == 1 || sigaction(s, nullptr, &a) != 0) continue;
+    const bool has_handler = (a.sa_flags & SA_SIGINFO) ? a.sa_sigaction != nullptr
+                                                       : a.sa_handler != SIG_DFL && a.sa_handler != SIG_IGN;
+    if (has_handler && !(a.sa_flags & SA_RESTART)) return false;
+  }
+  return true;
+}
+
 // Blocks (or EAGAIN on a non-blocking channel) until a daemon counted an event or hung up; no lock is held, so
 // other threads keep making calls meanwhile. 0: a count was taken (the event is to be fetched); 1: a daemon
 // has gone, and `m` is the DEVICE_REMOVAL of an ID that was on its device, from `from`; -1 with errno.
@@ -212,6 +233,7 @@ int wait_for_event(Channel* c, json& m, Daemon*& from) {
   for (;;) {
     epoll_event ready[8];
     const int n = epoll_wait(c->channel.fd, ready, 8, nonblocking ? 0 : -1);
+    if (n < 0 && errno == EINTR && !nonblocking && restarts_after_signal()) continue;
     if (n < 0) return -1;
     if (n == 0) {
       errno = EAGAIN;
