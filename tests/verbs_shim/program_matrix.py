@@ -9,7 +9,8 @@ the CI subset and which the full matrix (scripts/test.sh --long). The families:
   ucx           UCX's ucx_perftest on its rc_verbs and ud_verbs transports, and through UCP;
   libfabric     libfabric's fi_pingpong on its verbs provider: datagram, reliable through ofi_rxd, MSG
                 (rdma_cm-connected RC) and reliable through ofi_rxm;
-  mpi           NetPIPE's MPI build under Open MPI with its UCX PML, on UCX's verbs transports.
+  mpi           NetPIPE's MPI builds under Open MPI and MPICH, both on UCX's verbs transports;
+  fio           fio's rdma I/O engine: RDMA WRITE, RDMA READ and SEND between an rdma_cm server and client.
 
 Each family gives, per setup (loopback, veth, memif) and the active MTU of its ports, its `ci` cases (short
 iteration counts, a representative subset: ctest) and its `full` cases (every program x every option;
@@ -330,7 +331,11 @@ class RawEthernet:
                   # server counts each twice), as a ConnectX merges equal rules into one with two destinations
                   ("raw_ethernet_bw", ["-D", "1", *udp, "-q", "2", "--flows", "4"]),
                   ("raw_ethernet_bw", ["-D", "1", "--promiscuous"]), ("raw_ethernet_bw", ["-D", "1", "--sniffer"]),
-                  ("raw_ethernet_bw", ["-D", "1", *PACED(5)]), ("raw_ethernet_bw", ["-D", "1", *PACED(200)])]
+                  ("raw_ethernet_bw", ["-D", "1", *PACED(5)]), ("raw_ethernet_bw", ["-D", "1", *PACED(200)]),
+                  # 802.1Q-tagged frames (VLAN 1; --vlan_pcp 8: a different priority for each frame)
+                  ("raw_ethernet_bw", ["-D", "1", "--vlan_en", "--vlan_pcp", "8"]),
+                  ("raw_ethernet_lat", ["-n", "200", "--vlan_en", "--vlan_pcp", "3"]),
+                  ("raw_ethernet_bw", ["-D", "1", "-b"])]  # both directions at once
         unique = dict.fromkeys((p, tuple(o)) for p, o in cases)  # on the loopback, CI's cases include some
         return [(p, list(o)) for p, o in unique]
 
@@ -736,4 +741,103 @@ class Mpi:
         yield lambda program, extra: netpipe(uroce_run, server_socket, client_socket, workdir, program, extra)
 
 
-FAMILIES = {f.name: f for f in (Pingpong, Perftest, RawEthernet, Qperf, Ucx, Libfabric, Mpi)}
+# --- fio ---------------------------------------------------------------------------------------------------
+# fio's rdma I/O engine (Debian's fio 3.33), the storage benchmark measuring an RDMA network. Its roles
+# follow the direction of the job: the job with rw=read is the server (it listens on rdma_cm, registers one
+# buffer per I/O unit and sends their addresses and rkeys to the client), the one with rw=write the client,
+# which moves `size` bytes in blocks of `bs`, `iodepth` at a time, by its `verb`: RDMA WRITEs into the
+# server's buffers, RDMA READs from them, or SENDs into the receives the server posts. Engine options
+# (port, verb, hostname) must follow --ioengine. --thread keeps each side's job in its one process, so
+# stopping that process by PID stops all of it. The client sleeps 0.5 s after connecting (fio's own pause,
+# for the receiving side to post its buffers), so every run takes 1.5 s and more.
+# fio connects with an RNR retry count of 0 (its rdma_conn_param leaves it unset), so the first RNR NAK ends
+# a send run with "RNR retry counter exceeded", on any NIC, and fio's client then hangs. It happens when the
+# client's SENDs consume the server's receives faster than fio reposts them; fio's advice is a deeper
+# iodepth on the receiving side, which the server gets here: FIO_RECEIVES, whatever the client's depth.
+FIO_RECEIVES = 256
+FIO_ISSUED = re.compile(r"issued rwts: total=(\d+),(\d+),")
+FIO_ERR = re.compile(r"err=\s*(\d+)")
+FIO_RATE = re.compile(r"(?:write|read): IOPS=([\w.]+), BW=([\w./]+)")
+
+
+def fio_bytes(text):
+    """fio's size notation as fio reads it for --bs and --size: 4k = 4096, 1m = 2^20; plain bytes."""
+    scale = {"k": 2**10, "m": 2**20, "g": 2**30}.get(text[-1].lower(), 1)
+    return int(text[:-1] if scale > 1 else text) * scale
+
+
+def fio_option(extra, name):
+    return next(o.split("=", 1)[1] for o in extra if o.startswith(f"--{name}="))
+
+
+def fio(uroce_run, server_socket, client_socket, mtu, verb, extra):
+    """Both jobs exit 0 with err=0, the client issued size/bs writes (a send's server as many reads), and
+    the daemon whose port sends the data (the client's for write and send, the server's for read's
+    responses) sent at least one packet per path MTU of it: fio does not check the data it moves, so the
+    packets show that it went over the wire."""
+    address, port = port_address(uroce_run, server_socket), tcp_port()
+    blocks = fio_bytes(fio_option(extra, "size")) // fio_bytes(fio_option(extra, "bs"))
+    engine = ["fio", "--thread", "--ioengine=rdma", f"--port={port}", f"--verb={verb}"]
+    sender = server_socket if verb == "read" else client_socket
+    sent_before = device_counter(uroce_run, sender, "tx_packets")
+    what = " ".join([verb, *extra])
+    server_extra = [o for o in extra if not o.startswith("--iodepth=")] + [f"--iodepth={FIO_RECEIVES}"] \
+        if verb == "send" else extra
+    # The client starts once the server listens: refused before (REJ: no such service), fio's client says so
+    # but exits 0, and its server waits on.
+    server = subprocess.Popen([uroce_run, "--socket", server_socket, *engine, "--name=server", "--rw=read",
+                               *server_extra], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        s_out = wait_for_line(server, "fio: waiting for connection", TIMEOUT)
+        client = subprocess.run([uroce_run, "--socket", client_socket, *engine, "--name=client", "--rw=write",
+                                 *extra, f"--hostname={address}"], capture_output=True, text=True, timeout=TIMEOUT)
+        s_out += server.communicate(timeout=TIMEOUT)[0]
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.communicate()
+    c_out = client.stdout + client.stderr
+    assert client.returncode == 0, f"client ({what}) rc {client.returncode}:\n{c_out}"
+    assert server.returncode == 0, f"server ({what}) rc {server.returncode}:\n{s_out}"
+    sent = device_counter(uroce_run, sender, "tx_packets") - sent_before
+    for side, out in (("client", c_out), ("server", s_out)):
+        errors = FIO_ERR.findall(out)
+        assert errors and all(e == "0" for e in errors), f"{side} ({what}) reports err={errors}:\n{out}"
+    issued = FIO_ISSUED.search(c_out)
+    assert issued and int(issued.group(2)) == blocks, f"client ({what}) issued {issued and issued.group(2)}, " \
+        f"not {blocks}:\n{c_out}"
+    if verb == "send":
+        received = FIO_ISSUED.search(s_out)
+        assert received and int(received.group(1)) == blocks, f"server ({what}) received " \
+            f"{received and received.group(1)}, not {blocks}:\n{s_out}"
+    packets = blocks * -(-fio_bytes(fio_option(extra, "bs")) // mtu)
+    assert sent >= packets, f"the sending daemon sent {sent} packets for {packets} of data ({what})"
+    iops, bw = FIO_RATE.search(c_out).groups()
+    return f"{blocks} blocks, {sent} packets, IOPS {iops}, {bw} (0.5 s of fio's pause included)"
+
+
+class Fio:
+    name = "fio"
+    programs = ("fio",)
+
+    @staticmethod
+    def ci(setup, mtu):
+        cases = [(verb, ["--bs=64k", "--size=16m", "--iodepth=4"]) for verb in ("write", "read", "send")]
+        if setup == "loopback":
+            cases += [("write", ["--bs=1m", "--size=64m", "--iodepth=16"]),
+                      ("send", ["--bs=4k", "--size=1m", "--iodepth=1"])]
+        return cases
+
+    @staticmethod
+    def full(setup, mtu):
+        # 256 blocks each; 1000 B: a block that is no multiple of any MTU
+        return [(verb, [f"--bs={bs}", f"--size={256 * fio_bytes(bs)}", f"--iodepth={depth}"])
+                for verb in ("write", "read", "send") for bs in ("1000", "4k", "64k", "1m") for depth in (1, 16)]
+
+    @staticmethod
+    @contextlib.contextmanager
+    def session(uroce_run, server_socket, client_socket, workdir, mtu):
+        yield lambda verb, extra: fio(uroce_run, server_socket, client_socket, mtu, verb, extra)
+
+
+FAMILIES = {f.name: f for f in (Pingpong, Perftest, RawEthernet, Qperf, Ucx, Libfabric, Mpi, Fio)}
