@@ -209,8 +209,8 @@ Daemon* next_event(Channel* c, json& m) {
 // with read(), which the kernel restarts after a handler installed with SA_RESTART (signal(7)); our wait is
 // an epoll_wait, which a handler always ends with EINTR. So an interrupted wait goes on when every handler
 // that could have run on this thread (its signal not blocked here) was installed with SA_RESTART: fio's
-// are, and a handler from glibc's signal() is. (glibc's own, for thread cancellation and set*id across
-// threads, are SA_RESTART too; sigaction refuses to show them.)
+// are, and a handler from glibc's signal() is. (sigaction does not show glibc's own: the one for set*id
+// across threads has SA_RESTART, and cancellation ends the thread in the wait, a cancellation point.)
 bool restarts_after_signal() {
   sigset_t blocked;
   if (pthread_sigmask(SIG_BLOCK, nullptr, &blocked) != 0) return false;
