@@ -113,9 +113,15 @@ def main():
         server = p.server(Side, 18000)
         client = p.client(Side, 18000, "10.99.0.254", ServerSide)
         # (mckey's client addresses the group, not the server; an IPv6 row's client the server's IPv6 address)
-        by_roce_ip = p.name.startswith(("rping", "udaddy", programs.UCP_SOCKADDR)) and not p.ipv6
-        assert server and client and (("10.99.100.254" if by_roce_ip else "10.99.0.254") in client or
+        by_roce_ip = p.name.startswith(("rping", "udaddy", "fio", programs.UCP_SOCKADDR)) and not p.ipv6
+        address = "10.99.100.254" if by_roce_ip else "10.99.0.254"
+        assert server and client and (address in client or f"--hostname={address}" in client or  # (fio's)
                                       "239.1.1.1" in client or (p.ipv6 and Side.ip6 in client)), p.name
+    # fio over loss: 16 blocks, on both sides (a send's server counts the blocks it receives).
+    fio = programs.PROGRAMS["fio rdma send 64 KiB"]
+    for argv in (fio.argv(fio.server(Side, 1), 5), fio.argv(fio.client(Side, 1, "10.99.0.254", Side), 5)):
+        assert f"--size={16 * 65536}" in argv and "--bs=65536" in argv, argv
+    assert f"--size={128 * 65536}" in fio.argv(fio.server(Side, 1), 0)
     # A VLAN side names its service level (its frames' priority) to the programs that take one; others do not.
     class VlanSide(Side):
         sl = "3"
