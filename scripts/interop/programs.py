@@ -388,28 +388,34 @@ def pyverbs():
     return server, client
 
 
-FIO_CLIENT = re.compile(r"issued rwts: total=0,(\d+),")
-FIO_BW = re.compile(r"write: IOPS=[\w.]+, BW=([\w./]+)")
+# fio's output, read the same way here and by tests/verbs_shim/program_matrix.py's fio family.
+FIO_ISSUED = re.compile(r"issued rwts: total=(\d+),(\d+),")  # a job's reads, writes
+FIO_ERR = re.compile(r"err=\s*(\d+)")
+FIO_RATE = re.compile(r"(?:write|read): IOPS=([\w.]+), BW=([\w./]+)")
+
+
+def fio_rdma_job(port, verb, role, rw, options):
+    """A job of fio's rdma I/O engine: the rw=read job listens (on every address) and registers one buffer per
+    I/O unit; the rw=write job (options add --hostname=SERVER) connects and moves --size bytes in blocks of
+    --bs by `verb`: RDMA WRITE into the server's buffers, RDMA READ from them, or SEND into its receives."""
+    return ["fio", "--thread", "--ioengine=rdma", f"--port={port}", f"--verb={verb}", f"--name={role}",
+            f"--rw={rw}", *options]
 
 
 def fio_result(out):
-    """The client's job issued its blocks (fio counts them against --size) and ended with err=0; a server's
-    output has no such line."""
-    m = FIO_CLIENT.search(out)
-    if not m or int(m.group(1)) == 0 or re.search(r"err=\s*[1-9]", out):
+    """The client's job issued its blocks (fio counts them against --size; it reads none) and ended with
+    err=0; a server's output has no such line."""
+    m = FIO_ISSUED.search(out)
+    if not m or m.group(1) != "0" or int(m.group(2)) == 0 or any(e != "0" for e in FIO_ERR.findall(out)):
         return None
-    bw = FIO_BW.search(out)
-    return f"{m.group(1)} blocks, {bw.group(1) if bw else '?'} (with fio's 0.5 s pause)"
+    rate = FIO_RATE.search(out)
+    return f"{m.group(2)} blocks, {rate.group(2) if rate else '?'} (with fio's 0.5 s pause)"
 
 
 def fio_rdma(verb, bs, blocks):
-    # fio's rdma I/O engine: the rw=read job listens (on every address) and registers its buffers, the
-    # rw=write job connects and moves `blocks` blocks of `bs` by `verb` (RDMA WRITE into the server's buffers,
-    # RDMA READ from them, SEND into its receives; tests/verbs_shim/program_matrix.py says more). A send's
-    # server posts 64 receives: fio connects with RNR retry 0, so one RNR NAK would end the run.
+    # A send's server posts 64 receives: fio connects with RNR retry 0, so one RNR NAK would end the run.
     def command(port, role, rw, depth):
-        return ["fio", "--thread", "--ioengine=rdma", f"--port={port}", f"--verb={verb}", f"--name={role}",
-                f"--rw={rw}", f"--bs={bs}", f"--size={blocks * bs}", f"--iodepth={depth}"]
+        return fio_rdma_job(port, verb, role, rw, [f"--bs={bs}", f"--size={blocks * bs}", f"--iodepth={depth}"])
 
     def server(side, port):
         return command(port, "server", "read", 64 if verb == "send" else 4)

@@ -34,7 +34,8 @@ from server_client import PersistentServer, run_server_client, socket_options
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "interop"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
-from programs import FI_RESULT, UCX_FINAL, fi_unacknowledged  # noqa: E402  read the same way as the interop rows
+from programs import (FI_RESULT, FIO_ERR, FIO_ISSUED, FIO_RATE, UCX_FINAL,  # noqa: E402  read the same way as
+                      fi_unacknowledged, fio_rdma_job)  # the interop rows
 from daemon_harness import interface_namespace  # noqa: E402
 
 TIMEOUT = 60
@@ -484,6 +485,19 @@ def wait_for_line(process, text, timeout):
     raise AssertionError(f"no '{text}' from the server within {timeout} s:\n{''.join(seen)}")
 
 
+@contextlib.contextmanager
+def listening_server(command, ready, stderr=subprocess.PIPE):
+    """Starts a server program and waits until its stdout says `ready` (a client started before the server
+    listens is refused); yields (the process, what it printed so far). Killed on the way out if still running."""
+    server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, text=True)
+    try:
+        yield server, wait_for_line(server, ready, TIMEOUT)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.communicate()
+
+
 def ucp_sockaddr(uroce_run, server_socket, client_socket, case, extra):
     """The server listens on its daemon's IPv4 address, the client connects to it there. `echo`: tagged
     messages echoed and checked byte by byte, then put, get and fetch-and-add on the same endpoint (extra:
@@ -493,18 +507,11 @@ def ucp_sockaddr(uroce_run, server_socket, client_socket, case, extra):
     address, port = port_address(uroce_run, server_socket), tcp_port()
     env = ["env", *UCP_SOCKADDR_ENV]
     server_extra, client_extra = (["1", "--reject"], ["--expect-reject"]) if case == "reject" else (["1"], extra)
-    server = subprocess.Popen([uroce_run, *socket_options(server_socket), *env, "stdbuf", "-oL", program, "server",
-                               address, port, *server_extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True)
-    try:
-        wait_for_line(server, "listening", TIMEOUT)
+    with listening_server([uroce_run, *socket_options(server_socket), *env, "stdbuf", "-oL", program, "server",
+                           address, port, *server_extra], "listening") as (server, _):
         client = subprocess.run([uroce_run, *socket_options(client_socket), *env, program, "client", address,
                                  port, *client_extra], capture_output=True, text=True, timeout=TIMEOUT)
         s_out, s_err = server.communicate(timeout=TIMEOUT)
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.communicate()
     what = f"{case} {' '.join(extra)}: client rc {client.returncode}, server rc {server.returncode}"
     assert client.returncode == 0 and server.returncode == 0, \
         f"{what}\n--- client\n{client.stdout}{client.stderr}--- server\n{s_out}{s_err}"
@@ -759,9 +766,6 @@ class Mpi:
 # client's SENDs consume the server's receives faster than fio reposts them; fio's advice is a deeper
 # iodepth on the receiving side, which the server gets here: FIO_RECEIVES, whatever the client's depth.
 FIO_RECEIVES = 256
-FIO_ISSUED = re.compile(r"issued rwts: total=(\d+),(\d+),")
-FIO_ERR = re.compile(r"err=\s*(\d+)")
-FIO_RATE = re.compile(r"(?:write|read): IOPS=([\w.]+), BW=([\w./]+)")
 
 
 def fio_bytes(text):
@@ -781,7 +785,6 @@ def fio(uroce_run, server_socket, client_socket, mtu, verb, extra):
     packets show that it went over the wire."""
     address, port = port_address(uroce_run, server_socket), tcp_port()
     blocks = fio_bytes(fio_option(extra, "size")) // fio_bytes(fio_option(extra, "bs"))
-    engine = ["fio", "--thread", "--ioengine=rdma", f"--port={port}", f"--verb={verb}"]
     sender = server_socket if verb == "read" else client_socket
     sent_before = device_counter(uroce_run, sender, "tx_packets")
     what = " ".join([verb, *extra])
@@ -789,17 +792,13 @@ def fio(uroce_run, server_socket, client_socket, mtu, verb, extra):
         if verb == "send" else extra
     # The client starts once the server listens: refused before (REJ: no such service), fio's client says so
     # but exits 0, and its server waits on.
-    server = subprocess.Popen([uroce_run, "--socket", server_socket, *engine, "--name=server", "--rw=read",
-                               *server_extra], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        s_out = wait_for_line(server, "fio: waiting for connection", TIMEOUT)
-        client = subprocess.run([uroce_run, "--socket", client_socket, *engine, "--name=client", "--rw=write",
-                                 *extra, f"--hostname={address}"], capture_output=True, text=True, timeout=TIMEOUT)
+    with listening_server([uroce_run, "--socket", server_socket, *fio_rdma_job(port, verb, "server", "read",
+                                                                               server_extra)],
+                          "fio: waiting for connection", stderr=subprocess.STDOUT) as (server, s_out):
+        client = subprocess.run([uroce_run, "--socket", client_socket,
+                                 *fio_rdma_job(port, verb, "client", "write", [*extra, f"--hostname={address}"])],
+                                capture_output=True, text=True, timeout=TIMEOUT)
         s_out += server.communicate(timeout=TIMEOUT)[0]
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.communicate()
     c_out = client.stdout + client.stderr
     assert client.returncode == 0, f"client ({what}) rc {client.returncode}:\n{c_out}"
     assert server.returncode == 0, f"server ({what}) rc {server.returncode}:\n{s_out}"
