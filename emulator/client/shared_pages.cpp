@@ -7,12 +7,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "emulator/client/logger.hpp"
+#include "emulator/client/write_hold.hpp"
 
 namespace uroce::emulator::client {
 
@@ -56,15 +60,31 @@ bool movable(uint64_t start, uint64_t end, bool& named) {
   });
 }
 
-// True when [start, end) is still mapped, shared, from the memfd `fd` (the application may have unmapped
-// or replaced it since it was moved).
-bool still_on(int fd, uint64_t start, uint64_t end) {
+// The parts of [start, end) still mapped, readable and shared, from the memfd `fd`, in address order:
+// the application may have unmapped or replaced any part of a moved range since (glibc, for one, maps
+// PROT_NONE over the top of a thread arena's heap when it shrinks).
+std::vector<std::pair<uint64_t, uint64_t>> pieces_on(int fd, uint64_t start, uint64_t end) {
+  std::vector<std::pair<uint64_t, uint64_t>> pieces;
   struct stat st {};
-  if (fstat(fd, &st) != 0) return false;
+  if (fstat(fd, &st) != 0) return pieces;
   const std::string inode = std::to_string(st.st_ino);
-  return mapped_as(start, end, [&](const std::string& perms, const std::string& ino, const std::string&) {
-    return perms[0] == 'r' && perms[3] == 's' && ino == inode;
-  });
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    std::istringstream in(line);
+    std::string range, perms, offset, dev, ino;
+    in >> range >> perms >> offset >> dev >> ino;
+    const size_t dash = range.find('-');
+    const uint64_t lo = std::max<uint64_t>(start, std::stoull(range.substr(0, dash), nullptr, 16));
+    const uint64_t hi = std::min<uint64_t>(end, std::stoull(range.substr(dash + 1), nullptr, 16));
+    if (lo >= hi || perms.size() < 4 || perms[0] != 'r' || perms[3] != 's' || ino != inode) continue;
+    if (!pieces.empty() && pieces.back().second == lo) {
+      pieces.back().second = hi;
+    } else {
+      pieces.emplace_back(lo, hi);
+    }
+  }
+  return pieces;
 }
 
 // Copies whole pages, and so also the bytes around the registered buffer that share its pages (other
@@ -87,6 +107,31 @@ void make_private(uint64_t start, uint64_t size) {
   if (mremap(copy, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, reinterpret_cast<void*>(start)) == MAP_FAILED) {
     munmap(copy, size);
   }
+}
+
+// make_private over the parts of [start, end) that are mapped at all, found with mincore(2) (ENOMEM over
+// a hole), a system call only: this runs in the child of fork(). The application may have unmapped part
+// of a moved range since, and copying from there would fault. Memory it mapped there since is copied too,
+// which leaves private memory as it was (its own bytes, still private), but would make a shared mapping
+// put there since private in the child: telling the two apart needs /proc/self/maps, not read here.
+void make_private_where_mapped(uint64_t start, uint64_t end) {
+  static unsigned char residency[4096];
+  const uint64_t page = page_size();
+  uint64_t run = start;  // start of the mapped run being gathered
+  for (uint64_t at = start; at < end;) {
+    const uint64_t chunk = std::min<uint64_t>(end - at, sizeof residency * page);
+    if (mincore(reinterpret_cast<void*>(at), chunk, residency) == 0) {
+      at += chunk;
+      continue;
+    }
+    // A hole somewhere in this chunk: page by page.
+    for (const uint64_t stop = at + chunk; at < stop; at += page) {
+      if (mincore(reinterpret_cast<void*>(at), page, residency) == 0) continue;
+      if (run < at) make_private(run, at - run);
+      run = at + page;
+    }
+  }
+  if (run < end) make_private(run, end - run);
 }
 
 // The live registries, for the fork handlers.
@@ -114,7 +159,7 @@ SharedPages::~SharedPages() {
     std::erase(registries(), this);
   }
   for (auto& [start, r] : regions_) {
-    if (still_on(r.fd, start, r.end)) make_private(start, r.end - start);
+    for (const auto& [lo, hi] : pieces_on(r.fd, start, r.end)) make_private(lo, hi - lo);
     close(r.fd);
   }
 }
@@ -140,7 +185,7 @@ void SharedPages::after_fork_in_child() {
 // registry is cleared: this runs in a child of a possibly multi-threaded parent.
 void SharedPages::copy_into_child() {
   for (auto& [start, r] : regions_) {
-    make_private(start, r.end - start);
+    make_private_where_mapped(start, r.end);
     close(r.fd);
   }
   regions_.clear();
@@ -214,6 +259,19 @@ std::optional<SharedSpan> SharedPages::moved(uint64_t addr, uint64_t start, uint
   return std::nullopt;
 }
 
+void SharedPages::forget_unmapped(uint64_t start, uint64_t end) {
+  auto it = regions_.upper_bound(start);
+  if (it != regions_.begin() && std::prev(it)->second.end > start) --it;
+  while (it != regions_.end() && it->first < end) {
+    if (!pieces_on(it->second.fd, it->first, it->second.end).empty()) {
+      ++it;
+      continue;
+    }
+    close(it->second.fd);
+    it = regions_.erase(it);
+  }
+}
+
 std::optional<SharedSpan> SharedPages::share(const void* addr, uint64_t length) {
   if (length == 0) return std::nullopt;
   const uint64_t a = reinterpret_cast<uint64_t>(addr);
@@ -221,6 +279,7 @@ std::optional<SharedSpan> SharedPages::share(const void* addr, uint64_t length) 
   uint64_t start = a & ~(page - 1);
   uint64_t end = (a + length + page - 1) & ~(page - 1);
   std::lock_guard lock(mutex_);
+  forget_unmapped(start, end);
   // Already moved (a second registration of the same buffer, or part of it): the same memfd serves it.
   bool overlaps = false, named = false;
   if (auto span = moved(a, start, end, overlaps)) return span;
@@ -240,7 +299,23 @@ std::optional<SharedSpan> SharedPages::share(const void* addr, uint64_t length) 
       if (overlaps) return std::nullopt;
     }
   }
+  // Other threads' writes to the pages wait while they are copied and replaced (write_hold.hpp). With no
+  // hold to be had, only a process with no other thread moves them.
+  std::unique_ptr<WriteHold> hold = WriteHold::engage(start, end - start);
+  if (!hold) {
+    const int why = errno;
+    if (!single_threaded()) {
+      static std::once_flag warned;
+      std::call_once(warned, [why] {
+        logger().warn("registered memory stays where it is, reached with process_vm_* (slower): other threads "
+                      "could write to it while it moved onto shared memory, and userfaultfd cannot hold their "
+                      "writes ({})", strerror(why));
+      });
+      return std::nullopt;
+    }
+  }
   const int fd = move_onto_memfd(start, end, huge_page);
+  hold.reset();
   if (fd < 0) {
     // Huge pages need as many free ones again for the copy; without them the region stays where it is,
     // reached with process_vm_* (slower, but correct).

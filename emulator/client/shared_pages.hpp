@@ -7,17 +7,20 @@
 // Huge pages (MAP_HUGETLB, hugetlbfs) move whole onto a memfd of huge pages of the same size.
 //
 // Only private, non-stack mappings are moved (heap, anonymous mmaps, a binary's data): a file mapped
-// MAP_SHARED must stay attached to its file, and the stack must stay the stack. Caveats, as for any NIC
-// that pins memory: a thread writing to those pages while they are moved can lose that write (register
-// before you share the buffer with other threads). fork() would leave the moved pages shared between
-// parent and child, each writing into the other's heap: the child is given private copies of them instead
-// (after_fork_in_child), as Linux copies pinned pages for a child since 5.13.
+// MAP_SHARED must stay attached to its file, and the stack must stay the stack. Other threads may go on
+// writing to the pages while they move (QEMU's vCPUs do, to guest RAM it registers for live migration):
+// their writes wait until the move is done (write_hold.hpp). Where that hold cannot be had (no
+// userfaultfd), only a single-threaded process moves its pages. fork() would leave the moved pages shared
+// between parent and child, each writing into the other's heap: the child is given private copies of them
+// instead (after_fork_in_child), as Linux copies pinned pages for a child since 5.13.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <utility>
+#include <vector>
 
 namespace uroce::emulator::client {
 
@@ -50,6 +53,10 @@ class SharedPages {
   // The span of an earlier move that holds [start, end) (addr lying in it), if any; `overlaps` tells
   // whether [start, end) overlaps a moved range without lying inside it.
   std::optional<SharedSpan> moved(uint64_t addr, uint64_t start, uint64_t end, bool& overlaps) const;
+  // Forgets the moved ranges overlapping [start, end) of which nothing is mapped from their memfd any more:
+  // the application unmapped them (after deregistering) and may have mapped new memory at the same
+  // addresses, which a registration must move anew, not find moved already.
+  void forget_unmapped(uint64_t start, uint64_t end);
   // In the child, with mutex_ held: replaces every moved range with a private copy of its bytes and
   // forgets the memfds, which stay the parent's.
   void copy_into_child();

@@ -106,6 +106,7 @@ void test_xrc(struct env *e);
 void test_open_qp(struct env *e);
 void test_mw(struct env *e);
 void test_fork(struct env *e);
+void test_register_under_writes(struct env *e);
 void test_import(struct env *e);
 void test_full_receive_queues(struct env *e);
 void test_parent_domain(struct env *e);

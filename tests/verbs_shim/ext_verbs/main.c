@@ -1,6 +1,6 @@
 /* ext_verbs_test: the extended verbs through uroce — the ibv_qp_ex work-request API, ibv_cq_ex polling,
- * ibv_resize_cq, ibv_create_ah_from_wc, UD multicast, XRC (ibv_open_qp too), memory windows, fork() and
- * ibv_import_*, parent domains, packet pacing — on one
+ * ibv_resize_cq, ibv_create_ah_from_wc, UD multicast, XRC (ibv_open_qp too), memory windows, fork(),
+ * registering memory other threads write, ibv_import_*, parent domains, packet pacing — on one
  * uroced's loopback port (started with two addresses).
  * Run: uroce-run --socket SOCK ext_verbs_test. Prints a PASS line per section and "ALL PASSED"; the
  * first failed check ends it with status 1. */
@@ -35,6 +35,7 @@ int main(void) {
   test_mw(&e);
   test_full_receive_queues(&e);
   test_fork(&e);
+  test_register_under_writes(&e);
   test_import(&e);
   test_parent_domain(&e);
   test_async_events_of_destroyed_objects(&e);
