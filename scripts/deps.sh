@@ -34,7 +34,7 @@ packages=(
   strace                              # counts the verbs shim's system calls (tests/verbs_shim/test_syscalls.py)
   iputils-ping                        # the kernel's ping -6 against the daemon (tests/integration/test_ipv6.py)
   radvd                               # a real IPv6 router advertising itself (tests/integration/test_routing.py)
-  qemu-system-x86 linux-image-amd64   # scripts/interop.sh: Linux Soft-RoCE (rdma_rxe) in a VM as uroce's peer
+  qemu-system-x86 linux-image-amd64   # QEMU's RDMA live migration; scripts/interop.sh: Linux rxe in a VM as uroce's peer
   busybox-static nftables tcpdump     #   its initramfs, loss injection on the bridge, captures
 )
 
