@@ -26,6 +26,7 @@ import json
 import os
 import re
 import select
+import socket
 import subprocess
 import sys
 import time
@@ -40,7 +41,6 @@ from daemon_harness import interface_namespace  # noqa: E402
 
 TIMEOUT = 60
 LONG_TIMEOUT = 600  # perftest -a: 23 sizes, and perftest calibrates its clock for ~1 s before each report
-_next_port = [20000 + os.getpid() % 20000]
 
 
 def active_mtu(uroce_run, socket, wait=20):
@@ -58,11 +58,34 @@ def active_mtu(uroce_run, socket, wait=20):
         time.sleep(0.2)
 
 
+def _below_ephemeral_ports():
+    """The first port of the range the kernel picks outgoing connections' ports from (ip_local_port_range)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+_PORTS = range(10000, _below_ephemeral_ports())
+_next_port = [os.getpid() % len(_PORTS)]
+
+
 def tcp_port():
     """A TCP port for a program's out-of-band exchange on localhost: a fresh one per run (a server that has
-    just exited may leave its port in TIME_WAIT)."""
-    _next_port[0] += 1
-    return str(_next_port[0])
+    just exited may leave its port in TIME_WAIT), below the kernel's ephemeral range (an outgoing
+    connection of any process may hold a port in it: perftest's server, refused its port, exits at once and
+    its client fails, as a fresh-clone CI run saw), and free when chosen."""
+    while True:
+        _next_port[0] += 1
+        port = _PORTS[_next_port[0] % len(_PORTS)]
+        with socket.socket() as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the programs bind theirs
+            try:
+                probe.bind(("", port))
+            except OSError:
+                continue
+        return str(port)
 
 
 def per_run_session(run_one):

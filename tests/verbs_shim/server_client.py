@@ -18,8 +18,9 @@ class Run:
 
     def assert_both_exited_0(self):
         c = self.client
-        assert c.returncode == 0, f"client ({self.what}) rc {c.returncode}:\n{c.stdout}{c.stderr}"
-        assert self.server_rc == 0, f"server ({self.what}) rc {self.server_rc}:\n{self.server_out}{self.server_err}"
+        server = f"server rc {self.server_rc}:\n{self.server_out}{self.server_err}"
+        assert c.returncode == 0, f"client ({self.what}) rc {c.returncode}:\n{c.stdout}{c.stderr}--- {server}"
+        assert self.server_rc == 0, f"{server} ({self.what})"
 
 
 def run_server_client(uroce_run, server_socket, client_socket, command, what, timeout, retry_pause=0.2,
