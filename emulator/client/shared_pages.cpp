@@ -24,26 +24,44 @@ namespace {
 
 uint64_t page_size() { return uint64_t(sysconf(_SC_PAGESIZE)); }
 
-// True when every byte of [start, end) is mapped, by mappings that `accept(perms, inode, path)` takes
-// (/proc/self/maps' fields).
+// One mapping of /proc/self/maps: its range and the fields the moves look at.
+struct Mapping {
+  uint64_t lo = 0, hi = 0;
+  std::string perms, inode, path;
+};
+
+// Calls `visit(mapping)` for each mapping in address order, until it returns false.
+template <class Visit>
+void each_mapping(Visit visit) {
+  std::ifstream maps("/proc/self/maps");
+  std::string line, range, offset, dev;
+  Mapping m;
+  while (std::getline(maps, line)) {
+    std::istringstream in(line);
+    in >> range >> m.perms >> offset >> dev >> m.inode;
+    std::getline(in, m.path);
+    const size_t dash = range.find('-');
+    m.lo = std::stoull(range.substr(0, dash), nullptr, 16);
+    m.hi = std::stoull(range.substr(dash + 1), nullptr, 16);
+    if (m.perms.size() >= 4 && !visit(m)) return;
+  }
+}
+
+// True when every byte of [start, end) is mapped, by mappings that `accept(perms, inode, path)` takes.
 template <class Accept>
 bool mapped_as(uint64_t start, uint64_t end, Accept accept) {
-  std::ifstream maps("/proc/self/maps");
-  std::string line;
   uint64_t covered = start;
-  while (std::getline(maps, line) && covered < end) {
-    std::istringstream in(line);
-    std::string range, perms, offset, dev, inode, path;
-    in >> range >> perms >> offset >> dev >> inode;
-    std::getline(in, path);
-    const size_t dash = range.find('-');
-    const uint64_t lo = std::stoull(range.substr(0, dash), nullptr, 16);
-    const uint64_t hi = std::stoull(range.substr(dash + 1), nullptr, 16);
-    if (hi <= covered || lo > covered) continue;
-    if (perms.size() < 4 || !accept(perms, inode, path)) return false;
-    covered = hi;
-  }
-  return covered >= end;
+  bool refused = false;
+  each_mapping([&](const Mapping& m) {
+    if (m.hi <= covered || m.lo > covered) return covered < end;
+    if (!accept(m.perms, m.inode, m.path)) {
+      refused = true;
+      return false;
+    }
+    covered = m.hi;
+    return covered < end;
+  });
+  return !refused && covered >= end;
 }
 
 // True when every byte of [start, end) lies in private mappings that may be replaced: not shared, not a
@@ -68,22 +86,16 @@ std::vector<std::pair<uint64_t, uint64_t>> pieces_on(int fd, uint64_t start, uin
   struct stat st {};
   if (fstat(fd, &st) != 0) return pieces;
   const std::string inode = std::to_string(st.st_ino);
-  std::ifstream maps("/proc/self/maps");
-  std::string line;
-  while (std::getline(maps, line)) {
-    std::istringstream in(line);
-    std::string range, perms, offset, dev, ino;
-    in >> range >> perms >> offset >> dev >> ino;
-    const size_t dash = range.find('-');
-    const uint64_t lo = std::max<uint64_t>(start, std::stoull(range.substr(0, dash), nullptr, 16));
-    const uint64_t hi = std::min<uint64_t>(end, std::stoull(range.substr(dash + 1), nullptr, 16));
-    if (lo >= hi || perms.size() < 4 || perms[0] != 'r' || perms[3] != 's' || ino != inode) continue;
+  each_mapping([&](const Mapping& m) {
+    const uint64_t lo = std::max(start, m.lo), hi = std::min(end, m.hi);
+    if (lo >= hi || m.perms[0] != 'r' || m.perms[3] != 's' || m.inode != inode) return m.lo < end;
     if (!pieces.empty() && pieces.back().second == lo) {
       pieces.back().second = hi;
     } else {
       pieces.emplace_back(lo, hi);
     }
-  }
+    return m.hi < end;
+  });
   return pieces;
 }
 
