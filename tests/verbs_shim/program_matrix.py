@@ -797,8 +797,13 @@ def fio_bytes(text):
     return int(text[:-1] if scale > 1 else text) * scale
 
 
-def fio_option(extra, name):
-    return next(o.split("=", 1)[1] for o in extra if o.startswith(f"--{name}="))
+def case_option(extra, name, default=None):
+    """The VALUE of a case's NAME=VALUE option (fio's carry their `--` in `name`), or `default`; with no
+    default, the option must be there."""
+    value = next((o.split("=", 1)[1] for o in extra if o.startswith(f"{name}=")), default)
+    if value is None:
+        raise KeyError(f"the case has no {name}= option: {extra}")
+    return value
 
 
 def fio(uroce_run, server_socket, client_socket, mtu, verb, extra):
@@ -807,7 +812,7 @@ def fio(uroce_run, server_socket, client_socket, mtu, verb, extra):
     responses) sent at least one packet per path MTU of it: fio does not check the data it moves, so the
     packets show that it went over the wire."""
     address, port = port_address(uroce_run, server_socket), tcp_port()
-    blocks = fio_bytes(fio_option(extra, "size")) // fio_bytes(fio_option(extra, "bs"))
+    blocks = fio_bytes(case_option(extra, "--size")) // fio_bytes(case_option(extra, "--bs"))
     sender = server_socket if verb == "read" else client_socket
     sent_before = device_counter(uroce_run, sender, "tx_packets")
     what = " ".join([verb, *extra])
@@ -836,7 +841,7 @@ def fio(uroce_run, server_socket, client_socket, mtu, verb, extra):
         received = FIO_ISSUED.search(s_out)
         assert received and int(received.group(1)) == blocks, f"server ({what}) received " \
             f"{received and received.group(1)}, not {blocks}:\n{s_out}"
-    packets = blocks * -(-fio_bytes(fio_option(extra, "bs")) // mtu)
+    packets = blocks * -(-fio_bytes(case_option(extra, "--bs")) // mtu)
     assert sent >= packets, f"the sending daemon sent {sent} packets for {packets} of data ({what})"
     iops, bw = FIO_RATE.search(c_out).groups()
     return f"{blocks} blocks, {sent} packets, IOPS {iops}, {bw} (0.5 s of fio's pause included)"

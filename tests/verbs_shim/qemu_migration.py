@@ -32,7 +32,7 @@ import socket
 import subprocess
 import time
 
-from program_matrix import TIMEOUT, device_counter, port_address, tcp_port
+from program_matrix import TIMEOUT, case_option, device_counter, port_address, tcp_port
 
 PAYLOAD_AT = 32 << 20  # guest physical address of the random bytes: above SeaBIOS's low memory, below 128M
 PAYLOAD_SIZE = 32 << 20
@@ -77,21 +77,17 @@ class Qmp:
         self.sock.close()
 
 
-def option(extra, name, default):
-    return next((o.split("=", 1)[1] for o in extra if o.startswith(f"{name}=")), default)
-
-
 @contextlib.contextmanager
 def qemu(uroce_run, daemon_socket, workdir, name, payload, extra, incoming=()):
     """A QEMU through the daemon behind `daemon_socket`, its guest's RAM holding `payload` at PAYLOAD_AT;
     yields (process, QMP client). Asked to quit on the way out, killed if it does not."""
     qmp_path = os.path.join(workdir, f"{name}.qmp")
-    memory = ["-object", f"memory-backend-memfd,id=ram,size={option(extra, 'ram', '128M')},share=on",
+    memory = ["-object", f"memory-backend-memfd,id=ram,size={case_option(extra, 'ram', '128M')},share=on",
               "-machine", "memory-backend=ram"] if "memfd" in extra else []
     log = open(os.path.join(workdir, f"{name}.log"), "w")
     process = subprocess.Popen(
         [uroce_run, "--socket", daemon_socket, "qemu-system-x86_64", "-machine", "pc,accel=tcg",
-         "-m", option(extra, "ram", "128M"), *memory, "-nodefaults", "-display", "none",
+         "-m", case_option(extra, "ram", "128M"), *memory, "-nodefaults", "-display", "none",
          "-qmp", f"unix:{qmp_path},server=on,wait=off",
          "-device", f"loader,file={payload},addr={PAYLOAD_AT:#x},force-raw=on", *incoming],
         stdout=log, stderr=subprocess.STDOUT)
