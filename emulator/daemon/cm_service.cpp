@@ -320,12 +320,17 @@ void CmService::take_port(uint32_t n, uint16_t port) {
   } else {
     const auto it = ports_.find({id.port_space, port});
     if (it != ports_.end()) {
+      // As Linux's cma_check_port: two IDs that each take one family only (RDMA_OPTION_ID_AFONLY; any IPv4
+      // ID) share a port across families, as tgtd's iSER portals on 0.0.0.0 and on :: do; a wildcard then
+      // clashes with anything (EADDRNOTAVAIL), and the same address with itself (EADDRINUSE).
       for (uint32_t other : it->second) {
         const CmId& o = ids_.at(other);
-        const bool overlap = is_wildcard(o.src) || is_wildcard(id.src) || o.src == id.src;
-        if (overlap && !(o.reuseaddr && id.reuseaddr && o.state != CmIdState::listening)) {
-          throw ServiceError(EADDRINUSE, "port " + std::to_string(port) + " is in use");
+        if (o.reuseaddr && id.reuseaddr && o.state != CmIdState::listening) continue;
+        if (o.afonly.value_or(false) && id.afonly.value_or(false) && o.src.is_v4() != id.src.is_v4()) continue;
+        if (is_wildcard(o.src) || is_wildcard(id.src)) {
+          throw ServiceError(EADDRNOTAVAIL, "port " + std::to_string(port) + " is in use by a wildcard's ID");
         }
+        if (o.src == id.src) throw ServiceError(EADDRINUSE, "port " + std::to_string(port) + " is in use");
       }
     }
   }
@@ -410,6 +415,7 @@ json CmService::listen(uint64_t s, const json& r, std::vector<int>&) {
   if (id.state != CmIdState::idle) throw ServiceError(EINVAL, "wrong state");
   if (!id.bound) {
     id.src = wire::IpAddress::from_v4(0);
+    if (!id.afonly) id.afonly = true;  // bound to 0.0.0.0, as Linux binds it, which makes an IPv4 ID afonly
     // (A program's listener on several devices asks each daemon for the port the first gave it.)
     take_port(n, uint16_t(r.value("port", 0u)));
   }

@@ -124,6 +124,45 @@ TEST_CASE("rdma_cm binds loopback addresses to no device, as Linux does", "[cm][
   CHECK(c.error_of({{"op", "cm_bind"}, {"cm_id", c.new_id(ps_tcp, 2)}, {"addr", "::2"}}) == EADDRNOTAVAIL);
 }
 
+// Linux's cma_check_port: IDs that each take one family only (AFONLY; an IPv4 ID always is) share a port
+// across families. tgtd's iser driver binds :: and 0.0.0.0 to port 3260 so, each AFONLY, and its iSER
+// target failed to start while uroce refused the second. A wildcard still clashes with everything else on
+// its port (EADDRNOTAVAIL), and one address with itself (EADDRINUSE).
+TEST_CASE("rdma_cm ports: AFONLY wildcards of both families share one; other clashes are refused", "[cm][address]") {
+  CmHarness c({ip("10.0.0.1"), ip("fd00::1")});
+  const auto bind = [&](uint32_t id, const char* addr, uint16_t port) {
+    return c.call({{"op", "cm_bind"}, {"cm_id", id}, {"addr", addr}, {"port", port}});
+  };
+  const auto afonly = [&](uint32_t id, uint32_t on) {
+    c.call({{"op", "cm_set_option"}, {"cm_id", id}, {"name", "afonly"}, {"value", on}});
+  };
+  const auto bind_error = [&](uint32_t id, const char* addr, uint16_t port) {
+    return c.error_of({{"op", "cm_bind"}, {"cm_id", id}, {"addr", addr}, {"port", port}});
+  };
+  // tgtd's two portals, and both listen.
+  const uint32_t v6 = c.new_id(ps_tcp, 2), v4 = c.new_id(ps_tcp, 2);
+  afonly(v6, 1);
+  afonly(v4, 1);
+  bind(v6, "::", 3260);
+  bind(v4, "0.0.0.0", 3260);
+  c.call({{"op", "cm_listen"}, {"cm_id", v6}, {"backlog", 0}});
+  c.call({{"op", "cm_listen"}, {"cm_id", v4}, {"backlog", 0}});
+  // Without AFONLY, :: takes IPv4 too (net.ipv6.bindv6only 0), and clashes with 0.0.0.0 either way round.
+  const uint32_t dual = c.new_id(ps_tcp, 2), v4_after = c.new_id(ps_tcp, 2);
+  bind(dual, "::", 3261);
+  CHECK(bind_error(v4_after, "0.0.0.0", 3261) == EADDRNOTAVAIL);
+  const uint32_t v4_first = c.new_id(ps_tcp, 2), dual_after = c.new_id(ps_tcp, 2);
+  bind(v4_first, "0.0.0.0", 3262);
+  CHECK(bind_error(dual_after, "::", 3262) == EADDRNOTAVAIL);
+  // A port's address under a wildcard of its family, and one address twice.
+  CHECK(bind_error(c.new_id(ps_tcp, 2), "10.0.0.1", 3260) == EADDRNOTAVAIL);
+  CHECK(bind_error(c.new_id(ps_tcp, 2), "fd00::1", 3260) == EADDRNOTAVAIL);
+  bind(c.new_id(ps_tcp, 2), "10.0.0.1", 3263);
+  CHECK(bind_error(c.new_id(ps_tcp, 2), "10.0.0.1", 3263) == EADDRINUSE);
+  // The other port space is another set of ports.
+  bind(c.new_id(ps_udp, 4), "0.0.0.0", 3260);
+}
+
 TEST_CASE("UD rdma_cm requests: bad ones are refused, the QP attributes are the fixed ones", "[cm][ud][bad]") {
   CmHarness c({ip("10.0.0.1")});
   // RDMA_PS_IB is served (XRC connects on it); RDMA_PS_IPOIB is not.
