@@ -90,6 +90,14 @@ struct Id {
   uint8_t peer_initiator_depth = 0;
   bool created_cqs = false;    // rdma_create_qp made the CQs (rdma_create_ep style): destroy them too
   std::unique_ptr<ibv_qp_init_attr> listen_qp_attr;  // rdma_create_ep on a passive ID: for rdma_get_request
+  // Held by a call that asks uroced for something and then fills the ID in from the answer (rdma_resolve_addr:
+  // verbs, pd and the addresses; rdma_resolve_route: the path; rdma_listen: the port and the twins), and
+  // taken by rdma_get_cm_event before it hands out one of the ID's events. uroced may queue the event before
+  // the call has its answer, and another thread can take it at once; librdmacm fills the ID in while it
+  // processes the event, so an application may use the ID as soon as it has the event. libiscsi's iSER
+  // initiator does, on a thread of its own: ibv_alloc_pd(id->verbs) on ADDR_RESOLVED, which crashed now
+  // and then on a verbs context not yet set.
+  std::mutex filling;
 };
 
 struct Event {

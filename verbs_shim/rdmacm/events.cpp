@@ -279,6 +279,8 @@ CMA_EXPORT int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** ev
     Id* id = find_id(from, m.value("cm_id", 0u));
     Id* listener = m.contains("listen_id") ? find_id(from, m.value("listen_id", 0u)) : nullptr;
     if (id == nullptr && listener == nullptr) continue;
+    // The call that led to this event may not have filled the ID in yet (Id::filling): wait until it has.
+    { const std::lock_guard filled((id != nullptr ? id : listener)->filling); }
     auto* e = new (std::nothrow) Event{};
     if (e == nullptr) {
       errno = ENOMEM;

@@ -125,6 +125,7 @@ CMA_EXPORT int rdma_bind_addr(rdma_cm_id* cm_id, sockaddr* addr) {
 CMA_EXPORT int rdma_resolve_addr(rdma_cm_id* cm_id, sockaddr* src, sockaddr* dst, int timeout_ms) {
   Id* id = to_impl(cm_id);
   const int rc = guarded([&] {
+    const std::lock_guard filling(id->filling);
     const std::string to = ip_text(dst);
     const bool has_src = src != nullptr && src->sa_family != AF_UNSPEC;
     // An ID on no device yet goes to the device of its source address, else to the one with the best route to
@@ -154,6 +155,7 @@ CMA_EXPORT int rdma_resolve_addr(rdma_cm_id* cm_id, sockaddr* src, sockaddr* dst
 CMA_EXPORT int rdma_resolve_route(rdma_cm_id* cm_id, int /*timeout_ms*/) {
   Id* id = to_impl(cm_id);
   const int rc = guarded([&] {
+    const std::lock_guard filling(id->filling);
     const json r = call(id, {{"op", "cm_resolve_route"}, {"cm_id", id->handle}});
     ibv_sa_path_rec& p = id->path;
     p = {};
@@ -178,6 +180,7 @@ CMA_EXPORT int rdma_resolve_route(rdma_cm_id* cm_id, int /*timeout_ms*/) {
 CMA_EXPORT int rdma_listen(rdma_cm_id* cm_id, int backlog) {
   Id* id = to_impl(cm_id);
   return guarded([&] {
+    const std::lock_guard filling(id->filling);
     backlog = backlog < 0 ? 0 : backlog;
     const json r = call(id, {{"op", "cm_listen"}, {"cm_id", id->handle}, {"backlog", backlog}});
     for (const auto& [daemon, handle] : id->twins) {  // a new backlog

@@ -112,5 +112,6 @@ void test_full_receive_queues(struct env *e);
 void test_parent_domain(struct env *e);
 void test_async_events_of_destroyed_objects(struct env *e);
 void test_packet_pacing(struct env *e);
+void test_cm_event_thread(struct env *e);
 
 #endif

@@ -1,6 +1,7 @@
 /* ext_verbs_test: the extended verbs through uroce — the ibv_qp_ex work-request API, ibv_cq_ex polling,
  * ibv_resize_cq, ibv_create_ah_from_wc, UD multicast, XRC (ibv_open_qp too), memory windows, fork(),
- * registering memory other threads write, ibv_import_*, parent domains, packet pacing — on one
+ * registering memory other threads write, ibv_import_*, parent domains, packet pacing, and rdma_cm events
+ * taken on another thread than the call's — on one
  * uroced's loopback port (started with two addresses).
  * Run: uroce-run --socket SOCK ext_verbs_test. Prints a PASS line per section and "ALL PASSED"; the
  * first failed check ends it with status 1. */
@@ -40,6 +41,7 @@ int main(void) {
   test_parent_domain(&e);
   test_async_events_of_destroyed_objects(&e);
   test_packet_pacing(&e);
+  test_cm_event_thread(&e);
   env_close(&e);
   printf("ALL PASSED\n");
   return 0;
