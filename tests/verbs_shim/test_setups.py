@@ -11,13 +11,14 @@ three setups of tests/integration/daemon_harness.py:
 
 The programs (program_matrix.py): the ibverbs-utils pingpongs, perftest (its raw Ethernet programs too),
 qperf's RDMA tests, UCX's ucx_perftest, libfabric's fi_pingpong, NetPIPE under two MPIs and fio's rdma
-engine; and QEMU's live migration over RDMA (qemu_migration.py). By default
+engine; QEMU's live migration over RDMA (qemu_migration.py); and iSCSI over RDMA between tgt's target
+daemon and libiscsi's initiator (iser_storage.py). By default
 the CI subset of each (short iteration counts); --long runs the full matrix: every program with every option
 in every setup, and ibv_rc_pingpong at every size from 1 B to 64 KiB at every MTU. Exits 0 only if every
 case passed; daemons and programs are stopped by PID.
 
   test_setups.py --uroced build/.../emulator/uroced --uroce-run build/.../verbs_shim/uroce-run
-                 [--family pingpong|perftest|raw_ethernet|qperf|ucx|libfabric|mpi|fio|qemu]... [--setup loopback|veth|memif]... [--long]
+                 [--family pingpong|perftest|raw_ethernet|qperf|ucx|libfabric|mpi|fio|qemu|iser]... [--setup loopback|veth|memif]... [--long]
 """
 import argparse
 import os
@@ -30,9 +31,10 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
 from daemon_harness import SETUPS, is_root  # noqa: E402
 from program_matrix import FAMILIES, HELPERS, active_mtu  # noqa: E402
+from iser_storage import Iser  # noqa: E402
 from qemu_migration import Qemu  # noqa: E402
 
-FAMILIES = {**FAMILIES, Qemu.name: Qemu}
+FAMILIES = {**FAMILIES, Qemu.name: Qemu, Iser.name: Iser}
 
 
 def run_setup(args, setup_name, families, workdir):
