@@ -92,6 +92,10 @@ class Loopback(DaemonTestCase):
         for core in sorted(allowed)[:2]:  # the first CPU, and another when there is one
             with self.subTest(core=core):
                 d = self.daemon(f"cpu{core}", ["--core", str(core)])
+                # The socket exists before the control thread does, and DPDK names that thread from its
+                # creator before the thread has placed itself. An answer comes from its body, which runs
+                # once placed (CI, loaded, caught it unnamed, and named but still on the engine's CPU).
+                stats(UROCE, d.socket)
                 threads = {}
                 for tid in os.listdir(f"/proc/{d.proc.pid}/task"):
                     with open(f"/proc/{d.proc.pid}/task/{tid}/comm") as f:
