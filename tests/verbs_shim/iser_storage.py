@@ -36,6 +36,7 @@ import signal
 import subprocess
 import time
 
+from daemon_harness import is_root
 from program_matrix import TIMEOUT, device_counter, port_address, tcp_port
 
 TARGET = "iqn.2026-12.dev.uroce:lun"
@@ -152,14 +153,14 @@ class Iser:
     @staticmethod
     def ci(setup, mtu):
         # tgtd's control socket lives in /run/tgtd, which only root may create.
-        if os.geteuid() != 0:
+        if not is_root():
             return []
         cases = [(f"SCSI.{s}", []) for s in ("Verify16", "WriteVerify16", "CompareAndWrite", "Read16", "Write16")]
         return cases + [("iscsi-perf", ["-b", "128", "-m", "16"])]
 
     @staticmethod
     def full(setup, mtu):
-        if os.geteuid() != 0:
+        if not is_root():
             return []
         return [(f"SCSI.{s}", []) for s in SUITES] + [("iscsi-perf", ["-b", str(b), "-m", str(m)])
                                                       for b in (8, 128, 512) for m in (1, 16)]

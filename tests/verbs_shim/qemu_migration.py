@@ -82,12 +82,13 @@ def qemu(uroce_run, daemon_socket, workdir, name, payload, extra, incoming=()):
     """A QEMU through the daemon behind `daemon_socket`, its guest's RAM holding `payload` at PAYLOAD_AT;
     yields (process, QMP client). Asked to quit on the way out, killed if it does not."""
     qmp_path = os.path.join(workdir, f"{name}.qmp")
-    memory = ["-object", f"memory-backend-memfd,id=ram,size={case_option(extra, 'ram', '128M')},share=on",
+    ram = case_option(extra, "ram", "128M")
+    memory = ["-object", f"memory-backend-memfd,id=ram,size={ram},share=on",
               "-machine", "memory-backend=ram"] if "memfd" in extra else []
     log = open(os.path.join(workdir, f"{name}.log"), "w")
     process = subprocess.Popen(
         [uroce_run, "--socket", daemon_socket, "qemu-system-x86_64", "-machine", "pc,accel=tcg",
-         "-m", case_option(extra, "ram", "128M"), *memory, "-nodefaults", "-display", "none",
+         "-m", ram, *memory, "-nodefaults", "-display", "none",
          "-qmp", f"unix:{qmp_path},server=on,wait=off",
          "-device", f"loader,file={payload},addr={PAYLOAD_AT:#x},force-raw=on", *incoming],
         stdout=log, stderr=subprocess.STDOUT)
