@@ -7,9 +7,12 @@
 #                                      ibv_rc_pingpong and ib_write_bw on 802.1Q VLAN 100, one each way, and
 #                                      UCX's tag_bw (ucx_perftest through UCP) and libfabric's ofi_rxm
 #                                      (fi_pingpong over MSG endpoints) from rxe to uroce, and UCP connected by
-#                                      socket address (UCX's rdmacm) from uroce to rxe
-#   scripts/interop.sh --full          everything: pingpongs, perftest, qperf, pyverbs, UCX, libfabric; uroce as
-#                                      client and as server, plus rxe <-> rxe (a second VM) as the control; clean and lossy;
+#                                      socket address (UCX's rdmacm) from uroce to rxe, fio's RDMA READs
+#                                      from uroce to rxe, and iSCSI over RDMA (libiscsi's iscsi-perf) from rxe
+#                                      to tgt's target through uroce
+#   scripts/interop.sh --full          everything: pingpongs, perftest, qperf, pyverbs, UCX, libfabric, fio,
+#                                      iSER; uroce as client and as server, plus rxe <-> rxe (a second VM)
+#                                      as the control; clean and lossy;
 #                                      and every program from uroce on a PCI NIC: uroced in the VM on its
 #                                      second NIC, a virtio-net PCI device run by DPDK's net_virtio through
 #                                      uio_pci_generic, as uroced runs a physical NIC, against the host's uroced

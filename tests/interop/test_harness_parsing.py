@@ -113,9 +113,10 @@ def main():
         server = p.server(Side, 18000)
         client = p.client(Side, 18000, "10.99.0.254", ServerSide)
         # (mckey's client addresses the group, not the server; an IPv6 row's client the server's IPv6 address)
-        by_roce_ip = p.name.startswith(("rping", "udaddy", "fio", programs.UCP_SOCKADDR)) and not p.ipv6
+        by_roce_ip = p.name.startswith(("rping", "udaddy", "fio", programs.UCP_SOCKADDR, programs.ISER)) and not p.ipv6
         address = "10.99.100.254" if by_roce_ip else "10.99.0.254"
         assert server and client and (address in client or f"--hostname={address}" in client or  # (fio's)
+                                      client[-1].startswith(f"iser://{address}:3260/") or  # (iSER's)
                                       "239.1.1.1" in client or (p.ipv6 and Side.ip6 in client)), p.name
     # fio over loss: 16 blocks, on both sides (a send's server counts the blocks it receives).
     fio = programs.PROGRAMS["fio rdma send 64 KiB"]
@@ -134,7 +135,18 @@ def main():
     bw = programs.PROGRAMS["ib_write_bw"]
     argv = bw.client(Side, 1, "10.99.0.254", Side)
     assert bw.argv(argv, 5)[argv.index("-n") + 1] == "20" and bw.argv(argv, 0) == argv
-    assert not any(programs.PROGRAMS[n].lossy for n in ("ibv_ud_pingpong", "udaddy", "mckey"))
+    assert not any(programs.PROGRAMS[n].lossy for n in ("ibv_ud_pingpong", "udaddy", "mckey",
+                                                         programs.ISER + "iscsi-perf 64 KiB → tgtd"))
+    # iscsi-perf: its final average, once it finished; tgtd serves until stopped.
+    perf = ("00:00:01 - lba 30976, iops current 129 (8 MB/s), iops average 112 (7 MB/s), in_flight 16, busy 0"
+            "        iops average 124 (7 MB/s)                          \nfinished.\n")
+    assert programs.iscsi_perf_result(perf) == "7 MB/s, 124 IOPS"
+    assert programs.iscsi_perf_result(perf.replace("finished.", "")) is None
+    assert programs.iscsi_perf_result("Login Failed. iscsi_service failed with : revents is not POLLIN\n") is None
+    iser = programs.PROGRAMS[programs.ISER + "iscsi-perf 64 KiB → tgtd"]
+    iser_client = iser.client(Side, 1, "10.99.0.254", Side)
+    assert iser.server_persists
+    assert iser.server(Side, 18009)[:2] == ["/run/interop/iser_target.sh", "18009"]
     # rdma_cm-only programs have no TCP listener to wait for; the others do.
     rsockets = [n for n in programs.PROGRAMS if n.startswith(("rstream ", "riostream "))]
     assert len(rsockets) == 2, rsockets

@@ -38,6 +38,7 @@ import time
 
 from daemon_harness import is_root
 from program_matrix import TIMEOUT, device_counter, port_address, tcp_port
+from programs import ISCSI_PERF_AVERAGE  # as the interop matrix's iSER row reads it
 
 TARGET = "iqn.2026-12.dev.uroce:lun"
 INITIATORS = ("iqn.2026-12.dev.uroce:initiator-1", "iqn.2026-12.dev.uroce:initiator-2")  # the suites' -i, -I
@@ -47,7 +48,6 @@ LUN_BYTES = 64 << 20
 POOL_MB = 128
 
 SUITE_SUMMARY = re.compile(r"^\s+tests\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)", re.M)
-PERF_AVERAGE = re.compile(r"iops average (\d+) \((\d+) MB/s\)\s*$", re.M)
 
 
 def tgtadm(control_port, *args):
@@ -123,7 +123,7 @@ def run_case(uroce_run, server_socket, client_socket, workdir, mtu, target, url,
     sent = [device_counter(uroce_run, s, "tx_packets") - b for s, b in zip((server_socket, client_socket), sent_before)]
     assert all(n > 0 for n in sent), f"{what}: the daemons sent {sent} packets (target's, initiator's)"
     if program == "iscsi-perf":
-        m = PERF_AVERAGE.findall(out)
+        m = ISCSI_PERF_AVERAGE.findall(out)
         assert "finished." in out and m, f"{what}: no final average:\n{out[-3000:]}"
         iops, mb_per_s = map(int, m[-1])
         assert sent[0] >= mb_per_s * 1e6 / mtu, f"{what}: the target's daemon sent {sent[0]} packets at " \
