@@ -59,16 +59,19 @@ def tgtadm(control_port, *args):
 def tgtd(uroce_run, socket, workdir):
     """tgtd through the daemon behind `socket`, with one iSER target whose LUN 1 is a file of LUN_BYTES random
     bytes; yields (its process, the iSER port). Its control socket (/run/tgtd/socket.N) and iSCSI-over-TCP
-    portal take ports of their own, so that nothing else on the machine is in the way. Killed by PID on the
-    way out (tgtd leaves on SIGTERM only once it serves no target)."""
-    control, iser_port = int(tcp_port()), tcp_port()
+    portal take ports of their own, so that nothing else on the machine is in the way. The iSER listener
+    keeps iSER's port, 3260, in the server daemon's own rdma_cm port space: tgt 1.0.85's parser of
+    "--iser port=N" tests errno after strtol without clearing it, and refuses any N when an earlier call
+    left errno set (real libibverbs' start-up does). Killed by PID on the way out (tgtd leaves on SIGTERM only
+    once it serves no target)."""
+    control = int(tcp_port())
     backing = os.path.join(workdir, "iser-lun.img")
     with open(backing, "wb") as f:
         f.write(os.urandom(LUN_BYTES))
     log = open(os.path.join(workdir, "tgtd.log"), "w")
     process = subprocess.Popen([uroce_run, "--socket", socket, "tgtd", "-f", "-C", str(control),
                                 "--iscsi", f"portal=127.0.0.1:{tcp_port()}",
-                                "--iser", f"port={iser_port},pool_sz_mb={POOL_MB}"],
+                                "--iser", f"pool_sz_mb={POOL_MB}"],
                                stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + TIMEOUT
@@ -85,7 +88,7 @@ def tgtd(uroce_run, socket, workdir):
         done = tgtadm(control, "--lld", "iser", "--mode", "logicalunit", "--op", "new", "--tid", "1", "--lun", "1",
                       "--backing-store", backing)
         assert done.returncode == 0, f"tgtadm: the logical unit: {done.stdout}{done.stderr}"
-        yield process, iser_port
+        yield process, 3260
     finally:
         if process.poll() is None:
             process.send_signal(signal.SIGKILL)
