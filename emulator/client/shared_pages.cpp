@@ -10,12 +10,12 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "emulator/client/logger.hpp"
+#include "emulator/client/process_mappings.hpp"
 #include "emulator/client/write_hold.hpp"
 
 namespace uroce::emulator::client {
@@ -24,36 +24,13 @@ namespace {
 
 uint64_t page_size() { return uint64_t(sysconf(_SC_PAGESIZE)); }
 
-// One mapping of /proc/self/maps: its range and the fields the moves look at.
-struct Mapping {
-  uint64_t lo = 0, hi = 0;
-  std::string perms, inode, path;
-};
-
-// Calls `visit(mapping)` for each mapping in address order, until it returns false.
-template <class Visit>
-void each_mapping(Visit visit) {
-  std::ifstream maps("/proc/self/maps");
-  std::string line, range, offset, dev;
-  Mapping m;
-  while (std::getline(maps, line)) {
-    std::istringstream in(line);
-    in >> range >> m.perms >> offset >> dev >> m.inode;
-    std::getline(in, m.path);
-    const size_t dash = range.find('-');
-    m.lo = std::stoull(range.substr(0, dash), nullptr, 16);
-    m.hi = std::stoull(range.substr(dash + 1), nullptr, 16);
-    if (m.perms.size() >= 4 && !visit(m)) return;
-  }
-}
-
 // True when every byte of [start, end) is mapped, by mappings that `accept(perms, inode, path)` takes.
 template <class Accept>
 bool mapped_as(uint64_t start, uint64_t end, Accept accept) {
   uint64_t covered = start;
   bool refused = false;
-  each_mapping([&](const Mapping& m) {
-    if (m.hi <= covered || m.lo > covered) return covered < end;
+  each_mapping_from(start, [&](const Mapping& m) {
+    if (m.lo > covered) return false;  // a hole: the mappings come in address order
     if (!accept(m.perms, m.inode, m.path)) {
       refused = true;
       return false;
@@ -86,7 +63,7 @@ std::vector<std::pair<uint64_t, uint64_t>> pieces_on(int fd, uint64_t start, uin
   struct stat st {};
   if (fstat(fd, &st) != 0) return pieces;
   const std::string inode = std::to_string(st.st_ino);
-  each_mapping([&](const Mapping& m) {
+  each_mapping_from(start, [&](const Mapping& m) {
     const uint64_t lo = std::max(start, m.lo), hi = std::min(end, m.hi);
     if (lo >= hi || m.perms[0] != 'r' || m.perms[3] != 's' || m.inode != inode) return m.lo < end;
     if (!pieces.empty() && pieces.back().second == lo) {

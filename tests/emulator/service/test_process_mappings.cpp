@@ -1,0 +1,108 @@
+// The process's own mappings as registration reads them (emulator/client/process_mappings.hpp): from an
+// address on, in order, with the fields /proc/self/maps gives; and the kernel's query, where the kernel has
+// it, agreeing with the text mapping for mapping.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "emulator/client/process_mappings.hpp"
+#include "tests/emulator/service/service_fixture.hpp"
+
+namespace uroce::test::service {
+namespace {
+
+using emulator::client::Mapping;
+
+// Everything a walk from `from` visits, up to the kernel's half of the address space ([vsyscall] is a line
+// of the text but no mapping of the process, so the query does not return it).
+template <class Walk>
+std::vector<std::tuple<uint64_t, uint64_t, std::string, std::string, std::string>> walk(Walk each, uint64_t from) {
+  std::vector<std::tuple<uint64_t, uint64_t, std::string, std::string, std::string>> seen;
+  each(from, [&](const Mapping& m) {
+    if (m.lo >= (uint64_t(1) << 47)) return false;
+    seen.emplace_back(m.lo, m.hi, m.perms, m.inode, m.path);
+    return true;
+  });
+  return seen;
+}
+
+size_t page_size() { return size_t(sysconf(_SC_PAGESIZE)); }
+
+}  // namespace
+
+TEST_CASE("the process's mappings from an address on, with their permissions, inode and name", "[shared-pages]") {
+  const size_t page = page_size();
+  // Three pages: read-write private, read-only, shared from a memfd.
+  auto* base = static_cast<uint8_t*>(mmap(nullptr, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  REQUIRE(base != MAP_FAILED);
+  REQUIRE(mprotect(base + page, page, PROT_READ) == 0);
+  const int fd = memfd_create("uroce-test", MFD_CLOEXEC);
+  REQUIRE(fd >= 0);
+  REQUIRE(ftruncate(fd, off_t(page)) == 0);
+  REQUIRE(mmap(base + 2 * page, page, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) != MAP_FAILED);
+  struct stat st {};
+  REQUIRE(fstat(fd, &st) == 0);
+  const uint64_t at = reinterpret_cast<uint64_t>(base);
+
+  for (auto each : {emulator::client::each_mapping_from, emulator::client::each_mapping_in_text}) {
+    // From the middle of the first page: the three come first, in order, each whole.
+    std::vector<Mapping> seen;
+    each(at + 8, [&](const Mapping& m) {
+      seen.push_back(m);
+      return seen.size() < 3;
+    });
+    REQUIRE(seen.size() == 3);
+    // (The kernel may have merged the first page with a private mapping below it: its start is at or below.)
+    CHECK(seen[0].lo <= at);
+    CHECK(seen[0].hi == at + page);
+    CHECK(seen[0].perms == "rw-p");
+    CHECK(seen[0].inode == "0");
+    CHECK(seen[1].lo == at + page);
+    CHECK(seen[1].perms == "r--p");
+    CHECK(seen[2].lo == at + 2 * page);
+    CHECK(seen[2].hi == at + 3 * page);
+    CHECK(seen[2].perms == "rw-s");
+    CHECK(seen[2].inode == std::to_string(st.st_ino));
+    CHECK(seen[2].path.find("/memfd:uroce-test") == 0);
+    // The heap and the stack by name.
+    bool heap = false, stack = false;
+    each(0, [&](const Mapping& m) {
+      heap = heap || m.path == "[heap]";
+      stack = stack || m.path == "[stack]";
+      return true;
+    });
+    CHECK(stack);
+    (void)heap;  // (a process may have no brk heap yet)
+  }
+
+  // Where the kernel answers the query (Linux 6.11), it agrees with the text, mapping for mapping. The two
+  // walks are a moment apart and another thread may map something in between: a few tries.
+  if (emulator::client::each_mapping_by_query(0, [](const Mapping&) { return false; })) {
+    bool same = false;
+    for (int attempt = 0; attempt < 5 && !same; ++attempt) {
+      same = walk(emulator::client::each_mapping_by_query, 0) == walk(emulator::client::each_mapping_in_text, 0);
+    }
+    CHECK(same);
+    if (!same) {
+      const auto by_query = walk(emulator::client::each_mapping_by_query, 0);
+      const auto in_text = walk(emulator::client::each_mapping_in_text, 0);
+      for (size_t i = 0; i < std::max(by_query.size(), in_text.size()); ++i) {
+        if (i < by_query.size() && i < in_text.size() && by_query[i] == in_text[i]) continue;
+        if (i < by_query.size()) UNSCOPED_INFO("query: " << std::get<0>(by_query[i]) << " " << std::get<2>(by_query[i]) << " " << std::get<4>(by_query[i]));
+        if (i < in_text.size()) UNSCOPED_INFO("text:  " << std::get<0>(in_text[i]) << " " << std::get<2>(in_text[i]) << " " << std::get<4>(in_text[i]));
+        break;
+      }
+      FAIL("the walks differ");
+    }
+  }
+  close(fd);
+  munmap(base, 3 * page);
+}
+
+}  // namespace uroce::test::service
