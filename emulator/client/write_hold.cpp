@@ -10,24 +10,50 @@
 
 #include <cerrno>
 #include <fstream>
+#include <mutex>
 #include <string>
 
 namespace uroce::emulator::client {
 
 namespace {
 
-// A userfaultfd; with only user-mode faults where the full kind needs a privilege this process lacks.
+// A userfaultfd, its API agreed; with only user-mode faults where the full kind needs a privilege this
+// process lacks. -1 with errno set.
 int open_userfaultfd() {
-  const int fd = int(syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK));
-  if (fd >= 0 || errno != EPERM) return fd;
-  return int(syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY));
+  int fd = int(syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK));
+  if (fd < 0 && errno == EPERM) fd = int(syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY));
+  if (fd < 0) return -1;
+  uffdio_api api{};
+  api.api = UFFD_API;
+  if (ioctl(fd, UFFDIO_API, &api) != 0) {
+    const int saved = errno;
+    close(fd);
+    errno = saved;
+    return -1;
+  }
+  return fd;
+}
+
+// The process's userfaultfd, opened at its first hold and kept: closing one makes the kernel visit every
+// mapping of the process (userfaultfd_release), and every region moved is a mapping of its own, so a
+// userfaultfd per hold made each registration slower than the one before (3000 registrations of 8 KiB:
+// a tenth of all the registering process's time went there). A userfaultfd belongs to the process that
+// opened it: after fork() the child opens its own (its copy of the parent's is closed, the parent's lives on).
+int process_userfaultfd() {
+  static std::mutex lock;
+  static int fd = -1;
+  static pid_t owner = 0;
+  std::lock_guard guard(lock);
+  const pid_t self = getpid();
+  if (fd >= 0 && owner == self) return fd;
+  if (fd >= 0) close(fd);
+  fd = open_userfaultfd();
+  owner = self;
+  return fd;
 }
 
 // Write-protects [start, start + size) through `fd`; false with errno set.
 bool write_protect(int fd, uint64_t start, uint64_t size) {
-  uffdio_api api{};
-  api.api = UFFD_API;
-  if (ioctl(fd, UFFDIO_API, &api) != 0) return false;
   uffdio_register reg{};
   reg.range = {start, size};
   reg.mode = UFFDIO_REGISTER_MODE_WP;
@@ -55,7 +81,7 @@ std::unique_ptr<WriteHold> WriteHold::engage(uint64_t start, uint64_t size) {
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, &hold->old_mask_);
-  hold->fd_ = open_userfaultfd();
+  hold->fd_ = process_userfaultfd();
   if (hold->fd_ >= 0 && write_protect(hold->fd_, start, size)) return hold;
   const int saved = errno;
   hold.reset();
@@ -71,14 +97,15 @@ WriteHold::~WriteHold() {
     return;
   }
   // Where the range was not replaced after all (the replacement failed), its pages come out of write
-  // protection; where it was, this finds nothing registered (ENOENT), which is fine. Closing the
-  // userfaultfd (which also unregisters the range) then wakes every writer that waited: each retries its
-  // write on what is mapped now.
+  // protection and out of the userfaultfd's watch; where it was, these find nothing registered, which is
+  // fine. Then every writer that waited is woken: each retries its write on what is mapped now.
   uffdio_writeprotect wp{};
   wp.range = {start_, size_};
   wp.mode = 0;
   ioctl(fd_, UFFDIO_WRITEPROTECT, &wp);
-  close(fd_);
+  uffdio_range range{start_, size_};
+  ioctl(fd_, UFFDIO_UNREGISTER, &range);
+  ioctl(fd_, UFFDIO_WAKE, &range);
   pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
 }
 
