@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The control path's cost: verbs calls that go to uroced over its control socket (query_port, reg_mr and
-dereg_mr, create_qp and destroy_qp, alloc_pd and dealloc_pd, which also run on the engine), timed from a
+dereg_mr, create_qp and destroy_qp, alloc_pd and dealloc_pd, which also run on the engine; and reg_mr of
+regions kept, the first ones and past a few thousand, which must cost the same), timed from a
 pyverbs program through uroce-run on one uroced's loopback port, beside the floor of such a design
 measured in the same run and the same Python: a request and its reply between two processes over an
 AF_UNIX SOCK_SEQPACKET socket pair (100 B out, 600 B back: query_port's sizes), with nothing done in
@@ -88,6 +89,17 @@ def worker(scale):
     for name, (fn, count) in calls.items():
         fn()  # warm: first-use costs (the shared pages' first mapping) are not the steady state
         results[name] = [per_call_us(fn, count) for _ in range(ROUNDS)]
+    # Registrations kept, as an application that registers many buffers keeps them (libiscsi's iSER
+    # initiator: about 300 at login): each moved region is a mapping of the process's own, and a cost that
+    # grows with them shows as the second row above the first.
+    kept, many = [], max(300, int(3000 * scale))
+
+    def reg_kept():
+        kept.append(MR(pd, 8192, e.IBV_ACCESS_LOCAL_WRITE))
+    results["ibv_reg_mr (8 KiB, kept), the first 100"] = [per_call_us(reg_kept, 20) for _ in range(ROUNDS)]
+    while len(kept) < many:
+        reg_kept()
+    results[f"ibv_reg_mr (8 KiB, kept), past {many} kept"] = [per_call_us(reg_kept, 20) for _ in range(ROUNDS)]
     print(json.dumps(results))
 
 
