@@ -76,9 +76,9 @@ Answer walk_by_query(uint64_t from, const MappingVisitor& visit) {
   return answer;
 }
 
-// The text: lines ending at or below `from` are skipped on their range alone, the others parsed whole.
 }  // namespace
 
+// The text: lines ending at or below `from` are skipped on their range alone, the others parsed whole.
 void each_mapping_in_text(uint64_t from, const MappingVisitor& visit) {
   std::ifstream maps("/proc/self/maps");
   std::string line, range, offset, dev;

@@ -1,8 +1,9 @@
 #!/bin/sh
-# iser_target.sh PORT IQN INITIATOR...: the server of the interop matrix's iSER rows (programs.py). tgt's
-# target daemon (tgtd, with its iser driver on rdma_cm and verbs) serves the iSCSI target IQN on rdma_cm
-# port 3260 (iSER's) of every address, to the initiators named; its logical unit 1 is a file of 16 MiB of
-# random bytes in the working directory. PORT, the cell's, names tgtd's control socket
+# iser_target.sh PORT IQN INITIATOR...: tgt's target daemon (tgtd, with its iser driver on rdma_cm and
+# verbs) serving the iSCSI target IQN on rdma_cm port 3260 (iSER's) of every address, to the initiators
+# named; its logical unit 1 is a file of $ISER_LUN_MIB MiB (16 unless set) of random bytes in the working
+# directory. The server of the interop matrix's iSER row (programs.py), and the target of the verbs shim's
+# iser family (tests/verbs_shim/iser_storage.py). PORT names tgtd's control socket
 # (/var/run/tgtd/socket.PORT) and its readiness signal:
 #
 # once the target is ready, an iSCSI-over-TCP portal opens on 127.0.0.1, TCP port PORT. The harness starts
@@ -21,12 +22,12 @@ shift 2
 lun=$(pwd)/iser-lun-$port.img
 control=/var/run/tgtd/socket.$port
 
-head -c 16777216 /dev/urandom >"$lun"
+head -c "$((${ISER_LUN_MIB:-16} * 1048576))" /dev/urandom >"$lun"
 # tgtd's control socket lives there. tgt's service makes it; in the VM /var is a fresh tmpfs.
 mkdir -p /var/run/tgtd
-# The iscsi driver's own TCP portal on the loopback, at a port of its own (its default is every address,
-# port 3260); pool_sz_mb: the iser driver registers one buffer pool for all data, 1 GiB unless told.
-tgtd -f -C "$port" --iscsi "portal=127.0.0.1:$((port + 20000))" --iser pool_sz_mb=128 &
+# The iscsi driver's own TCP portal on the loopback, at a port the kernel picks (its default is every
+# address, port 3260); pool_sz_mb: the iser driver registers one buffer pool for all data, 1 GiB unless told.
+tgtd -f -C "$port" --iscsi portal=127.0.0.1:0 --iser pool_sz_mb=128 &
 pid=$!
 stop() {
   kill -9 "$pid" 2>/dev/null || true

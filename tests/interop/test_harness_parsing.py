@@ -144,7 +144,6 @@ def main():
     assert programs.iscsi_perf_result(perf.replace("finished.", "")) is None
     assert programs.iscsi_perf_result("Login Failed. iscsi_service failed with : revents is not POLLIN\n") is None
     iser = programs.PROGRAMS[programs.ISER + "iscsi-perf 64 KiB → tgtd"]
-    iser_client = iser.client(Side, 1, "10.99.0.254", Side)
     assert iser.server_persists
     assert iser.server(Side, 18009)[:2] == ["/run/interop/iser_target.sh", "18009"]
     # rdma_cm-only programs have no TCP listener to wait for; the others do.

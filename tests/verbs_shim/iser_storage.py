@@ -27,12 +27,13 @@ allocation length for the length of the data returned, the residual the target r
 ProutReserve, ExtendedCopy). Nor does iscsi-perf read more than 512 blocks (256 KiB) at once: libiscsi's
 iSER transport refuses a larger command ("supports messages smaller than 512k") and then frees a buffer
 twice. tgt 1.0.85's iser driver also refuses a login unless an initiator name is on
-the target's list as well as an address (its TCP driver takes either): both are bound here.
+the target's list as well as an address (its TCP driver takes either): scripts/interop/iser_target.sh, which
+sets the target up, binds both.
 """
 import contextlib
 import os
 import re
-import signal
+import socket as socketlib
 import subprocess
 import time
 
@@ -42,61 +43,48 @@ from programs import ISCSI_PERF_AVERAGE  # as the interop matrix's iSER row read
 
 TARGET = "iqn.2026-12.dev.uroce:lun"
 INITIATORS = ("iqn.2026-12.dev.uroce:initiator-1", "iqn.2026-12.dev.uroce:initiator-2")  # the suites' -i, -I
-LUN_BYTES = 64 << 20
-# tgtd's iser driver registers one buffer pool for all data when its first connection comes: 1 GiB by
-# default, 128 MiB (its smallest) here.
-POOL_MB = 128
+LUN_MIB = 64
+TARGET_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "interop",
+                             "iser_target.sh")
 
 SUITE_SUMMARY = re.compile(r"^\s+tests\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)", re.M)
 
 
-def tgtadm(control_port, *args):
-    return subprocess.run(["tgtadm", "-C", str(control_port), *args], capture_output=True, text=True,
-                          timeout=TIMEOUT)
-
-
 @contextlib.contextmanager
 def tgtd(uroce_run, socket, workdir):
-    """tgtd through the daemon behind `socket`, with one iSER target whose LUN 1 is a file of LUN_BYTES random
-    bytes; yields (its process, the iSER port). Its control socket (/run/tgtd/socket.N) and iSCSI-over-TCP
-    portal take ports of their own, so that nothing else on the machine is in the way. The iSER listener
-    keeps iSER's port, 3260, in the server daemon's own rdma_cm port space: tgt 1.0.85's parser of
-    "--iser port=N" tests errno after strtol without clearing it, and refuses any N when an earlier call
-    left errno set (real libibverbs' start-up does). Killed by PID on the way out (tgtd leaves on SIGTERM only
-    once it serves no target)."""
+    """tgtd through the daemon behind `socket`, with one iSER target whose LUN 1 is a file of LUN_MIB MiB of
+    random bytes, as scripts/interop/iser_target.sh serves the interop matrix's iSER row (it says why the iSER
+    port is 3260, in the server daemon's own rdma_cm port space); yields (the script's process, the iSER
+    port). Its control socket and readiness portal take a port of their own, so that nothing else on the
+    machine is in the way. Stopped by PID (SIGTERM: the script kills tgtd, which ignores it while it serves a
+    target)."""
     control = int(tcp_port())
-    backing = os.path.join(workdir, "iser-lun.img")
-    with open(backing, "wb") as f:
-        f.write(os.urandom(LUN_BYTES))
     log = open(os.path.join(workdir, "tgtd.log"), "w")
-    process = subprocess.Popen([uroce_run, "--socket", socket, "tgtd", "-f", "-C", str(control),
-                                "--iscsi", f"portal=127.0.0.1:{tcp_port()}",
-                                "--iser", f"pool_sz_mb={POOL_MB}"],
-                               stdout=log, stderr=subprocess.STDOUT)
+    process = subprocess.Popen([os.path.abspath(uroce_run), "--socket", socket, TARGET_SCRIPT, str(control), TARGET, *INITIATORS],
+                               stdout=log, stderr=subprocess.STDOUT, cwd=workdir,
+                               env={**os.environ, "ISER_LUN_MIB": str(LUN_MIB)})
     try:
         deadline = time.monotonic() + TIMEOUT
-        while tgtadm(control, "--op", "show", "--mode", "target").returncode != 0:
-            assert process.poll() is None, f"tgtd exited with {process.returncode}:\n{tgtd_log(workdir)}"
-            assert time.monotonic() < deadline, f"tgtd does not answer tgtadm:\n{tgtd_log(workdir)}"
+        while not listening(control):
+            assert process.poll() is None, f"tgtd's script exited with {process.returncode}:\n{tgtd_log(workdir)}"
+            assert time.monotonic() < deadline, f"tgtd's target is not ready:\n{tgtd_log(workdir)}"
             time.sleep(0.1)
-        target = ["--lld", "iser", "--mode", "target", "--tid", "1"]
-        for step in (["--op", "new", "-T", TARGET],
-                     ["--op", "bind", "--initiator-address", "ALL"],
-                     *(["--op", "bind", "--initiator-name", name] for name in INITIATORS)):
-            done = tgtadm(control, *target, *step)
-            assert done.returncode == 0, f"tgtadm {' '.join(step)}: {done.stdout}{done.stderr}"
-        done = tgtadm(control, "--lld", "iser", "--mode", "logicalunit", "--op", "new", "--tid", "1", "--lun", "1",
-                      "--backing-store", backing)
-        assert done.returncode == 0, f"tgtadm: the logical unit: {done.stdout}{done.stderr}"
         yield process, 3260
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGKILL)
-        process.wait()
+        process.terminate()
+        try:
+            process.wait(TIMEOUT)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
         log.close()
-        for leftover in (f"/run/tgtd/socket.{control}", f"/run/tgtd/socket.{control}.lock"):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(leftover)
+
+
+def listening(port):
+    """Whether a TCP socket listens on 127.0.0.1:port (the script's signal that the target is ready)."""
+    with contextlib.suppress(OSError), socketlib.create_connection(("127.0.0.1", port), timeout=1):
+        return True
+    return False
 
 
 def tgtd_log(workdir):
