@@ -1,14 +1,14 @@
 // The process's own mappings as registration reads them (emulator/client/process_mappings.hpp): from an
 // address on, in order, with the fields /proc/self/maps gives; and the kernel's query, where the kernel has
-// it, agreeing with the text mapping for mapping.
+// it, agreeing with the text.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdint>
+#include <sstream>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "emulator/client/process_mappings.hpp"
@@ -19,14 +19,21 @@ namespace {
 
 using emulator::client::Mapping;
 
-// Everything a walk from `from` visits, up to the kernel's half of the address space ([vsyscall] is a line
-// of the text but no mapping of the process, so the query does not return it).
+// The mappings a walk from `from` visits that stay put while the test runs: those with a name, the heap
+// excepted (libraries, the binary, [stack], [vdso], memfds). Anonymous memory is left out because the
+// walks themselves allocate, and an allocator (AddressSanitizer's, for one) maps and grows anonymous memory
+// as they do; the test checks its own anonymous mappings one by one. [vsyscall] is a line of the
+// text but no mapping of the process, so the query does not return it: the kernel's half is left out too.
 template <class Walk>
-std::vector<std::tuple<uint64_t, uint64_t, std::string, std::string, std::string>> walk(Walk each, uint64_t from) {
-  std::vector<std::tuple<uint64_t, uint64_t, std::string, std::string, std::string>> seen;
+std::vector<std::string> named_mappings(Walk each, uint64_t from) {
+  std::vector<std::string> seen;
+  seen.reserve(4096);
   each(from, [&](const Mapping& m) {
     if (m.lo >= (uint64_t(1) << 47)) return false;
-    seen.emplace_back(m.lo, m.hi, m.perms, m.inode, m.path);
+    if (m.path.empty() || m.path == "[heap]" || m.path.rfind("[anon", 0) == 0) return true;
+    std::ostringstream line;
+    line << std::hex << m.lo << '-' << m.hi << ' ' << m.perms << ' ' << m.inode << ' ' << m.path;
+    seen.push_back(line.str());
     return true;
   });
   return seen;
@@ -79,25 +86,13 @@ TEST_CASE("the process's mappings from an address on, with their permissions, in
     CHECK(stack);
   }
 
-  // Where the kernel answers the query (Linux 6.11), it agrees with the text, mapping for mapping. The two
-  // walks are a moment apart and another thread may map something in between: a few tries.
+  // Where the kernel answers the query (Linux 6.11), it agrees with the text on every named mapping.
   if (emulator::client::each_mapping_by_query(0, [](const Mapping&) { return false; })) {
-    bool same = false;
-    for (int attempt = 0; attempt < 5 && !same; ++attempt) {
-      same = walk(emulator::client::each_mapping_by_query, 0) == walk(emulator::client::each_mapping_in_text, 0);
-    }
-    CHECK(same);
-    if (!same) {
-      const auto by_query = walk(emulator::client::each_mapping_by_query, 0);
-      const auto in_text = walk(emulator::client::each_mapping_in_text, 0);
-      for (size_t i = 0; i < std::max(by_query.size(), in_text.size()); ++i) {
-        if (i < by_query.size() && i < in_text.size() && by_query[i] == in_text[i]) continue;
-        if (i < by_query.size()) UNSCOPED_INFO("query: " << std::get<0>(by_query[i]) << " " << std::get<2>(by_query[i]) << " " << std::get<4>(by_query[i]));
-        if (i < in_text.size()) UNSCOPED_INFO("text:  " << std::get<0>(in_text[i]) << " " << std::get<2>(in_text[i]) << " " << std::get<4>(in_text[i]));
-        break;
-      }
-      FAIL("the walks differ");
-    }
+    const auto by_query = named_mappings(emulator::client::each_mapping_by_query, 0);
+    const auto in_text = named_mappings(emulator::client::each_mapping_in_text, 0);
+    CHECK(by_query.size() > 5);
+    REQUIRE(by_query.size() == in_text.size());
+    for (size_t i = 0; i < by_query.size(); ++i) CHECK(by_query[i] == in_text[i]);
   }
   close(fd);
   munmap(base, 3 * page);
