@@ -283,8 +283,10 @@ void Explainer::add_message_packet(const Record& r, const Frame& f, Flow& flow, 
     m.first_psn = bth.psn;
     m.started_mid_message = !starts;
     m.retransmission = step < 0;
+    m.capture_starts_inside = !starts && step == 0 && flow.stats.packets == 1;
     flow.open = m;
-  } else if (step > 0) {
+  }
+  if (step > 0) {
     if (flow.open->missing == 0) flow.open->first_missing = (bth.psn - uint32_t(step)) & psn_mask;
     flow.open->missing += uint64_t(step);
   }
@@ -328,7 +330,15 @@ void Explainer::close_message(Flow& flow, const char* why) {
   } else if (m.missing > 1) {
     text += fmt::format("; {} PSNs from psn {} are missing: lost before the capture point", m.missing, m.first_missing);
   }
-  if (m.started_mid_message) text += "; resumes a message part-way (go-back-N restarts at the lost PSN)";
+  // Three reasons a message is seen from a middle packet on: the requester resends from a PSN inside it
+  // (go-back-N after a NAK or timeout), its first packets were lost before the capture point (counted as
+  // missing above), or the capture began while it was on the wire.
+  if (m.started_mid_message) {
+    if (m.retransmission) text += "; resumes a message part-way (go-back-N restarts at the lost PSN)";
+    else if (m.missing > 0) text += "; the message began in what was lost";
+    else if (m.capture_starts_inside) text += "; the capture starts part-way through this message";
+    else text += "; its first packets are not in the capture";
+  }
   if (why != nullptr) text += fmt::format(" ({}: the rest of this message does not follow here)", why);
   else ++flow.stats.messages;
   say_range(m.first_frame, m.last_frame, &flow, text);

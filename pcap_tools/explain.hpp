@@ -51,9 +51,10 @@ struct OpenMessage {
   uint8_t first_opcode = 0;
   uint32_t first_psn = 0, last_psn = 0;
   uint64_t packets = 0, bytes = 0;
-  bool started_mid_message = false;  // the first packet seen was a MIDDLE or LAST (go-back-N resumed there)
+  bool started_mid_message = false;  // the first packet seen was a MIDDLE or LAST
+  bool capture_starts_inside = false;  // ... and the flow's first packet in the capture
   bool retransmission = false;
-  uint64_t missing = 0;              // PSNs skipped inside the message: lost before the capture point
+  uint64_t missing = 0;              // PSNs skipped up to and inside the message: lost before the capture point
   uint32_t first_missing = 0;
   std::optional<wire::Reth> reth;
   std::optional<uint32_t> immdt;

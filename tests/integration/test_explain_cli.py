@@ -166,6 +166,25 @@ class ExplainCli(unittest.TestCase):
         for psn in re.findall(r"NAK PSN sequence error at psn (\d+)", out):
             after = out.split(f"NAK PSN sequence error at psn {psn}")[1]
             self.assertRegex(after, rf"retransmitted RC RDMA WRITE of \d+ bytes in \d+ packets? \(psn {psn}\b")
+        # Only a resend resumes a message part-way; a message whose first packet was lost (frames 130-136:
+        # psn 12751827 never appears, and is not resent in the capture) says so instead.
+        for line in out.splitlines():
+            if "go-back-N restarts" in line:
+                self.assertIn("retransmitted RC RDMA WRITE", line)
+        self.assertRegex(out, r"#130-136 .*RC RDMA WRITE of \d+ bytes in 7 packets \(psn 12751828\.\.12751834\); "
+                              r"psn 12751827 is missing: .*; the message began in what was lost")
+
+    def test_capture_starting_inside_a_message(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            linktype, records = pcapfile.read(self.capture("05-rc-write.pcap"))
+            cut = os.path.join(tmp, "cut.pcap")
+            rc_write_middle = 0x07
+            first_middle = next(i for i, r in enumerate(records)
+                                if pcapfile.roce_offset(r[3]) is not None and r[3][pcapfile.roce_offset(r[3])] == rc_write_middle)
+            pcapfile.write(cut, linktype, records[first_middle:])
+            out = explain(cut).stdout
+            self.assertIn("the capture starts part-way through this message", out)
+            self.assertNotIn("go-back-N restarts", out)
 
     def test_bad_icrc_and_damaged_file(self):
         with tempfile.TemporaryDirectory() as tmp:
