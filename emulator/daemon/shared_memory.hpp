@@ -39,6 +39,7 @@ class SharedMemory final : public transport::MemoryBackend {
   }
 
  private:
+  void populate(uint64_t offset, uint64_t length, uint64_t page);
   bool usable(uint64_t offset, size_t len) const {
     return liveness_->alive.load(std::memory_order_acquire) && offset <= length_ && len <= length_ - offset;
   }

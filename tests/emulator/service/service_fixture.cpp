@@ -6,6 +6,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <fstream>
+#include <string>
 
 #include "emulator/protocol/verbs_json.hpp"
 
@@ -287,6 +291,22 @@ size_t open_fd_count() {
   }
   closedir(d);
   return n;
+}
+
+uint64_t smaps_kb(const void* p, const std::string& field) {
+  const auto addr = reinterpret_cast<uint64_t>(p);
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool inside = false;
+  while (std::getline(smaps, line)) {
+    uint64_t lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%" SCNx64 "-%" SCNx64 " ", &lo, &hi) == 2 && line.find(' ') > line.find('-')) {
+      inside = lo <= addr && addr < hi;
+    } else if (inside && line.rfind(field + ":", 0) == 0) {
+      return std::stoull(line.substr(field.size() + 1));
+    }
+  }
+  return 0;
 }
 
 void close_all(std::vector<int>& fds) {

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -224,6 +225,8 @@ struct HugePagePool {
 
 // How many descriptors this process has open (to see that a failed request leaks none).
 size_t open_fd_count();
+// A field of /proc/self/smaps for the mapping holding `p`, in kB ("Rss", "KernelPageSize"); 0 if not found.
+uint64_t smaps_kb(const void* p, const std::string& field);
 void close_all(std::vector<int>& fds);
 
 }  // namespace uroce::test::service

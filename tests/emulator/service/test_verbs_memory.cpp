@@ -88,6 +88,19 @@ TEST_CASE("ClientLiveness switches a client's memory backends off", "[verbs][mem
   CHECK(word == 2);  // untouched since
 }
 
+TEST_CASE("a shared region's pages are mapped in the daemon at registration, and only the region's", "[verbs][memory]") {
+  // A NIC pins a region's pages when it is registered: the engine must not fault on the first touch of
+  // each in the data path. The rest of the file (a VM's RAM, say) is left alone: nothing of it is mapped.
+  auto liveness = std::make_shared<emulator::ClientLiveness>();
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  const int fd = make_memfd(64 * page + 64 * 1024 + 64 * page);
+  emulator::SharedMemory shared(fd, 64 * page, 64 * 1024, liveness);
+  close(fd);
+  const uint8_t* region = shared.view(0, 1).data();
+  REQUIRE(region != nullptr);
+  CHECK(smaps_kb(region, "Rss") == 64);
+}
+
 TEST_CASE("reg_mr takes a sealed memfd and refuses one that could shrink or is too small", "[verbs][memory]") {
   ServiceHarness h;
   h.service->open_session(1, getpid(), getuid());
