@@ -103,6 +103,10 @@ struct DeviceCounters {
   uint64_t rx_bad_qkey = 0;
   uint64_t rx_wrong_transport = 0;  // opcode of another transport than the QP's
   uint64_t rx_qp_not_ready = 0;     // QP in a state that does not receive
+  // UD datagrams, and UC messages (once, at the packet that needed the receive), lost because the QP had
+  // no receive posted: the unreliable transports have no RNR NAK, so they are simply gone, as a ConnectX
+  // counts them in out_of_buffer. A receiver that falls behind its senders shows here.
+  uint64_t rx_no_receive = 0;
   uint64_t rx_duplicates = 0;
   uint64_t rx_out_of_sequence = 0;
   uint64_t tx_packets = 0;

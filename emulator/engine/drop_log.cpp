@@ -17,6 +17,7 @@ std::map<std::string, uint64_t> DropLog::snapshot(const net::NetCounters& net,
   m["transport.bad_qkey"] = d.rx_bad_qkey;
   m["transport.wrong_transport"] = d.rx_wrong_transport;
   m["transport.qp_not_ready"] = d.rx_qp_not_ready;
+  m["transport.no_receive"] = d.rx_no_receive;
   m["transport.multicast_no_members"] = d.rx_multicast_no_members;
   return m;
 }

@@ -121,6 +121,7 @@ void to_json(nlohmann::json& j, const DeviceCounters& c) {
        {"rx_bad_qkey", c.rx_bad_qkey},
        {"rx_wrong_transport", c.rx_wrong_transport},
        {"rx_qp_not_ready", c.rx_qp_not_ready},
+       {"rx_no_receive", c.rx_no_receive},
        {"rx_multicast", c.rx_multicast},
        {"rx_multicast_no_members", c.rx_multicast_no_members},
        {"rx_ecn_ce", c.rx_ecn_ce},

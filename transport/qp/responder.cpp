@@ -597,7 +597,10 @@ void handle_uc(DeviceImpl& d, QueuePair& qp, const wire::Frame& f) {
   if (info.operation == Operation::send || info.has(wire::hdr_immdt)) {
     if (!r.recv) {
       if (info.operation == Operation::send && !starts_message(info.position)) return drop_uc_message(qp);
-      if (!take_receive(d, qp, r.recv)) return drop_uc_message(qp);
+      if (!take_receive(d, qp, r.recv)) {
+        ++d.counters_.rx_no_receive;
+        return drop_uc_message(qp);
+      }
       if (info.operation == Operation::send) r.received = 0;
     }
   }
@@ -671,7 +674,7 @@ void handle_ud(DeviceImpl& d, QueuePair& qp, const wire::Frame& f) {
   }
   std::optional<RecvWr> recv;
   if (!take_receive(d, qp, recv)) {
-    ++d.counters_.rx_qp_not_ready;  // no receive posted: a datagram is simply lost
+    ++d.counters_.rx_no_receive;
     return;
   }
   const auto payload = f.roce.payload;

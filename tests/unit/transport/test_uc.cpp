@@ -103,6 +103,7 @@ TEST_CASE("uc: a message b cannot take is dropped silently and b carries on", "[
   SECTION("no receive posted") {
     REQUIRE(p.post_a(send_wr(1, WrOpcode::send, a_base, 2000, p.a_key)) == 0);
     REQUIRE(p.run());
+    CHECK(p.b.device->counters().rx_no_receive == 1);  // once for the message, not per packet
   }
   SECTION("a bad rkey") {
     REQUIRE(p.post_a(rdma_wr(1, WrOpcode::rdma_write, a_base, 2000, p.a_key, b_base, p.b_key ^ 0x40)) == 0);

@@ -161,6 +161,27 @@ TEST_CASE("ud: a wrong Q_Key drops the datagram", "[transport][ud]") {
   CHECK(p.b.device->counters().rx_bad_qkey == 1);
 }
 
+TEST_CASE("ud: a datagram to a QP with no receive posted is lost and counted", "[transport][ud]") {
+  UdPair u;
+  Pair& p = u.p;
+  REQUIRE(p.post_a(u.datagram(1, a_base, 100, 0x11111111)) == 0);
+  REQUIRE(p.post_a(u.datagram(2, a_base, 100, 0x11111111)) == 0);
+  REQUIRE(p.run());
+  CHECK(p.a.poll(p.a.send_cq).size() == 2);  // the sender cannot know: no RNR on UD
+  CHECK(p.b.device->counters().rx_no_receive == 2);
+  CHECK(p.b.device->counters().rx_qp_not_ready == 0);  // the QP is ready; its queue is empty
+  // Lost, not held: a receive posted afterwards gets only what is sent after it.
+  REQUIRE(p.b.device->post_recv(p.qb, recv_wr(7, b_base, 2048, p.b_key)) == 0);
+  REQUIRE(p.run());
+  CHECK(p.b.poll(p.b.recv_cq).empty());
+  REQUIRE(p.post_a(u.datagram(3, a_base, 100, 0x11111111)) == 0);
+  REQUIRE(p.run());
+  const auto rc = p.b.poll(p.b.recv_cq);
+  REQUIRE(rc.size() == 1);
+  CHECK(rc[0].wr_id == 7);
+  CHECK(p.b.device->counters().rx_no_receive == 2);
+}
+
 TEST_CASE("ud: a Q_Key with the high bit set in the WR means the QP's own", "[transport][ud]") {
   UdPair u(0x22222222);
   Pair& p = u.p;
