@@ -30,6 +30,7 @@ packages=(
   netpipe-openmpi                     # an MPI program (NetPIPE) under Open MPI and its UCX PML
   mpich netpipe-mpich2                #   and under MPICH 4.0 (ch4 on UCX)
   fio                                 # fio's rdma I/O engine (RDMA WRITE, READ and SEND over rdma_cm)
+  dapl2-utils                         # DAPL 2.1's dtest, dtestx and dtestcm on its three verbs providers
   tgt libiscsi-bin                    # iSCSI over RDMA: tgt's target daemon (iser driver), libiscsi's initiator
   iperf3                              # the kernel's TCP beside uroce in the benchmark table
   strace                              # counts the verbs shim's system calls (tests/verbs_shim/test_syscalls.py)

@@ -10,15 +10,15 @@ three setups of tests/integration/daemon_harness.py:
   (c) memif: two uroced joined by a memif, server through one, client through the other.
 
 The programs (program_matrix.py): the ibverbs-utils pingpongs, perftest (its raw Ethernet programs too),
-qperf's RDMA tests, UCX's ucx_perftest, libfabric's fi_pingpong, NetPIPE under two MPIs and fio's rdma
-engine; QEMU's live migration over RDMA (qemu_migration.py); and iSCSI over RDMA between tgt's target
+qperf's RDMA tests, UCX's ucx_perftest, libfabric's fi_pingpong, NetPIPE under two MPIs, fio's rdma
+engine and DAPL's dtest, dtestx and dtestcm; QEMU's live migration over RDMA (qemu_migration.py); and iSCSI over RDMA between tgt's target
 daemon and libiscsi's initiator (iser_storage.py). By default
 the CI subset of each (short iteration counts); --long runs the full matrix: every program with every option
 in every setup, and ibv_rc_pingpong at every size from 1 B to 64 KiB at every MTU. Exits 0 only if every
 case passed; daemons and programs are stopped by PID.
 
   test_setups.py --uroced build/.../emulator/uroced --uroce-run build/.../verbs_shim/uroce-run
-                 [--family pingpong|perftest|raw_ethernet|qperf|ucx|libfabric|mpi|fio|qemu|iser]... [--setup loopback|veth|memif]... [--long]
+                 [--family pingpong|perftest|raw_ethernet|qperf|ucx|libfabric|mpi|fio|dapl|qemu|iser]... [--setup loopback|veth|memif]... [--long]
 """
 import argparse
 import os

@@ -80,8 +80,11 @@ CMA_EXPORT int rdma_create_qp_ex(rdma_cm_id* cm_id, ibv_qp_init_attr_ex* attr) {
     errno = EINVAL;
     return -1;
   }
-  // The QP's type follows the port space: RC, UC or XRC on RDMA_PS_TCP and RDMA_PS_IB, UD on RDMA_PS_UDP
-  // (as librdmacm checks).
+  // The QP's type follows the port space: RC, UC or XRC on RDMA_PS_TCP and RDMA_PS_IB, UD on RDMA_PS_UDP.
+  // librdmacm does not check the type itself, but moves the new QP to INIT with the attributes of the ID's
+  // port space (ucma_init_conn_qp or ucma_init_ud_qp), which the kernel refuses for the other kind of QP
+  // with EINVAL: refused here at once, with that errno. (DAPL's cma provider asks for a UD QP on a
+  // RDMA_PS_TCP ID: dtestx -u fails here.)
   const bool datagram = id->id.qp_type == IBV_QPT_UD;
   if (datagram ? attr->qp_type != IBV_QPT_UD : !connected_type(attr->qp_type)) {
     errno = EINVAL;
