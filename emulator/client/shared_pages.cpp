@@ -17,6 +17,7 @@
 #include "emulator/client/logger.hpp"
 #include "emulator/client/process_mappings.hpp"
 #include "emulator/client/write_hold.hpp"
+#include "emulator/protocol/registered_pages.hpp"
 
 namespace uroce::emulator::client {
 
@@ -207,16 +208,15 @@ uint64_t kernel_page_size(uint64_t addr) {
 // Copies [start, end) into a new memfd (of huge pages of `huge_page` bytes when not 0) and maps it over the
 // same addresses. The memfd, or -1 with errno set and the range untouched.
 //
-// Both mappings of a range of 64 KiB or more are populated: the memfd's pages are allocated and mapped in
-// one pass in the kernel instead of one page fault per page, first by the copy and then by the
-// application's first touch of each page after the move. A fault costs ~11 us on a virtual machine here: 4 MiB registered cost 15 ms,
-// then 11 ms more on the application's next memset of its buffer (DAPL's dtest saw every ping-pong slowed
-// by it); the memfd's pages all exist after the copy, so populating the final mapping allocates nothing.
+// Both mappings of a range of protocol::populate_from_bytes or more are populated: the memfd's pages are
+// allocated and mapped in one pass in the kernel instead of one page fault per page, first by the copy and
+// then by the application's first touch of each page after the move. A fault costs ~11 us on a virtual
+// machine here: 4 MiB registered cost 15 ms, then 11 ms more on the application's next memset of its
+// buffer (DAPL's dtest saw every ping-pong slowed by it); the memfd's pages all exist after the copy, so
+// populating the final mapping allocates nothing.
 int move_onto_memfd(uint64_t start, uint64_t end, uint64_t huge_page) {
   const uint64_t size = end - start;
-  // A few pages fault in faster than the populating calls cost (bench_control's 8-KiB registrations were
-  // 15-25% slower with them); from 64 KiB on, populating wins. uroced's mapping uses the same bound.
-  const bool populate = size >= 64 * 1024;
+  const bool populate = size >= protocol::populate_from_bytes;
   unsigned flags = MFD_CLOEXEC | MFD_ALLOW_SEALING;
   if (huge_page != 0) flags |= MFD_HUGETLB | (unsigned(__builtin_ctzll(huge_page)) << MFD_HUGE_SHIFT);
   const int fd = memfd_create("uroce-mr", flags);

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "emulator/protocol/registered_pages.hpp"
+
 namespace uroce::emulator {
 
 SharedMemory::SharedMemory(int fd, uint64_t offset, uint64_t length, std::shared_ptr<ClientLiveness> liveness,
@@ -38,8 +40,7 @@ SharedMemory::SharedMemory(int fd, uint64_t offset, uint64_t length, std::shared
 // file's page size (st_blksize: a hugetlbfs file's huge pages, to which the range must be aligned).
 // Best effort: a kernel before 5.14 (no MADV_POPULATE_WRITE) faults the pages in as they are used.
 void SharedMemory::populate(uint64_t offset, uint64_t length, uint64_t page) {
-  // A few pages fault in faster than the call costs: as the client's move (shared_pages.cpp), from 64 KiB on.
-  if (length < 64 * 1024 || page == 0 || (page & (page - 1)) != 0) return;
+  if (length < protocol::populate_from_bytes || page == 0 || (page & (page - 1)) != 0) return;
   const uint64_t start = offset & ~(page - 1);
   const uint64_t end = std::min<uint64_t>((offset + length + page - 1) & ~(page - 1), mapping_size_);
   if (end > start) madvise(mapping_ + start, end - start, MADV_POPULATE_WRITE);

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "emulator/client/shared_pages.hpp"
+#include "emulator/protocol/registered_pages.hpp"
 #include "tests/emulator/service/service_fixture.hpp"
 
 namespace uroce::test::service {
@@ -91,7 +92,7 @@ TEST_CASE("a range of 64 KiB or more is mapped in by the move, not page by page 
   // Untouched anonymous memory has no page (mincore); after the move every page of it is mapped (the
   // moved range is a mapping of its own, whose Rss counts them), writable: writing each faults none in.
   client::SharedPages pages;
-  Anonymous m(64 * 1024 / page_size() + 3);
+  Anonymous m(emulator::protocol::populate_from_bytes / page_size() + 3);
   std::vector<unsigned char> resident(m.size / page_size());
   REQUIRE(mincore(m.base, m.size, resident.data()) == 0);
   REQUIRE(std::count(resident.begin(), resident.end(), 0) == std::ptrdiff_t(resident.size()));

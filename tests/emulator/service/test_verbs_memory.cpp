@@ -8,6 +8,7 @@
 #include "emulator/client/shared_pages.hpp"
 #include "emulator/daemon/process_memory.hpp"
 #include "emulator/daemon/shared_memory.hpp"
+#include "emulator/protocol/registered_pages.hpp"
 #include "emulator/protocol/verbs_json.hpp"
 #include "tests/emulator/service/service_fixture.hpp"
 
@@ -93,12 +94,13 @@ TEST_CASE("a shared region's pages are mapped in the daemon at registration, and
   // each in the data path. The rest of the file (a VM's RAM, say) is left alone: nothing of it is mapped.
   auto liveness = std::make_shared<emulator::ClientLiveness>();
   const size_t page = size_t(sysconf(_SC_PAGESIZE));
-  const int fd = make_memfd(64 * page + 64 * 1024 + 64 * page);
-  emulator::SharedMemory shared(fd, 64 * page, 64 * 1024, liveness);
+  const uint64_t length = emulator::protocol::populate_from_bytes;
+  const int fd = make_memfd(64 * page + length + 64 * page);
+  emulator::SharedMemory shared(fd, 64 * page, length, liveness);
   close(fd);
   const uint8_t* region = shared.view(0, 1).data();
   REQUIRE(region != nullptr);
-  CHECK(smaps_kb(region, "Rss") == 64);
+  CHECK(smaps_kb(region, "Rss") * 1024 == length);
 }
 
 TEST_CASE("reg_mr takes a sealed memfd and refuses one that could shrink or is too small", "[verbs][memory]") {
