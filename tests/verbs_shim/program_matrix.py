@@ -925,8 +925,8 @@ def dapl(uroce_run, socket, conf, program, extra):
     loopback port's daemon with the test's dat.conf (and UCM_MANY_CONNECTIONS for dtestcm on ucm beyond
     its defaults); both must exit 0 and print what DAPL_PASSED and DAPL_SERVER_PASSED list."""
     wrap = ["env", f"DAT_OVERRIDE={conf}"]
-    if program == "dtestcm" and "ofa-v2-uroce-ucm" in extra and \
-            int(extra[extra.index("-c") + 1]) > UCM_DEFAULT_CONNECTIONS:
+    connections = int(extra[extra.index("-c") + 1]) if program == "dtestcm" else 0
+    if "ofa-v2-uroce-ucm" in extra and connections > UCM_DEFAULT_CONNECTIONS:
         wrap += UCM_MANY_CONNECTIONS
     what = " ".join([program, *extra])
     r = run_server_client(uroce_run, socket, socket, [program, "-s", *extra], what, TIMEOUT,
@@ -945,7 +945,7 @@ def dapl(uroce_run, socket, conf, program, extra):
         return f"{ping.group(1)} x {ping.group(2)} B ping-pong {ping.group(3)} us, WRITE {write.group(1)} MB/s"
     if program == "dtestcm":
         m = DTESTCM_CONNECTIONS.search(client)
-        assert m and m.group(3) == extra[extra.index("-c") + 1], f"not every connection was made ({what}):\n{client}"
+        assert m and int(m.group(3)) == connections, f"not every connection was made ({what}):\n{client}"
         return f"{m.group(3)} connections, {m.group(2)} per second"
     return "immediate data, compare-and-swap and fetch-and-add checked"
 
