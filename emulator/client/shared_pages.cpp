@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "emulator/client/logger.hpp"
-#include "emulator/client/process_mappings.hpp"
 #include "emulator/client/write_hold.hpp"
+#include "emulator/protocol/process_mappings.hpp"
 #include "emulator/protocol/registered_pages.hpp"
 
 namespace uroce::emulator::client {
@@ -30,7 +30,7 @@ template <class Accept>
 bool mapped_as(uint64_t start, uint64_t end, Accept accept) {
   uint64_t covered = start;
   bool refused = false;
-  each_mapping_from(start, [&](const Mapping& m) {
+  each_mapping_from(0, start, [&](const Mapping& m) {
     if (m.lo > covered) return false;  // a hole: the mappings come in address order
     if (!accept(m.perms, m.inode, m.path)) {
       refused = true;
@@ -64,7 +64,7 @@ std::vector<std::pair<uint64_t, uint64_t>> pieces_on(int fd, uint64_t start, uin
   struct stat st {};
   if (fstat(fd, &st) != 0) return pieces;
   const std::string inode = std::to_string(st.st_ino);
-  each_mapping_from(start, [&](const Mapping& m) {
+  each_mapping_from(0, start, [&](const Mapping& m) {
     const uint64_t lo = std::max(start, m.lo), hi = std::min(end, m.hi);
     if (lo >= hi || m.perms[0] != 'r' || m.perms[3] != 's' || m.inode != inode) return m.lo < end;
     if (!pieces.empty() && pieces.back().second == lo) {

@@ -1,4 +1,4 @@
-#include "emulator/client/process_mappings.hpp"
+#include "emulator/protocol/process_mappings.hpp"
 
 #include <fcntl.h>
 #include <sys/ioctl.h>
@@ -9,7 +9,7 @@
 #include <fstream>
 #include <sstream>
 
-namespace uroce::emulator::client {
+namespace uroce::emulator {
 
 namespace {
 
@@ -40,10 +40,12 @@ constexpr unsigned long procmap_query = _IOWR('f', 17, ProcmapQuery);
 
 enum class Answer { visited, stopped, unsupported };
 
+std::string maps_path(pid_t pid) { return pid == 0 ? "/proc/self/maps" : "/proc/" + std::to_string(pid) + "/maps"; }
+
 // The mappings from `from` on, one ioctl each. The file is opened for each walk: an open file stays bound
 // to the process that opened it, so one kept open would describe the parent in a child after fork().
-Answer walk_by_query(uint64_t from, const MappingVisitor& visit) {
-  const int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+Answer walk_by_query(pid_t pid, uint64_t from, const MappingVisitor& visit) {
+  const int fd = open(maps_path(pid).c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Answer::unsupported;
   Answer answer = Answer::visited;
   char name[4096];
@@ -62,6 +64,7 @@ Answer walk_by_query(uint64_t from, const MappingVisitor& visit) {
     }
     m.lo = q.vma_start;
     m.hi = q.vma_end;
+    m.offset = q.vma_offset;
     m.perms = {(q.vma_flags & vma_readable) ? 'r' : '-', (q.vma_flags & vma_writable) ? 'w' : '-',
                (q.vma_flags & vma_executable) ? 'x' : '-', (q.vma_flags & vma_shared) ? 's' : 'p'};
     m.inode = std::to_string(q.inode);
@@ -79,8 +82,8 @@ Answer walk_by_query(uint64_t from, const MappingVisitor& visit) {
 }  // namespace
 
 // The text: lines ending at or below `from` are skipped on their range alone, the others parsed whole.
-void each_mapping_in_text(uint64_t from, const MappingVisitor& visit) {
-  std::ifstream maps("/proc/self/maps");
+void each_mapping_in_text(pid_t pid, uint64_t from, const MappingVisitor& visit) {
+  std::ifstream maps(maps_path(pid));
   std::string line, range, offset, dev;
   Mapping m;
   while (std::getline(maps, line)) {
@@ -94,19 +97,23 @@ void each_mapping_in_text(uint64_t from, const MappingVisitor& visit) {
     m.path.erase(0, m.path.find_first_not_of(' '));
     m.lo = std::strtoull(line.c_str(), nullptr, 16);
     m.hi = std::strtoull(dash + 1, nullptr, 16);
+    m.offset = std::strtoull(offset.c_str(), nullptr, 16);
     if (m.perms.size() >= 4 && !visit(m)) return;
   }
 }
 
-bool each_mapping_by_query(uint64_t from, const MappingVisitor& visit) {
-  return walk_by_query(from, visit) != Answer::unsupported;
+bool each_mapping_by_query(pid_t pid, uint64_t from, const MappingVisitor& visit) {
+  return walk_by_query(pid, from, visit) != Answer::unsupported;
 }
 
-void each_mapping_from(uint64_t from, const MappingVisitor& visit) {
-  // Whether the kernel answers the query, learnt once: it does not change while the process runs.
-  static const bool kernel_answers = walk_by_query(~uint64_t(0) - 1, [](const Mapping&) { return false; }) !=
+void each_mapping_from(pid_t pid, uint64_t from, const MappingVisitor& visit) {
+  // Whether the kernel answers the query, learnt once on the process's own maps: it does not change while
+  // the process runs.
+  static const bool kernel_answers = walk_by_query(0, ~uint64_t(0) - 1, [](const Mapping&) { return false; }) !=
                                      Answer::unsupported;
-  if (!kernel_answers || walk_by_query(from, visit) == Answer::unsupported) each_mapping_in_text(from, visit);
+  if (!kernel_answers || walk_by_query(pid, from, visit) == Answer::unsupported) {
+    each_mapping_in_text(pid, from, visit);
+  }
 }
 
-}  // namespace uroce::emulator::client
+}  // namespace uroce::emulator
