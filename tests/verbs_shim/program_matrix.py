@@ -11,7 +11,7 @@ the CI subset and which the full matrix (scripts/test.sh --long). The families:
                 (rdma_cm-connected RC) and reliable through ofi_rxm;
   mpi           NetPIPE's MPI builds under Open MPI and MPICH, both on UCX's verbs transports;
   fio           fio's rdma I/O engine: RDMA WRITE, RDMA READ and SEND between an rdma_cm server and client;
-  dapl          DAPL 2.1's dtest, dtestx and dtestcm on its three providers (rdma_cm, socket and UD CMs).
+  dapl          DAPL 2.1's dtest, dtestx, dtestcm (rdma_cm, socket and UD CM providers) and dapltest.
 
 Each family gives, per setup (loopback, veth, memif) and the active MTU of its ports, its `ci` cases (short
 iteration counts, a representative subset: ctest) and its `full` cases (every program x every option;
@@ -625,6 +625,15 @@ def port_address(uroce_run, socket):
     return m.group(1)
 
 
+def device_limit(uroce_run, socket, name):
+    """One of the device's limits as ibv_devinfo -v prints it ("max_mr: 65536")."""
+    out = subprocess.run([uroce_run, "--socket", socket, "ibv_devinfo", "-v"], capture_output=True, text=True,
+                         timeout=TIMEOUT)
+    m = re.search(rf"\b{name}:\s*(\d+)", out.stdout)
+    assert m, f"no {name} in ibv_devinfo -v:\n{out.stdout}{out.stderr}"
+    return int(m.group(1))
+
+
 def fi_pingpong(uroce_run, server_socket, client_socket, endpoint, extra, wrap=()):
     """Both sides exit 0 and the client reports a line per size, every message acknowledged
     (fi_unacknowledged). `wrap`: the command prefix each side runs under (interface_namespace).
@@ -950,9 +959,152 @@ def dapl(uroce_run, socket, conf, program, extra):
     return "immediate data, compare-and-swap and fetch-and-add checked"
 
 
+# dapltest, DAPL's own test (man dapltest), over cma and scm: a server (-T S) serves each client's test in
+# threads of its own until a client asks it to quit (-T Q), then frees everything and exits.
+#   -T T  the transaction test: every thread's endpoints connect to the server's, and each iteration runs
+#         the listed operations (SEND/RECV, RDMA WRITE, RDMA READ, by client or server, in segments); -V
+#         fills every buffer with the iteration's byte and checks each byte that arrived ("Validation
+#         Error" otherwise). The totals it prints must be every iteration's bytes.
+#   -T P  the performance test: one endpoint, RDMA WRITE or READ posted -i times.
+#   -T L  the limit test, on its own (no server): -m of each DAT object (IAs, PZs, EVDs, EPs, RSPs, PSPs,
+#         LMRs, posted receives), each kind in one IA; "recv buffers posted" is the EP's receive queue.
+# ucm is left out: dapltest names its server by an IP address only, and ucm's address is a LID and QP
+# number (dtest takes them as -l and -q). scm's TCP listener takes the address of the interface
+# DAPL_SCM_NETDEV names, else the host's first, which the client must name; "lo" makes it localhost.
+# dapltest's own exit status is 0 whatever happened, so its output is what is checked.
+# The server's port (-n) lies below the ephemeral range (32768-60999, as Linux's): dapltest's default, 45278,
+# lies inside, where a socket or rdma_cm ID bound to port 0 may hold it (each cma IA binds an ID on uroce,
+# each scm IA a TCP socket on the host). The limit test's RSPs and PSPs take ports of its own, from 44806 on,
+# whatever -n says. On cma they are rdma_cm ports in uroced, where one of the 500 may be held by a live ID
+# bound to port 0 (DAT_CONN_QUAL_IN_USE, once in four runs of the family, as it would be on Linux, whose
+# rdma_cm picks such ports at random from the same range): that test is run again once. On scm they are the
+# host's TCP ports, and any TCP connection closed there in the last minute (its TIME_WAIT; 46 on this
+# machine during a family run) holds a port of that range without SO_REUSEADDR, so scm's service points
+# are left out of the limit test.
+DAPLTEST_PORT = "20000"
+DAPLTEST_PORT_TAKEN = "DAT_CONN_QUAL_IN_USE"
+DAPLTEST_QUIT_TIMEOUT = 30
+DAPLTEST_FAILED = re.compile(r"[Ee]rror|[Ff]ail|bad connection|Cannot|DAT_[A-Z_]+ ")
+DAPLTEST_TOTAL = re.compile(r"Total (Send|Recv|RDMA Read|RDMA Write)\s*:\s*([\d.]+) MB")
+DAPLTEST_PERFORMANCE = re.compile(r"raw: (RW|RR), (\d+), (\d+), (\d+), \d+, [\d.]+, ([\d.]+), ([\d.]+), ([\d.]+)")
+DAPLTEST_RECEIVES = re.compile(r"recv buffers posted per EP: (\d+)")
+DAPLTEST_RECEIVES_FULL = "dat_ep_post_recv fails: DAT_INSUFFICIENT_RESOURCES DAT_RESOURCE_MEMORY"
+DAPLTEST_LMR_REFUSED = re.compile(r".*DAPL ERR reg_mr Cannot allocate memory\n|"
+                                  r"DT_BpoolAlloc: dat_lmr_create failed DAT_INSUFFICIENT_RESOURCES.*\n")
+DAPLTEST_LIMIT = re.compile(r"LimitTest: (\w+ (?:opened|created)): (\d+)")
+DAPLTEST_LIMIT_KINDS = {"limit_ia": "IAs opened", "limit_pz": "PZs created", "limit_cno": "CNOs created",
+                        "limit_evd": "EVDs created", "limit_ep": "EPs created", "limit_rsp": "RSPs created",
+                        "limit_psp": "PSPs created", "limit_lmr": "LMRs created"}
+
+
+def transaction_totals(extra):
+    """The megabytes (10^6 B) dapltest's transaction test must report as RDMA Read and RDMA Write for the
+    operations in `extra`: each iteration (-i) of each thread's (-t) endpoints (-w) moves every RR and RW
+    operation's segments once."""
+    count = 1
+    for option in ("-i", "-t", "-w"):
+        count *= int(extra[extra.index(option) + 1])
+    totals = {"RDMA Read": 0, "RDMA Write": 0}
+    for i, word in enumerate(extra):
+        if word in ("RR", "RW"):
+            totals["RDMA Read" if word == "RR" else "RDMA Write"] += int(extra[i + 1]) * int(extra[i + 2])
+    return {op: count * size / 1e6 for op, size in totals.items()}
+
+
+def dapltest_limits(command, extra, what, max_mr):
+    """The limit test: each listed kind of DAT object made -m times (registrations up to the device's
+    max_mr, then refused with ENOMEM), and receives posted until the EP's receive queue is full (DAT's
+    default depth). Run again once if a service point's port was taken (see DAPLTEST_PORT_TAKEN)."""
+    maximum = int(extra[extra.index("-m") + 1])
+    kinds = [word for word in extra if word.startswith("limit_")]
+    expected = {DAPLTEST_LIMIT_KINDS[k]: str(min(maximum, max_mr) if k == "limit_lmr" else maximum)
+                for k in kinds if k in DAPLTEST_LIMIT_KINDS}
+    for attempt in (1, 2):
+        client = subprocess.run(command + extra, capture_output=True, text=True, timeout=TIMEOUT)
+        out = client.stdout + client.stderr
+        if DAPLTEST_PORT_TAKEN not in out:
+            break
+    made = dict(DAPLTEST_LIMIT.findall(out))  # (limit_lmr prints its count twice)
+    rest = out.replace(DAPLTEST_RECEIVES_FULL, "")
+    if maximum > max_mr:
+        rest = DAPLTEST_LMR_REFUSED.sub("", rest)
+    assert client.returncode == 0 and not DAPLTEST_FAILED.search(rest) and made == expected, (
+        f"{what}: not every object made (expected {expected}, made {made}):\n{out[-5000:]}")
+    summary = ", ".join(f"{label} {n}" for label, n in made.items())
+    if "limit_rpost" in kinds:
+        posted = DAPLTEST_RECEIVES.search(out)
+        assert posted and DAPLTEST_RECEIVES_FULL in out, f"{what}: the receive queue did not fill:\n{out}"
+        summary += f", {posted.group(1)} receives posted on each EP"
+    return summary + (f" (max_mr {max_mr})" if "limit_lmr" in kinds else "")
+
+
+def dapltest(uroce_run, socket, conf, address, max_mr, extra):
+    """dapltest `extra` through the loopback port's daemon: a limit test (-T L) on its own; else a server
+    (-T S), the client's test against it (-s `address`), and a quit (-T Q) after which the server must
+    exit 0. Neither side may print an error, and the results must be whole (see the comment above)."""
+    assert extra[0] == "-T" and extra[2] == "-D", "dapltest wants -T first"
+    test, provider = extra[1], extra[3]
+    if "ofa-v2-uroce-scm" in extra:
+        address = "localhost"
+    command = [uroce_run, *socket_options(socket), "env", f"DAT_OVERRIDE={conf}", "DAPL_SCM_NETDEV=lo", "dapltest"]
+    what = " ".join(["dapltest", *extra])
+    if test == "L":
+        return dapltest_limits(command, extra, what, max_mr)
+    extra = extra[:4] + ["-n", DAPLTEST_PORT] + extra[4:]
+    server = subprocess.Popen(command + ["-T", "S", "-D", provider, "-n", DAPLTEST_PORT], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(0.5)  # the server's service point (retried below while the client is refused)
+        deadline = time.time() + 10
+        while True:
+            client = subprocess.run(command + extra[:4] + ["-s", address] + extra[4:], capture_output=True,
+                                    text=True, timeout=TIMEOUT)
+            out = client.stdout + client.stderr
+            if "REJECTED" not in out or time.time() > deadline or server.poll() is not None:
+                break
+            time.sleep(0.3)
+        quit = subprocess.run(command + ["-T", "Q", "-D", provider, "-n", DAPLTEST_PORT, "-s", address],
+                              capture_output=True, text=True, timeout=DAPLTEST_QUIT_TIMEOUT)
+        s_out, s_err = server.communicate(timeout=DAPLTEST_QUIT_TIMEOUT)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.communicate()
+    served = s_out + s_err
+    assert client.returncode == 0 and not DAPLTEST_FAILED.search(out), f"{what}: the client failed:\n{out}"
+    assert quit.returncode == 0 and server.returncode == 0 and "Exiting." in served and not DAPLTEST_FAILED.search(
+        served), f"{what}: the server did not quit cleanly (exit {server.returncode}):\n{served}"
+    if test == "T":
+        totals = {op: float(mb) for op, mb in DAPLTEST_TOTAL.findall(out)}
+        expected = transaction_totals(extra)
+        # (printed to two decimals, the last one not always rounded: one iteration of one EP is far more)
+        assert all(abs(totals.get(op, 0) - mb) < 0.015 for op, mb in expected.items()) and totals.get("Send", 0) > 0, (
+            f"{what}: not every operation's bytes moved (expected {expected}, got {totals}):\n{out}")
+        return ", ".join(f"{op} {mb} MB" for op, mb in totals.items())
+    m = DAPLTEST_PERFORMANCE.search(out)
+    assert m and int(m.group(2)) == int(extra[extra.index("-i") + 1]), f"{what}: no result line:\n{out}"
+    return f"{m.group(1)} {m.group(3)} B x {m.group(4)}: {m.group(5)} ops/s, {m.group(6)} MB/s, {m.group(7)} us"
+
+DAPLTEST_TRANSACTION = ["-i", "100", "-t", "2", "-w", "2", "-V", "client", "SR", "1024", "4", "server",
+                        "SR", "1024", "4", "client", "RW", "8192", "2", "server", "RR", "4096", "3", "server", "RW",
+                        "65536", "1", "client", "RR", "32768", "2"]
+DAPLTEST_LIMITS = ["-w", "2", "-m", "500", "limit_ia", "limit_pz", "limit_cno", "limit_evd", "limit_ep", "limit_lmr",
+                   "limit_rpost"]
+DAPLTEST_SERVICE_POINTS = ["-w", "1", "-m", "500", "limit_rsp", "limit_psp"]
+
+
+def dapltest_cases(providers, iterations):
+    """dapltest's arguments: -T and -D first, as it wants them (the runner puts -s after them)."""
+    return ([("dapltest", ["-T", "T", "-D", f"ofa-v2-uroce-{p}", *DAPLTEST_TRANSACTION]) for p in providers]
+            + [("dapltest", ["-T", "P", "-D", f"ofa-v2-uroce-{p}", "-i", iterations, op, "65536", "1"])
+               for p in providers for op in ("RW", "RR")]
+            + [("dapltest", ["-T", "L", "-D", f"ofa-v2-uroce-{p}", *DAPLTEST_LIMITS]) for p in providers]
+            + [("dapltest", ["-T", "L", "-D", "ofa-v2-uroce-cma", *DAPLTEST_SERVICE_POINTS])])
+
+
 class Dapl:
     name = "dapl"
-    programs = ("dtest", "dtestx", "dtestcm")
+    programs = ("dtest", "dtestx", "dtestcm", "dapltest")
 
     @staticmethod
     def ci(setup, mtu):
@@ -960,7 +1112,8 @@ class Dapl:
             return []
         return ([("dtest", ["-P", f"ofa-v2-uroce-{p}", "-b", "65536"]) for p in DAPL_PROVIDERS]
                 + [("dtestx", ["-P", f"ofa-v2-uroce-{p}"]) for p in ("cma", "ucm")]
-                + [("dtestcm", ["-P", f"ofa-v2-uroce-{p}", "-w", "-c", "100"]) for p in ("cma", "ucm")])
+                + [("dtestcm", ["-P", f"ofa-v2-uroce-{p}", "-w", "-c", "100"]) for p in ("cma", "ucm")]
+                + dapltest_cases(("cma", "scm"), "2000"))
 
     @staticmethod
     def full(setup, mtu):
@@ -976,17 +1129,27 @@ class Dapl:
                 # last ESTABLISHED; dtestcm's wait for the ESTABLISHED events takes any connection event
                 # (its check is `!= ESTABLISHED && (ud_test && ...)`), so one endpoint's disconnect is
                 # consumed there and the teardown loop then meets an event it cannot match.
-                + [("dtestcm", ["-P", f"ofa-v2-uroce-{p}", "-w", "-c", "1000"]) for p in ("cma", "ucm")])
+                + [("dtestcm", ["-P", f"ofa-v2-uroce-{p}", "-w", "-c", "1000"]) for p in ("cma", "ucm")]
+                + dapltest_cases(("cma", "scm"), "20000")
+                # every registration the device allows, then its refusal
+                + [("dapltest", ["-T", "L", "-D", "ofa-v2-uroce-cma", "-w", "1", "-m", "100000", "limit_lmr"])])
 
     @staticmethod
     @contextlib.contextmanager
     def session(uroce_run, server_socket, client_socket, workdir, mtu):
         conf = os.path.join(workdir, "dat.conf")
+        address = port_address(uroce_run, server_socket)
         with open(conf, "w") as f:
             for p, (library, device) in DAPL_PROVIDERS.items():
-                device = device.format(address=port_address(uroce_run, server_socket))
+                device = device.format(address=address)
                 f.write(f'ofa-v2-uroce-{p} u2.0 nonthreadsafe default {library} dapl.2.0 "{device}" ""\n')
-        yield lambda program, extra: dapl(uroce_run, server_socket, conf, program, extra)
+        max_mr = device_limit(uroce_run, server_socket, "max_mr")
+
+        def run(program, extra):
+            if program == "dapltest":
+                return dapltest(uroce_run, server_socket, conf, address, max_mr, extra)
+            return dapl(uroce_run, server_socket, conf, program, extra)
+        yield run
 
 
 FAMILIES = {f.name: f for f in (Pingpong, Perftest, RawEthernet, Qperf, Ucx, Libfabric, Mpi, Fio, Dapl)}
