@@ -17,12 +17,15 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <utility>
 #include <vector>
 
 namespace uroce::emulator::client {
+
+class WriteHold;
 
 struct SharedSpan {
   int fd = -1;           // the memfd (owned by the registry; duplicate it to send it)
@@ -44,6 +47,7 @@ class SharedPages {
   struct Region {
     uint64_t end = 0;
     int fd = -1;
+    bool huge = false;  // on a memfd of huge pages
   };
   // The fork handlers. Every live registry's lock is held across fork(), so that the child's copy of each
   // is consistent and no other thread of the parent holds a lock the child inherits.
@@ -53,6 +57,12 @@ class SharedPages {
   // The span of an earlier move that holds [start, end) (addr lying in it), if any; `overlaps` tells
   // whether [start, end) overlaps a moved range without lying inside it.
   std::optional<SharedSpan> moved(uint64_t addr, uint64_t start, uint64_t end, bool& overlaps) const;
+  // When [start, end) begins inside one moved range and runs on past its end over memory nothing has moved,
+  // moves that rest onto the same memfd, grown, right after the range's pages, so that one memfd holds all
+  // of [start, end) at consecutive offsets: its span, or nullopt if it cannot be done.
+  std::optional<SharedSpan> extend(uint64_t addr, uint64_t start, uint64_t end);
+  // Engages a write hold over [start, end) for a move (true), or tells that the pages must stay put.
+  static bool hold_writes(uint64_t start, uint64_t end, std::unique_ptr<WriteHold>& hold);
   // Forgets the moved ranges overlapping [start, end) of which nothing is mapped from their memfd any more:
   // the application unmapped them (after deregistering) and may have mapped new memory at the same
   // addresses, which a registration must move anew, not find moved already.

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "emulator/client/shared_pages.hpp"
+#include "emulator/protocol/process_mappings.hpp"
 #include "emulator/protocol/registered_pages.hpp"
 #include "tests/emulator/service/service_fixture.hpp"
 
@@ -126,15 +127,16 @@ TEST_CASE("a sub-range of a shared region reuses its memfd at the right offset",
   CHECK(tail->offset == 3 * page);
 }
 
-TEST_CASE("a range that partly overlaps a shared region is not moved", "[shared-pages]") {
+TEST_CASE("a range that starts before a shared region, or reaches a second one, is not moved", "[shared-pages]") {
   client::SharedPages pages;
   Anonymous m(8);
   const size_t page = page_size();
   REQUIRE(pages.share(m.page(2), 2 * page));            // pages 2-3
+  REQUIRE(pages.share(m.page(6), page));                // page 6
   m.page(1)[0] = 0x42;
   CHECK_FALSE(pages.share(m.page(1), 2 * page));        // pages 1-2: starts before
-  CHECK_FALSE(pages.share(m.page(3), 2 * page));        // pages 3-4: runs past the end
   CHECK_FALSE(pages.share(m.page(0), 8 * page));        // around it
+  CHECK_FALSE(pages.share(m.page(3), 4 * page));        // pages 3-6: runs on into page 6's
   CHECK(m.page(1)[0] == 0x42);
   // Disjoint neighbours are fine, each with its own memfd.
   const auto before = pages.share(m.page(0), page);
@@ -142,6 +144,48 @@ TEST_CASE("a range that partly overlaps a shared region is not moved", "[shared-
   REQUIRE(before);
   REQUIRE(after);
   CHECK(before->fd != after->fd);
+}
+
+// Heap buffers registered one after another: the second begins on the first's last page.
+TEST_CASE("a range that runs on past a shared region's end moves onto its memfd, grown", "[shared-pages]") {
+  client::SharedPages pages;
+  Anonymous m(8);
+  const size_t page = page_size();
+  for (size_t i = 0; i < m.size; ++i) m.base[i] = uint8_t(i * 7 + 1);
+  const auto first = pages.share(m.page(1) + 100, 2 * page - 200);  // pages 1-2
+  REQUIRE(first);
+  CHECK(first->fd_size == 2 * page);
+  const auto second = pages.share(m.page(2) + 50, 3 * page);        // pages 2-5
+  REQUIRE(second);
+  CHECK(second->fd == first->fd);
+  CHECK(second->offset == page + 50);
+  CHECK(second->fd_size == 5 * page);
+  // The application's bytes are where they were, and the memfd holds them at consecutive offsets.
+  for (size_t i = 0; i < m.size; ++i) REQUIRE(m.base[i] == uint8_t(i * 7 + 1));
+  const std::vector<uint8_t> in_memfd = memfd_bytes(second->fd, 0, 5 * page);
+  for (size_t i = 0; i < 5 * page; ++i) REQUIRE(in_memfd[i] == uint8_t((page + i) * 7 + 1));
+  // One memory: the application's writes are in the memfd, and the memfd's writes in the application's.
+  m.page(5)[9] = 0xEE;
+  CHECK(memfd_bytes(second->fd, 4 * page + 9, 1)[0] == 0xEE);
+  auto* shared = static_cast<uint8_t*>(mmap(nullptr, 5 * page, PROT_READ | PROT_WRITE, MAP_SHARED, second->fd, 0));
+  REQUIRE(shared != MAP_FAILED);
+  shared[3 * page + 1] = 0xDD;
+  CHECK(m.page(4)[1] == 0xDD);
+  munmap(shared, 5 * page);
+  // The first region's span is unchanged; a range inside the grown one is found moved.
+  const auto inside = pages.share(m.page(4), page);
+  REQUIRE(inside);
+  CHECK(inside->fd == first->fd);
+  CHECK(inside->offset == 3 * page);
+  // Pages 0, 6 and 7 stay private: nothing but the registered pages moved.
+  for (size_t i : {size_t(0), size_t(6), size_t(7)}) {
+    std::string perms;
+    emulator::each_mapping_from(0, reinterpret_cast<uint64_t>(m.page(i)), [&](const emulator::Mapping& map) {
+      perms = map.perms;
+      return false;
+    });
+    CHECK(perms == "rw-p");
+  }
 }
 
 TEST_CASE("shared file mappings, read-only memory, the stack and empty ranges are not moved", "[shared-pages]") {
