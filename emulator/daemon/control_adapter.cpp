@@ -3,6 +3,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <new>
 #include <optional>
 #include <random>
 
@@ -124,6 +126,10 @@ void ControlAdapter::handle(control::Session& session, const nlohmann::json& req
   } catch (const ServiceError& e) {
     for (int fd : fds) close(fd);
     reply.fail(e.error, e.what());
+  } catch (const std::bad_alloc&) {
+    // The daemon is out of memory, or of mappings (vm.max_map_count): the request failed, and says so.
+    for (int fd : fds) close(fd);
+    reply.fail(ENOMEM, "uroced is out of memory");
   }
 }
 

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 
 #include "emulator/daemon/process_memory.hpp"
 #include "transport/memory/memory_backend.hpp"
@@ -17,8 +18,14 @@ class SharedMemory final : public transport::MemoryBackend {
  public:
   // What keeps the file's size: its seals, or what it is (open_shared_mapping found a file nobody can resize).
   enum class Size { sealed, fixed };
-  // Maps [offset, offset+length) of `fd` (not taken). Throws std::runtime_error when the fd is too small,
-  // or is to be sealed and is not a memfd sealed against shrinking.
+  // mmap refused (ENOMEM: the daemon has as many mappings as vm.max_map_count allows).
+  struct MapFailed : std::runtime_error {
+    explicit MapFailed(int errno_value);
+    int error;
+  };
+  // Maps [offset, offset+length) of `fd` (not taken), the file's pages under it only. Throws
+  // std::runtime_error when the fd is too small, or is to be sealed and is not a memfd sealed against
+  // shrinking; MapFailed when it cannot be mapped.
   SharedMemory(int fd, uint64_t offset, uint64_t length, std::shared_ptr<ClientLiveness> liveness,
                Size size = Size::sealed);
   ~SharedMemory() override;

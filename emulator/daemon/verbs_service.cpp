@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <mutex>
 #include <system_error>
 
 #include <spdlog/spdlog.h>
@@ -272,6 +273,16 @@ std::shared_ptr<transport::MemoryBackend> VerbsService::memory_for(Session& s, c
   if (received_ == nullptr || received_->size() != 1) throw ServiceError(EINVAL, "shared region without its memfd");
   try {
     return std::make_shared<SharedMemory>(received_->front(), need_u64(r, "shared_offset"), length, s.liveness);
+  } catch (const SharedMemory::MapFailed& e) {
+    // Out of mappings (each region takes one: shared_memory.cpp): the region is still in the client's address
+    // space, where process_vm_* reaches it, more slowly.
+    if (e.error != ENOMEM) throw ServiceError(e.error, e.what());
+    static std::once_flag warned;
+    std::call_once(warned, [] {
+      spdlog::warn("registered regions use half of vm.max_map_count's mappings: further ones are reached with "
+                   "process_vm_* (slower); raising vm.max_map_count lifts this");
+    });
+    return std::make_shared<ProcessMemory>(process_of(s, caller_ != 0 ? caller_ : s.pid), addr, length, s.liveness);
   } catch (const std::runtime_error& e) {
     throw ServiceError(EINVAL, e.what());
   }

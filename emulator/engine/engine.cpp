@@ -190,6 +190,10 @@ void Engine::run_on_engine(const std::function<void(EngineContext&)>& fn) {
   [[maybe_unused]] ssize_t n = write(wake_fd_, &one, sizeof one);
   std::unique_lock lock(commands_mutex_);
   commands_done_.wait(lock, [&] { return c.done; });
+  lock.unlock();
+  // A command that threw (std::bad_alloc, say) has not done its work: its caller must not go on as if it
+  // had (a registration that failed so returned key 0 to the application).
+  if (c.failure) std::rethrow_exception(c.failure);
 }
 
 bool Engine::commands_waiting() { return commands_pending_.load(std::memory_order_acquire) != 0; }
@@ -231,6 +235,7 @@ unsigned Engine::run_commands(transport::Nanos now) {
       (*c->fn)(context);
     } catch (const std::exception& e) {
       spdlog::error("engine command failed: {}", e.what());
+      c->failure = std::current_exception();
     }
   }
   sync_multicast_groups(now);  // only commands attach, detach or destroy QPs

@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -130,6 +131,7 @@ class Engine final : public transport::PacketSink, public EngineAccess {
   struct Command {
     const std::function<void(EngineContext&)>* fn;
     bool done = false;
+    std::exception_ptr failure;  // what the command threw, rethrown to its caller
   };
 
   bool turn(transport::Nanos now);

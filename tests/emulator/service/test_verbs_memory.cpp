@@ -5,6 +5,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cstring>
+
 #include "emulator/client/shared_pages.hpp"
 #include "emulator/daemon/process_memory.hpp"
 #include "emulator/daemon/shared_memory.hpp"
@@ -91,16 +93,26 @@ TEST_CASE("ClientLiveness switches a client's memory backends off", "[verbs][mem
 
 TEST_CASE("a shared region's pages are mapped in the daemon at registration, and only the region's", "[verbs][memory]") {
   // A NIC pins a region's pages when it is registered: the engine must not fault on the first touch of
-  // each in the data path. The rest of the file (a VM's RAM, say) is left alone: nothing of it is mapped.
+  // each in the data path. The rest of the file (a VM's RAM, say, or the other regions of a memfd the
+  // client grew) is left alone: nothing of it is mapped, resident or not.
   auto liveness = std::make_shared<emulator::ClientLiveness>();
   const size_t page = size_t(sysconf(_SC_PAGESIZE));
   const uint64_t length = emulator::protocol::populate_from_bytes;
   const int fd = make_memfd(64 * page + length + 64 * page);
   emulator::SharedMemory shared(fd, 64 * page, length, liveness);
+  // A region that starts and ends inside pages: the pages under it.
+  emulator::SharedMemory small(fd, 64 * page + length + 100, page, liveness);
+  REQUIRE(small.write(0, "abc", 3));
+  auto* whole = static_cast<uint8_t*>(mmap(nullptr, 128 * page + length, PROT_READ, MAP_SHARED, fd, 0));
+  REQUIRE(whole != MAP_FAILED);
+  CHECK(std::memcmp(whole + 64 * page + length + 100, "abc", 3) == 0);
+  munmap(whole, 128 * page + length);
   close(fd);
   const uint8_t* region = shared.view(0, 1).data();
   REQUIRE(region != nullptr);
   CHECK(smaps_kb(region, "Rss") * 1024 == length);
+  CHECK(smaps_kb(region, "Size") * 1024 == length);
+  CHECK(smaps_kb(small.view(0, 1).data(), "Size") * 1024 == 2 * page);
 }
 
 TEST_CASE("reg_mr takes a sealed memfd and refuses one that could shrink or is too small", "[verbs][memory]") {
