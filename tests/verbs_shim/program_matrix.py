@@ -1063,8 +1063,8 @@ def dapltest(uroce_run, socket, conf, address, max_mr, extra):
             if "REJECTED" not in out or time.time() > deadline or server.poll() is not None:
                 break
             time.sleep(0.3)
-        quit = subprocess.run(command + ["-T", "Q", "-D", provider, "-n", DAPLTEST_PORT, "-s", address],
-                              capture_output=True, text=True, timeout=DAPLTEST_QUIT_TIMEOUT)
+        quitting = subprocess.run(command + ["-T", "Q", "-D", provider, "-n", DAPLTEST_PORT, "-s", address],
+                                  capture_output=True, text=True, timeout=DAPLTEST_QUIT_TIMEOUT)
         s_out, s_err = server.communicate(timeout=DAPLTEST_QUIT_TIMEOUT)
     finally:
         if server.poll() is None:
@@ -1072,7 +1072,7 @@ def dapltest(uroce_run, socket, conf, address, max_mr, extra):
             server.communicate()
     served = s_out + s_err
     assert client.returncode == 0 and not DAPLTEST_FAILED.search(out), f"{what}: the client failed:\n{out}"
-    assert quit.returncode == 0 and server.returncode == 0 and "Exiting." in served and not DAPLTEST_FAILED.search(
+    assert quitting.returncode == 0 and server.returncode == 0 and "Exiting." in served and not DAPLTEST_FAILED.search(
         served), f"{what}: the server did not quit cleanly (exit {server.returncode}):\n{served}"
     if test == "T":
         totals = {op: float(mb) for op, mb in DAPLTEST_TOTAL.findall(out)}
@@ -1084,6 +1084,7 @@ def dapltest(uroce_run, socket, conf, address, max_mr, extra):
     m = DAPLTEST_PERFORMANCE.search(out)
     assert m and int(m.group(2)) == int(extra[extra.index("-i") + 1]), f"{what}: no result line:\n{out}"
     return f"{m.group(1)} {m.group(3)} B x {m.group(4)}: {m.group(5)} ops/s, {m.group(6)} MB/s, {m.group(7)} us"
+
 
 DAPLTEST_TRANSACTION = ["-i", "100", "-t", "2", "-w", "2", "-V", "client", "SR", "1024", "4", "server",
                         "SR", "1024", "4", "client", "RW", "8192", "2", "server", "RR", "4096", "3", "server", "RW",
