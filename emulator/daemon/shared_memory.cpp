@@ -81,11 +81,11 @@ SharedMemory::MapFailed::MapFailed(int errno_value)
 // (~11 us each on a virtual machine here; DAPL's dtest, which walks its ping-pong messages across a 412 MiB
 // region, spent 17 ms a 4 MiB message on them). Only the region, not the rest of the file: a memfd the
 // application shares (a VM's RAM) may be much larger, and its other pages need not exist. `page` is the
-// file's page size (st_blksize: a hugetlbfs file's huge pages, to which the range must be aligned);
-// `offset` is the region's in the mapping, whose start is such a page's.
+// file's page size, a power of two (the constructor's: st_blksize, a hugetlbfs file's huge pages, to which
+// the range must be aligned); `offset` is the region's in the mapping, whose start is such a page's.
 // Best effort: a kernel before 5.14 (no MADV_POPULATE_WRITE) faults the pages in as they are used.
 void SharedMemory::populate(uint64_t offset, uint64_t length, uint64_t page) {
-  if (length < protocol::populate_from_bytes || page == 0 || (page & (page - 1)) != 0) return;
+  if (length < protocol::populate_from_bytes) return;
   const uint64_t start = offset & ~(page - 1);
   const uint64_t end = std::min<uint64_t>((offset + length + page - 1) & ~(page - 1), mapping_size_);
   if (end > start) madvise(mapping_ + start, end - start, MADV_POPULATE_WRITE);
