@@ -60,7 +60,8 @@ uint32_t need_field(const json& r, const char* key) {
   return it->get<uint32_t>();
 }
 
-CmService::CmService(EngineAccess& engine, boost::asio::io_context& io, PortDescription port)
+CmService::CmService(EngineAccess& engine, boost::asio::io_context& io, PortDescription port,
+                     std::string port_range_file)
     : engine_(engine),
       io_(io),
       port_(std::move(port)),
@@ -68,8 +69,8 @@ CmService::CmService(EngineAccess& engine, boost::asio::io_context& io, PortDesc
       cm_(gsi_, cm_config(port_, std::random_device{}())),
       timer_(io),
       address_timer_(io),
-      rng_(std::random_device{}()) {
-  next_ephemeral_ = uint16_t(32768 + rng_() % 28000);
+      rng_(std::random_device{}()),
+      port_range_file_(std::move(port_range_file)) {
   handlers_ = {
       {"cm_create_channel", &CmService::create_channel}, {"cm_destroy_channel", &CmService::destroy_channel},
       {"cm_get_event", &CmService::get_event},           {"cm_create_id", &CmService::create_id},
@@ -305,18 +306,30 @@ json CmService::migrate_id(uint64_t s, const json& r, std::vector<int>&) {
   return {{"moved", moved}};
 }
 
+// Ephemeral ports come from the range of the namespace uroced runs in (local_port_range.hpp), searched
+// from a random start and then on from the last port given. Linux's cma_alloc_any_port starts each search
+// at a new random port; going on from the last one gives a freed port again only after the rest of the
+// range, and a program that binds fixed ports inside the range right after ephemeral ones (DAPL's RSPs,
+// each after its endpoint's ID) meets one of its own ephemeral ports there only if the search started
+// among those fixed ports.
+uint16_t CmService::ephemeral_port(uint16_t port_space) {
+  const PortRange range = read_port_range(port_range_file_);
+  const uint32_t size = uint32_t(range.high) - range.low + 1;
+  if (next_ephemeral_ < range.low || next_ephemeral_ > range.high) {
+    next_ephemeral_ = uint16_t(range.low + rng_() % size);
+  }
+  for (uint32_t tries = 0; tries < size; ++tries) {
+    const uint16_t p = next_ephemeral_;
+    next_ephemeral_ = p >= range.high ? range.low : uint16_t(p + 1);
+    if (!ports_.contains({port_space, p})) return p;
+  }
+  throw ServiceError(EADDRNOTAVAIL, "no ephemeral port left");
+}
+
 void CmService::take_port(uint32_t n, uint16_t port) {
   CmId& id = ids_.at(n);
   if (port == 0) {
-    for (int tries = 0; tries < 28000; ++tries) {
-      const uint16_t p = next_ephemeral_;
-      next_ephemeral_ = next_ephemeral_ >= 60999 ? 32768 : uint16_t(next_ephemeral_ + 1);
-      if (!ports_.contains({id.port_space, p})) {
-        port = p;
-        break;
-      }
-    }
-    if (port == 0) throw ServiceError(EADDRNOTAVAIL, "no ephemeral port left");
+    port = ephemeral_port(id.port_space);
   } else {
     const auto it = ports_.find({id.port_space, port});
     if (it != ports_.end()) {

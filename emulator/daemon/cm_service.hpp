@@ -23,6 +23,7 @@
 
 #include "emulator/daemon/cm_ids.hpp"
 #include "emulator/daemon/gsi_link.hpp"
+#include "emulator/daemon/local_port_range.hpp"
 #include "emulator/daemon/verbs_service.hpp"
 #include "transport/cm/connection_manager.hpp"
 #include "transport/cm/rdma_cm_header.hpp"
@@ -42,7 +43,9 @@ std::vector<uint8_t> private_data(const nlohmann::json& request, size_t room);
 
 class CmService {
  public:
-  CmService(EngineAccess& engine, boost::asio::io_context& io, PortDescription port);
+  // `port_range_file`: where the ephemeral port range is read at each bind to port 0 (local_port_range.hpp).
+  CmService(EngineAccess& engine, boost::asio::io_context& io, PortDescription port,
+            std::string port_range_file = kLocalPortRangeFile);
   ~CmService();
 
   // Starts QP1 (waits for the engine: post it to the io_context before the engine runs).
@@ -134,6 +137,8 @@ class CmService {
   void destroy(uint32_t id);
   // Takes `port` (0: an ephemeral one) in the ID's port space for `id`; EADDRINUSE if taken.
   void take_port(uint32_t id, uint16_t port);
+  // A free port of the ephemeral range in `port_space`; EADDRNOTAVAIL if none is left.
+  uint16_t ephemeral_port(uint16_t port_space);
   bool is_local(const wire::IpAddress& a) const;
   uint8_t sgid_index(const wire::IpAddress& a) const;
   uint8_t service_level_of(const CmId& id) const { return cm::service_level_of_tos(id.tos, port_.egress_qos_map); }
@@ -157,7 +162,8 @@ class CmService {
   std::map<uint64_t, int> listens_;  // service ID -> listening IDs on it (the CM listens once)
   uint32_t next_id_ = 1;
   uint32_t next_channel_ = 1;
-  uint16_t next_ephemeral_ = 0;
+  std::string port_range_file_;
+  uint16_t next_ephemeral_ = 0;  // where the next search for a free ephemeral port starts
   uint32_t next_membership_ = 1;
 };
 

@@ -11,10 +11,14 @@ that librdmacm.so.1 is uroce's. Prints one PASS line per check and "ALL PASSED";
   installed with SA_RESTART, as a read() of the kernel's rdma_cm fd does, and fails with EINTR when it was
   not.
 
-  uroce-run --socket SOCK python3 rdmacm_calls.py ADDRESS   (ADDRESS: the daemon's IPv4 address)
+With --ephemeral N it only binds N IDs to ADDRESS and port 0 and prints, as JSON, the ports they took and
+the errno name of the first bind that failed, if one did (test_rdmacm.py's port range case).
+
+  uroce-run --socket SOCK python3 rdmacm_calls.py ADDRESS [--ephemeral N]   (ADDRESS: the daemon's IPv4)
 """
 import ctypes
 import errno
+import json
 import signal
 import socket
 import struct
@@ -35,6 +39,9 @@ lib.rdma_get_cm_event.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_
 lib.rdma_ack_cm_event.argtypes = [ctypes.c_void_p]
 lib.rdma_join_multicast.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
 lib.rdma_leave_multicast.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+lib.rdma_bind_addr.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+lib.rdma_get_src_port.argtypes = [ctypes.c_void_p]
+lib.rdma_get_src_port.restype = ctypes.c_uint16
 
 
 def fail(what):
@@ -118,8 +125,26 @@ def event_type(event):
     return ctypes.c_int.from_address(event + 16).value
 
 
+def ephemeral_ports(address, count):
+    """Binds `count` IDs to `address`, port 0; all stay bound until the process exits."""
+    channel = lib.rdma_create_event_channel()
+    if not channel:
+        fail("rdma_create_event_channel")
+    ports, error = [], None
+    for _ in range(count):
+        cm_id = new_id(channel)
+        if lib.rdma_bind_addr(cm_id, sockaddr_in(address)) != 0:
+            error = errno.errorcode.get(ctypes.get_errno(), str(ctypes.get_errno()))
+            break
+        ports.append(socket.ntohs(lib.rdma_get_src_port(cm_id)))
+    print(json.dumps({"ports": ports, "error": error}))
+
+
 def main():
     address = sys.argv[1]
+    if len(sys.argv) == 4 and sys.argv[2] == "--ephemeral":
+        ephemeral_ports(address, int(sys.argv[3]))
+        return
     channel = lib.rdma_create_event_channel()
     if not channel:
         fail("rdma_create_event_channel")

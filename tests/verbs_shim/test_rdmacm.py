@@ -34,7 +34,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
-from daemon_harness import SETUPS, is_root, veth_setup  # noqa: E402
+from daemon_harness import SETUPS, Daemon, is_root, sh, veth_setup  # noqa: E402
 import cm_psn_check  # noqa: E402
 from server_client import PersistentServer, server_client  # noqa: E402
 
@@ -304,6 +304,85 @@ def run_priority_cases(uroced, uroce_run):
     return failures
 
 
+# rdma_cm's ephemeral ports come from net.ipv4.ip_local_port_range of the network namespace uroced runs in,
+# read at each bind, as Linux's cma_alloc_any_port reads the namespace's range. A uroced of its own in a
+# namespace of this process's (its loopback port needs no interface there):
+#   - with the range 44000-44009, ten IDs bound to port 0 take exactly those ports and the eleventh fails
+#     with EADDRNOTAVAIL (rdmacm_calls.py --ephemeral);
+#   - the range changed while uroced runs is followed at the next bind;
+#   - DAPL's dapltest limit test (dapl2-utils, unmodified, on the cma provider) makes 500 RSPs and 500 PSPs
+#     on its fixed service ports 43414-43913 while the range is 44000-60999. Each RSP's endpoint binds an
+#     rdma_cm ID to port 0 first, so in the default range (32768-60999) one of those IDs can hold a
+#     service port the test comes to later: DAT_CONN_QUAL_IN_USE. On Linux, whose rdma_cm starts each such
+#     search at a random port, that is likely in every run; keeping fixed ports out of the range is the
+#     administrator's way out there too.
+DAPL_CMA = 'ofa-v2-uroce-cma u2.0 nonthreadsafe default libdaplofa.so.2 dapl.2.0 "192.0.2.1 0" ""\n'
+DAPL_MADE = re.compile(r"LimitTest: (RSPs|PSPs) created: (\d+)")
+DAPL_ERROR = re.compile(r"[Ee]rror|[Ff]ail|DAT_[A-Z_]+ ")
+
+
+def port_range_cases(uroced, uroce_run):
+    ns = f"u{os.getpid()}pr"
+    calls = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rdmacm_calls.py")
+    failures = 0
+    with tempfile.TemporaryDirectory(prefix="uroce-rdmacm-ports-") as work:
+        daemon = None
+        try:
+            sh("ip", "netns", "add", ns)
+
+            def set_range(low, high):
+                sh("ip", "netns", "exec", ns, "sysctl", "-qw", f"net.ipv4.ip_local_port_range={low} {high}")
+
+            def bind_ephemeral(count):
+                out = subprocess.run([uroce_run, "--socket", daemon.socket, sys.executable, calls, "192.0.2.1",
+                                      "--ephemeral", str(count)], capture_output=True, text=True, timeout=TIMEOUT)
+                assert out.returncode == 0, f"rdmacm_calls.py failed:\n{out.stdout}{out.stderr}"
+                return json.loads(out.stdout)
+
+            def ten_ports():
+                got = bind_ephemeral(11)
+                assert sorted(got["ports"]) == list(range(44000, 44010)) and got["error"] == "EADDRNOTAVAIL", got
+                return f"ports {min(got['ports'])}-{max(got['ports'])}, then {got['error']}"
+
+            def changed_range():
+                set_range(44100, 44100)
+                got = bind_ephemeral(2)
+                assert got == {"ports": [44100], "error": "EADDRNOTAVAIL"}, got
+                return "44100 only, then EADDRNOTAVAIL"
+
+            def dapltest_service_points():
+                set_range(44000, 60999)
+                conf = os.path.join(work, "dat.conf")
+                with open(conf, "w") as f:
+                    f.write(DAPL_CMA)
+                out = subprocess.run([uroce_run, "--socket", daemon.socket, "env", f"DAT_OVERRIDE={conf}", "dapltest",
+                                      "-T", "L", "-D", "ofa-v2-uroce-cma", "-w", "1", "-m", "500", "limit_rsp",
+                                      "limit_psp"], capture_output=True, text=True, timeout=TIMEOUT)
+                text = out.stdout + out.stderr
+                made = dict(DAPL_MADE.findall(text))
+                assert out.returncode == 0 and made == {"RSPs": "500", "PSPs": "500"} and not DAPL_ERROR.search(
+                    text), f"dapltest made {made}:\n{text[-3000:]}"
+                return "500 RSPs and 500 PSPs"
+
+            set_range(44000, 44009)
+            daemon = Daemon(uroced, work, "ports", netns=ns)
+            for what, case in [("range 44000-44009", ten_ports), ("range changed to 44100", changed_range),
+                               ("dapltest's service points outside the range", dapltest_service_points)]:
+                try:
+                    print(f"PASS ephemeral ports: {what}: {case()}", flush=True)
+                except Exception as e:  # noqa: BLE001 - every case reports, the run goes on
+                    failures += 1
+                    print(f"FAIL ephemeral ports: {what}: {e}", flush=True)
+        finally:
+            if daemon:
+                if not daemon.alive():
+                    failures += 1
+                    print(f"FAIL ephemeral ports: uroced died:\n{daemon.read_log()[-3000:]}")
+                daemon.stop()
+            sh("ip", "netns", "del", ns, check=False)
+    return failures
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--uroced", required=True)
@@ -311,7 +390,7 @@ def main():
     ap.add_argument("--setup", action="append", choices=["loopback", "veth", "veth-vlan"])
     a = ap.parse_args()
     needed = ["rping", "ucmatose", "cmtime", "udaddy", "rdma_server", "rdma_client", "rdma_xserver", "rdma_xclient", "ib_write_bw",
-              "ib_send_lat"]
+              "ib_send_lat", "dapltest"]
     missing = [p for p in needed if shutil.which(p) is None]
     if missing:
         print("SKIP: not installed: " + " ".join(missing))
@@ -382,6 +461,8 @@ def main():
                     print(f"FAIL {name}: XRC on the wire: {e}")
         if name == "veth-vlan":
             failures += run_priority_cases(a.uroced, a.uroce_run)
+        if name == "loopback" and is_root():
+            failures += port_range_cases(a.uroced, a.uroce_run)
     print("rdmacm tests:", "all passed" if failures == 0 else f"{failures} failed")
     return 1 if failures else 0
 

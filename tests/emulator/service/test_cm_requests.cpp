@@ -4,6 +4,12 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <string>
+
 #include <boost/asio/io_context.hpp>
 
 #include "emulator/daemon/cm_service.hpp"
@@ -19,14 +25,15 @@ constexpr uint32_t ps_tcp = 0x0106, ps_udp = 0x0111, ps_ib = 0x013f;
 
 // A CM service on the harness's device whose port has `gids`; session 1 holds one event channel.
 struct CmHarness {
-  explicit CmHarness(std::vector<wire::IpAddress> gids, emulator::net::Routes routes = {}) {
+  explicit CmHarness(std::vector<wire::IpAddress> gids, emulator::net::Routes routes = {},
+                     std::string port_range_file = emulator::kLocalPortRangeFile) {
     emulator::PortDescription port;
     port.port_name = "sim";
     port.gids = std::move(gids);
     // The engine routes as the port's configuration says (router discovery has learned nothing here).
     h.engine->set_has_route([routes](const wire::IpAddress& a) { return routes.next_hop(a).has_value(); });
     h.engine->set_on_link([routes](const wire::IpAddress& a) { return routes.next_hop(a) == a; });
-    cm = std::make_unique<CmService>(*h.engine, io, port);
+    cm = std::make_unique<CmService>(*h.engine, io, port, std::move(port_range_file));
     channel = call({{"op", "cm_create_channel"}}).at("channel");
   }
   ~CmHarness() { cm->close_session(1); }
@@ -161,6 +168,47 @@ TEST_CASE("rdma_cm ports: AFONLY wildcards of both families share one; other cla
   CHECK(bind_error(c.new_id(ps_tcp, 2), "10.0.0.1", 3263) == EADDRINUSE);
   // The other port space is another set of ports.
   bind(c.new_id(ps_udp, 4), "0.0.0.0", 3260);
+}
+
+TEST_CASE("rdma_cm's ephemeral range is read as net.ipv4.ip_local_port_range prints it", "[cm][address]") {
+  using emulator::parse_port_range;
+  const auto range = parse_port_range("32768\t60999\n");
+  REQUIRE(range);
+  CHECK((range->low == 32768 && range->high == 60999));
+  CHECK(parse_port_range("44000 44000")->high == 44000);
+  for (const char* bad : {"", "32768", "60999 32768", "0 100", "1 65536", "1 2 3", "a b", "-1 5", "100\t200x"}) {
+    CHECK_FALSE(parse_port_range(bad));
+  }
+}
+
+// An ID bound to port 0 takes a port of the range in the file (the daemon's namespace's sysctl), read at
+// each bind: a fixed port inside it is skipped, the range changed between binds is followed at once, and
+// when every port of it is taken the bind fails with EADDRNOTAVAIL, as Linux's cma_alloc_any_port. An
+// unreadable file falls back to Linux's default range.
+TEST_CASE("rdma_cm's ephemeral ports come from the namespace's port range, read at each bind", "[cm][address]") {
+  char dir_template[] = "/tmp/uroce-port-range-XXXXXX";
+  REQUIRE(mkdtemp(dir_template) != nullptr);
+  const std::string file = std::string(dir_template) + "/ip_local_port_range";
+  const auto set_range = [&](const char* text) { std::ofstream(file) << text; };
+  set_range("40000\t40002\n");
+  CmHarness c({ip("10.0.0.1")}, {}, file);
+  const auto bind_port = [&](uint32_t id, uint16_t port) -> uint16_t {
+    return c.call({{"op", "cm_bind"}, {"cm_id", id}, {"addr", "10.0.0.1"}, {"port", port}}).at("port");
+  };
+  CHECK(bind_port(c.new_id(ps_tcp, 2), 40001) == 40001);
+  std::set<uint16_t> taken;
+  for (int i = 0; i < 2; ++i) taken.insert(bind_port(c.new_id(ps_tcp, 2), 0));
+  CHECK(taken == std::set<uint16_t>{40000, 40002});
+  CHECK(c.error_of({{"op", "cm_bind"}, {"cm_id", c.new_id(ps_tcp, 2)}, {"addr", "10.0.0.1"}, {"port", 0}}) ==
+        EADDRNOTAVAIL);
+  // The other port space has the whole range still.
+  CHECK(bind_port(c.new_id(ps_udp, 4), 0) >= 40000);
+  set_range("50000 50000\n");
+  CHECK(bind_port(c.new_id(ps_tcp, 2), 0) == 50000);
+  std::remove(file.c_str());
+  const uint16_t fallback = bind_port(c.new_id(ps_tcp, 2), 0);
+  CHECK((fallback >= 32768 && fallback <= 60999));
+  rmdir(dir_template);
 }
 
 TEST_CASE("UD rdma_cm requests: bad ones are refused, the QP attributes are the fixed ones", "[cm][ud][bad]") {
