@@ -40,6 +40,7 @@ from server_client import PersistentServer, server_client  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "interop"))
 import capture_check  # noqa: E402
+from program_matrix import DAPL_PROVIDERS, DAPLTEST_FAILED, DAPLTEST_LIMIT  # noqa: E402  (as the dapl family)
 
 RXE_RPING = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "captures", "10-rdma-cm-rping.pcap")
 
@@ -316,9 +317,6 @@ def run_priority_cases(uroced, uroce_run):
 #     service port the test comes to later: DAT_CONN_QUAL_IN_USE. On Linux, whose rdma_cm starts each such
 #     search at a random port, that is likely in every run; keeping fixed ports out of the range is the
 #     administrator's way out there too.
-DAPL_CMA = 'ofa-v2-uroce-cma u2.0 nonthreadsafe default libdaplofa.so.2 dapl.2.0 "192.0.2.1 0" ""\n'
-DAPL_MADE = re.compile(r"LimitTest: (RSPs|PSPs) created: (\d+)")
-DAPL_ERROR = re.compile(r"[Ee]rror|[Ff]ail|DAT_[A-Z_]+ ")
 
 
 def port_range_cases(uroced, uroce_run):
@@ -353,15 +351,17 @@ def port_range_cases(uroced, uroce_run):
             def dapltest_service_points():
                 set_range(44000, 60999)
                 conf = os.path.join(work, "dat.conf")
+                library, device = DAPL_PROVIDERS["cma"]
                 with open(conf, "w") as f:
-                    f.write(DAPL_CMA)
+                    f.write(f'ofa-v2-uroce-cma u2.0 nonthreadsafe default {library} dapl.2.0 '
+                            f'"{device.format(address="192.0.2.1")}" ""\n')
                 out = subprocess.run([uroce_run, "--socket", daemon.socket, "env", f"DAT_OVERRIDE={conf}", "dapltest",
                                       "-T", "L", "-D", "ofa-v2-uroce-cma", "-w", "1", "-m", "500", "limit_rsp",
                                       "limit_psp"], capture_output=True, text=True, timeout=TIMEOUT)
                 text = out.stdout + out.stderr
-                made = dict(DAPL_MADE.findall(text))
-                assert out.returncode == 0 and made == {"RSPs": "500", "PSPs": "500"} and not DAPL_ERROR.search(
-                    text), f"dapltest made {made}:\n{text[-3000:]}"
+                made = dict(DAPLTEST_LIMIT.findall(text))
+                assert out.returncode == 0 and made == {"RSPs created": "500", "PSPs created": "500"} and (
+                    not DAPLTEST_FAILED.search(text)), f"dapltest made {made}:\n{text[-3000:]}"
                 return "500 RSPs and 500 PSPs"
 
             set_range(44000, 44009)
