@@ -209,6 +209,7 @@ TEST_CASE("a region of a process that ended never reaches another process given 
   CHECK(w.write(buffer, rkey, 64) == success);  // reaches the first child while it lives
   first->end();
   std::unique_ptr<Child> second = child_with_pid(pid);
+  INFO("no child of ours got pid " << pid << " again: another process forking meanwhile may have taken it");
   REQUIRE(second);
   // The same address in the process that now has the pid: untouched, and the write fails.
   CHECK(w.write(buffer, rkey, 64) != success);
