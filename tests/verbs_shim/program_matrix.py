@@ -32,7 +32,7 @@ import subprocess
 import sys
 import time
 
-from server_client import PersistentServer, run_server_client, socket_options
+from server_client import PersistentServer, run_again_while, run_server_client, socket_options
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "interop"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
@@ -193,15 +193,17 @@ def clock_sampling_failed(run):
                for text in (run.server_out, run.server_err, run.client.stdout, run.client.stderr))
 
 
+def clock_sampling_why(run):
+    return f"perftest could not sample the CPU clock in {run.what}"
+
+
 def perftest(uroce_run, server_socket, client_socket, program, extra):
     timeout = LONG_TIMEOUT if "-a" in extra else TIMEOUT
-    for attempt in range(1, CLOCK_ATTEMPTS + 1):
-        command = [program, "-d", "uroce0", "-x", "0", "-p", tcp_port(), *extra]
-        r = run_server_client(uroce_run, server_socket, client_socket, command, " ".join([program, *extra]),
-                              timeout)
-        if not clock_sampling_failed(r) or attempt == CLOCK_ATTEMPTS:
-            break
-        print(f"(again: perftest could not sample the CPU clock in {r.what}, attempt {attempt})", flush=True)
+    r = run_again_while(
+        lambda: run_server_client(uroce_run, server_socket, client_socket,
+                                  [program, "-d", "uroce0", "-x", "0", "-p", tcp_port(), *extra],
+                                  " ".join([program, *extra]), timeout),
+        clock_sampling_failed, CLOCK_ATTEMPTS, clock_sampling_why)
     r.assert_both_exited_0()
     assert PERFTEST_TABLE.search(r.client.stdout), f"no results table ({r.what}):\n{r.client.stdout}"
     return "results table printed"
@@ -954,14 +956,12 @@ def dapl(uroce_run, socket, conf, program, extra):
     if "ofa-v2-uroce-ucm" in extra and connections > UCM_DEFAULT_CONNECTIONS:
         wrap += UCM_MANY_CONNECTIONS
     what = " ".join([program, *extra])
-    for attempt in range(1, DTEST_READ_ATTEMPTS + 1):
-        r = run_server_client(uroce_run, socket, socket, [program, "-s", *extra], what, TIMEOUT,
-                              server_wrap=wrap, client_wrap=wrap, client_command=[program, *extra, "-h"],
-                              not_listening=("Couldn't connect to",))
-        if program != "dtest" or not dtest_read_early(r) or attempt == DTEST_READ_ATTEMPTS:
-            break
-        print(f"(again: a side of {what} READ its peer's buffer before the peer filled it, attempt {attempt})",
-              flush=True)
+    r = run_again_while(
+        lambda: run_server_client(uroce_run, socket, socket, [program, "-s", *extra], what, TIMEOUT,
+                                  server_wrap=wrap, client_wrap=wrap, client_command=[program, *extra, "-h"],
+                                  not_listening=("Couldn't connect to",)),
+        lambda run: program == "dtest" and dtest_read_early(run), DTEST_READ_ATTEMPTS,
+        lambda run: f"a side of {what} READ its peer's buffer before the peer filled it")
     r.assert_both_exited_0()
     client = r.client.stdout + r.client.stderr
     server = r.server_out + r.server_err

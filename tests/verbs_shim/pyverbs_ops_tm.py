@@ -8,7 +8,6 @@ import time
 
 import pyverbs.enums as e
 from pyverbs.cq import CQ, CQEX, CqInitAttrEx, PollCqAttr
-from pyverbs.pyverbs_error import PyverbsRDMAError
 from pyverbs.srq import SRQ, OpsWr, SrqAttr, SrqInitAttr, SrqInitAttrEx
 from pyverbs.wr import SGE
 

@@ -54,6 +54,18 @@ def run_server_client(uroce_run, server_socket, client_socket, command, what, ti
     return Run(what, client, server.returncode, s_out, s_err)
 
 
+def run_again_while(run_once, spoiled, attempts, why):
+    """`run_once()` again while `spoiled(run)` says the run went wrong in a way that is the test program's and
+    says nothing about uroce (perftest failing to sample the CPU clock, dtest racing with itself), up to
+    `attempts` runs in all, printing `why(run)` before each new one. Returns the last run, which the caller
+    checks as any other: the last spoiled run fails there."""
+    for attempt in range(1, attempts + 1):
+        run = run_once()
+        if attempt == attempts or not spoiled(run):
+            return run
+        print(f"(again: {why(run)}, attempt {attempt})", flush=True)
+
+
 def socket_options(sockets):
     """uroce-run's options for one daemon's socket (a path) or several (a list: one device each)."""
     return [arg for path in ([sockets] if isinstance(sockets, str) else sockets) for arg in ("--socket", path)]

@@ -29,8 +29,9 @@ import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
 from daemon_harness import Daemon  # noqa: E402
-from program_matrix import CLOCK_ATTEMPTS, PERFTEST_TABLE, clock_sampling_failed, tcp_port  # noqa: E402
-from server_client import run_server_client  # noqa: E402
+from program_matrix import (CLOCK_ATTEMPTS, PERFTEST_TABLE, clock_sampling_failed, clock_sampling_why,  # noqa: E402
+                            tcp_port)
+from server_client import run_again_while, run_server_client  # noqa: E402
 
 FEW, MANY = 1000, 20000
 SLACK = 50  # calls that may differ between two runs (allocator mmaps, a retried connect): far below MANY - FEW
@@ -61,14 +62,14 @@ def counted_run(uroce_run, socket, workdir, program, extra, iterations, env):
     settings `env` ("NAME=value" strings); their {syscall: calls}."""
     tag = "-".join(env).replace("=", "")
     out = {side: os.path.join(workdir, f"{program}-{iterations}{tag}-{side}.strace") for side in ("server", "client")}
-    for attempt in range(1, CLOCK_ATTEMPTS + 1):
-        command = [program, "-d", "uroce0", "-x", "0", "-p", tcp_port(), "-n", str(iterations), *extra]
-        r = run_server_client(uroce_run, socket, socket, command, f"{program} -n {iterations}", TIMEOUT,
-                              server_wrap=["env", *env, "strace", "-f", "-c", "-o", out["server"]],
-                              client_wrap=["env", *env, "strace", "-f", "-c", "-o", out["client"]])
-        if not clock_sampling_failed(r) or attempt == CLOCK_ATTEMPTS:
-            break
-        print(f"(again: perftest could not sample the CPU clock in {r.what}, attempt {attempt})", flush=True)
+    r = run_again_while(
+        lambda: run_server_client(uroce_run, socket, socket,
+                                  [program, "-d", "uroce0", "-x", "0", "-p", tcp_port(), "-n", str(iterations),
+                                   *extra],
+                                  f"{program} -n {iterations}", TIMEOUT,
+                                  server_wrap=["env", *env, "strace", "-f", "-c", "-o", out["server"]],
+                                  client_wrap=["env", *env, "strace", "-f", "-c", "-o", out["client"]]),
+        clock_sampling_failed, CLOCK_ATTEMPTS, clock_sampling_why)
     r.assert_both_exited_0()
     assert PERFTEST_TABLE.search(r.client.stdout), f"no results table ({r.what}):\n{r.client.stdout}"
     return {side: strace_counts(path) for side, path in out.items()}
