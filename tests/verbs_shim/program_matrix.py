@@ -11,7 +11,7 @@ the CI subset and which the full matrix (scripts/test.sh --long). The families:
                 (rdma_cm-connected RC) and reliable through ofi_rxm;
   mpi           NetPIPE's MPI builds under Open MPI and MPICH, both on UCX's verbs transports;
   fio           fio's rdma I/O engine: RDMA WRITE, RDMA READ and SEND between an rdma_cm server and client;
-  dapl          DAPL 2.1's dtest, dtestx, dtestcm (rdma_cm, socket and UD CM providers) and dapltest.
+  dapl          DAPL 2.1's dtest, dtestx, dtestcm, dtestsrq (rdma_cm, socket and UD CM providers) and dapltest.
 
 Each family gives, per setup (loopback, veth, memif) and the active MTU of its ports, its `ci` cases (short
 iteration counts, a representative subset: ctest) and its `full` cases (every program x every option;
@@ -26,13 +26,12 @@ import contextlib
 import json
 import os
 import re
-import select
 import socket
 import subprocess
 import sys
 import time
 
-from server_client import PersistentServer, run_again_while, run_server_client, socket_options
+from server_client import PersistentServer, run_again_while, run_server_client, socket_options, wait_for_line
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "interop"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
@@ -493,24 +492,6 @@ UCP_SOCKADDR_ENV = ["UCX_SOCKADDR_TLS_PRIORITY=rdmacm", "UCX_TLS=rc_verbs,ud_ver
 HELPERS = {}  # test_setups.py --ucp-sockaddr-check: {"ucp_sockaddr_check": path}
 
 
-def wait_for_line(process, text, timeout):
-    """Reads `process`'s stdout until a line contains `text`; returns what it read. AssertionError if the
-    process ends first or `timeout` passes."""
-    seen = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([process.stdout], [], [], max(0.0, deadline - time.monotonic()))
-        if not ready:
-            break
-        line = process.stdout.readline()
-        if not line:
-            break
-        seen.append(line)
-        if text in line:
-            return "".join(seen)
-    raise AssertionError(f"no '{text}' from the server within {timeout} s:\n{''.join(seen)}")
-
-
 @contextlib.contextmanager
 def listening_server(command, ready, stderr=subprocess.PIPE):
     """Starts a server program and waits until its stdout says `ready` (a client started before the server
@@ -893,7 +874,11 @@ class Fio:
 #   dtestx   DAPL's IB extensions: RDMA WRITE with immediate data, compare-and-swap and fetch-and-add, each
 #            result checked by the program against the value it expects;
 #   dtestcm  many connections, opened and closed (-w: waiting on events rather than spinning, which on two
-#            cores starves the daemon's threads and measures the scheduler).
+#            cores starves the daemon's threads and measures the scheduler);
+#   dtestsrq many connections (RC, or on ucm also UD: -u) whose receives all come from one shared receive
+#            queue a side: bursts of ping SENDs from the client over every connection, pongs back, each
+#            message's length, connection, number and kind checked (it exits 0 whatever happened: its last
+#            line says whether all of that held).
 # The client's one -h names the server twice: as the TCP peer dtest and dtestx swap parameters with, and as
 # the RDMA destination. Only on the loopback setup can one address be both (localhost: the host's stack,
 # and the port's own address for uroce); with two daemons the TCP side needs localhost and the RDMA side the
@@ -906,13 +891,27 @@ DAPL_PASSED = {
     "dtestx": ("RDMA_WRITE_WITH_IMMEDIATE_DATA test - PASSED", "CMP_SWAP test - PASSED", "FETCH_ADD test - PASSED",
                "IB extension test - immed/atomic test PASSED"),
     "dtestcm": ("DAPL Connection Test Complete.",),
+    "dtestsrq": (),  # "DAPL RC SRQ Test Complete." or "DAPL UD ...": checked in dapl()
 }
 DAPL_SERVER_PASSED = {
     "dtest": ("DAPL Test Complete. PASSED", "SERVER: RDMA write buffer contains: client RDMA write data",
               "SERVER: RCV RDMA read buffer contains: client RDMA read data"),
     "dtestx": (),  # the client checks every result, the server's too ("Server final result (on Client)")
     "dtestcm": ("DAPL Connection Test Complete.",),
+    "dtestsrq": (),  # "DAPL RC SRQ Test Complete." or "DAPL UD ...": checked in dapl()
 }
+# What a client started before its server listened says: dtest, dtestx and dtestcm fail with the first;
+# dtestsrq, which exits 0 whatever happened, prints the reject of a connection nobody listened for.
+DAPL_NOT_LISTENING = ("Couldn't connect to", "DAT_CONNECTION_EVENT_NON_PEER_REJECTED")
+DTESTSRQ_READY = "server ready on port"
+UCM_ADDRESS = re.compile(r"flowinfo\(QPN\)=(0x[0-9a-f]+), port\(LID\)=(0x[0-9a-f]+)")
+
+
+def ucm_server_address(said):
+    """dtestsrq's options naming a ucm server by what it printed of its address: -l LID -q QPN."""
+    m = UCM_ADDRESS.search(said)
+    assert m, f"the ucm server printed no LID and QP number:\n{said}"
+    return ["-l", m.group(2), "-q", m.group(1)]
 # ucm's CM, for more connections at once than its defaults allow for (DAPL_DBG_TYPE=0xffffffff prints
 # them: "dreq 200,1 QP 500"): a client that disconnects 1000 endpoints in a row sends 1000 DREQs at once
 # to the server's CM QP, which has 500 receives posted, and waits 200 ms for each DREP, resending once.
@@ -955,11 +954,24 @@ def dapl(uroce_run, socket, conf, program, extra):
     connections = int(extra[extra.index("-c") + 1]) if program == "dtestcm" else 0
     if "ofa-v2-uroce-ucm" in extra and connections > UCM_DEFAULT_CONNECTIONS:
         wrap += UCM_MANY_CONNECTIONS
+    if program == "dtestsrq":
+        # Its client connects to the address -h names, localhost here. scm's TCP listener takes the address
+        # of the interface DAPL_SCM_NETDEV names, else the host's first: lo, as for dapltest (below).
+        wrap += ["DAPL_SCM_NETDEV=lo"]
     what = " ".join([program, *extra])
+    # dtestsrq's client gives up at its first rejected connection, while its other requests are on their
+    # way: a server that begins to listen meanwhile accepts some of them from a client that is gone. So
+    # dtestsrq's client starts once its server says it listens.
+    # On ucm its client names the server by the LID and QP number the server printed (-l, -q).
+    ready = DTESTSRQ_READY if program == "dtestsrq" else None
+    client_command = [program, *extra, "-h"]
+    if ready and "ofa-v2-uroce-ucm" in extra:
+        client_command = lambda said: [program, *extra, *ucm_server_address(said), "-h"]  # noqa: E731
     r = run_again_while(
         lambda: run_server_client(uroce_run, socket, socket, [program, "-s", *extra], what, TIMEOUT,
-                                  server_wrap=wrap, client_wrap=wrap, client_command=[program, *extra, "-h"],
-                                  not_listening=("Couldn't connect to",)),
+                                  server_wrap=[*wrap, "stdbuf", "-oL"] if ready else wrap, client_wrap=wrap,
+                                  client_command=client_command, not_listening=DAPL_NOT_LISTENING,
+                                  server_ready=ready),
         lambda run: program == "dtest" and dtest_read_early(run), DTEST_READ_ATTEMPTS,
         lambda run: f"a side of {what} READ its peer's buffer before the peer filled it")
     r.assert_both_exited_0()
@@ -977,6 +989,15 @@ def dapl(uroce_run, socket, conf, program, extra):
         m = DTESTCM_CONNECTIONS.search(client)
         assert m and int(m.group(3)) == connections, f"not every connection was made ({what}):\n{client}"
         return f"{m.group(3)} connections, {m.group(2)} per second"
+    if program == "dtestsrq":
+        # It checks each message's length, its sender's connection and number (in order per connection)
+        # and whether it is a ping or a pong, and prints the closing line only if all of that held.
+        c, bursts, burst = (extra[extra.index(o) + 1] for o in ("-c", "-t", "-B"))
+        transport = "UD" if "-u" in extra else "RC"
+        for side, text in (("client", client), ("server", server)):
+            assert f"ALL {c} CONNECTED on {side}!" in text, f"not every connection was made ({what}):\n{text}"
+            assert f"DAPL {transport} SRQ Test Complete." in text, f"{side} ({what}) did not complete:\n{text}"
+        return f"{transport}: {c} connections, {bursts} bursts of {burst} SENDs each way, into one SRQ a side"
     return "immediate data, compare-and-swap and fetch-and-add checked"
 
 
@@ -1118,7 +1139,7 @@ def dapltest_cases(providers, iterations):
 
 class Dapl:
     name = "dapl"
-    programs = ("dtest", "dtestx", "dtestcm", "dapltest")
+    programs = ("dtest", "dtestx", "dtestcm", "dtestsrq", "dapltest")
 
     @staticmethod
     def ci(setup, mtu):
@@ -1127,6 +1148,8 @@ class Dapl:
         return ([("dtest", ["-P", f"ofa-v2-uroce-{p}", "-b", "65536"]) for p in DAPL_PROVIDERS]
                 + [("dtestx", ["-P", f"ofa-v2-uroce-{p}"]) for p in ("cma", "ucm")]
                 + [("dtestcm", ["-P", f"ofa-v2-uroce-{p}", "-w", "-c", "100"]) for p in ("cma", "ucm")]
+                + [("dtestsrq", ["-P", f"ofa-v2-uroce-{p}", "-c", "10", "-B", "10", "-t", "10"]) for p in DAPL_PROVIDERS]
+                + [("dtestsrq", ["-P", "ofa-v2-uroce-ucm", "-u", "-b", "1024", "-c", "10", "-B", "10", "-t", "10"])]
                 + dapltest_cases(("cma", "scm"), "2000"))
 
     @staticmethod
@@ -1144,6 +1167,8 @@ class Dapl:
                 # (its check is `!= ESTABLISHED && (ud_test && ...)`), so one endpoint's disconnect is
                 # consumed there and the teardown loop then meets an event it cannot match.
                 + [("dtestcm", ["-P", f"ofa-v2-uroce-{p}", "-w", "-c", "1000"]) for p in ("cma", "ucm")]
+                + [("dtestsrq", ["-P", f"ofa-v2-uroce-{p}", "-c", "100", "-B", "10", "-t", "100"]) for p in DAPL_PROVIDERS]
+                + [("dtestsrq", ["-P", "ofa-v2-uroce-ucm", "-u", "-b", "1024", "-c", "100", "-B", "10", "-t", "100"])]
                 + dapltest_cases(("cma", "scm"), "20000")
                 # every registration the device allows, then its refusal
                 + [("dapltest", ["-T", "L", "-D", "ofa-v2-uroce-cma", "-w", "1", "-m", "100000", "limit_lmr"])])

@@ -3,6 +3,7 @@ need it: the server in the background, the client retried while the server is no
 fails at once then), both stopped by PID if they hang; and a server that stays up for many clients (qperf).
 Shared by the tests of tests/verbs_shim/."""
 import os
+import select
 import signal
 import subprocess
 import time
@@ -24,20 +25,30 @@ class Run:
 
 
 def run_server_client(uroce_run, server_socket, client_socket, command, what, timeout, retry_pause=0.2,
-                      server_wrap=(), client_wrap=(), client_command=None, not_listening=("Couldn't connect",)):
+                      server_wrap=(), client_wrap=(), client_command=None, not_listening=("Couldn't connect",),
+                      server_ready=None):
     """`command` through server_socket as the server, `command localhost` (or `client_command localhost`)
     through client_socket (each a path, or a list of paths: one device each); each side run under its
-    `*_wrap` command if given (e.g. strace). The client is run again while it fails saying one of
-    `not_listening`, for up to 10 s."""
+    `*_wrap` command if given (e.g. strace). The client is run again while it says one of `not_listening`
+    (it ran before the server listened), for up to 10 s: whatever its exit status, since some programs
+    (DAPL's dtestsrq) exit 0 after any failure. With `server_ready`, the client starts only once the server's
+    stdout has said it (the server must print it line by line: under `stdbuf -oL` if need be), for a
+    client whose many connections could otherwise meet a server that starts to listen halfway through; and
+    `client_command` may then be a function of what the server said (an address it printed)."""
     server = subprocess.Popen([uroce_run, *socket_options(server_socket), *server_wrap, *command],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    said = ""
     try:
+        if server_ready is not None:
+            said = wait_for_line(server, server_ready, timeout)
+            if callable(client_command):
+                client_command = client_command(said)
         deadline = time.time() + 10
         while True:
             client = subprocess.run([uroce_run, *socket_options(client_socket), *client_wrap,
                                      *(client_command or command), "localhost"],
                                     capture_output=True, text=True, timeout=timeout)
-            if client.returncode == 0 or time.time() > deadline or server.poll() is not None:
+            if time.time() > deadline or server.poll() is not None:
                 break
             if not any(says in client.stderr + client.stdout for says in not_listening):
                 break
@@ -51,7 +62,7 @@ def run_server_client(uroce_run, server_socket, client_socket, command, what, ti
         if server.poll() is None:
             server.kill()
             server.communicate()
-    return Run(what, client, server.returncode, s_out, s_err)
+    return Run(what, client, server.returncode, said + s_out, s_err)
 
 
 def run_again_while(run_once, spoiled, attempts, why):
@@ -64,6 +75,27 @@ def run_again_while(run_once, spoiled, attempts, why):
         if attempt == attempts or not spoiled(run):
             return run
         print(f"(again: {why(run)}, attempt {attempt})", flush=True)
+
+
+def wait_for_line(process, text, timeout):
+    """Reads `process`'s stdout until it contains `text`; returns what it read. AssertionError if the
+    process ends first or `timeout` passes. Reads the pipe itself (os.read), not through the file object:
+    a buffered readline could take more than it returns, and communicate() reads the pipe directly, so
+    whatever sat in that buffer would be lost to the caller."""
+    seen = b""
+    fd = process.stdout.fileno()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            break
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        seen += chunk
+        if text.encode() in seen:
+            return seen.decode(errors="replace")
+    raise AssertionError(f"no '{text}' from the program within {timeout} s:\n{seen.decode(errors='replace')}")
 
 
 def socket_options(sockets):

@@ -11,7 +11,7 @@ three setups of tests/integration/daemon_harness.py:
 
 The programs (program_matrix.py): the ibverbs-utils pingpongs, perftest (its raw Ethernet programs too),
 qperf's RDMA tests, UCX's ucx_perftest, libfabric's fi_pingpong, NetPIPE under two MPIs, fio's rdma
-engine and DAPL's dtest, dtestx, dtestcm and dapltest; QEMU's live migration over RDMA (qemu_migration.py); and iSCSI over RDMA between tgt's target
+engine and DAPL's dtest, dtestx, dtestcm, dtestsrq and dapltest; QEMU's live migration over RDMA (qemu_migration.py); and iSCSI over RDMA between tgt's target
 daemon and libiscsi's initiator (iser_storage.py). By default
 the CI subset of each (short iteration counts); --long runs the full matrix: every program with every option
 in every setup, and ibv_rc_pingpong at every size from 1 B to 64 KiB at every MTU. Exits 0 only if every
