@@ -912,6 +912,11 @@ def ucm_server_address(said):
     m = UCM_ADDRESS.search(said)
     assert m, f"the ucm server printed no LID and QP number:\n{said}"
     return ["-l", m.group(2), "-q", m.group(1)]
+# dtestx -u: UD endpoints connected through DAPL's CM (address handles from its UD extension), over which
+# each side sends its memory key and buffer address to every endpoint of the other; each receive must come
+# with the message's length into the buffer expected (exit status 1 otherwise).
+DTESTX_UD_PASSED = ("IB extension test - UD test PASSED",)
+DTESTX_CONNECTED = re.compile(r"Connected! (\d+) endpoints")
 # ucm's CM, for more connections at once than its defaults allow for (DAPL_DBG_TYPE=0xffffffff prints
 # them: "dreq 200,1 QP 500"): a client that disconnects 1000 endpoints in a row sends 1000 DREQs at once
 # to the server's CM QP, which has 500 receives posted, and waits 200 ms for each DREP, resending once.
@@ -964,7 +969,9 @@ def dapl(uroce_run, socket, conf, program, extra):
     # dtestsrq's client starts once its server says it listens.
     # On ucm its client names the server by the LID and QP number the server printed (-l, -q).
     ready = DTESTSRQ_READY if program == "dtestsrq" else None
-    client_command = [program, *extra, "-h"]
+    ud = "-u" in extra or (program == "dtestx" and "-U" in extra)  # dtestx -U N: the UD test with N endpoints
+    # dtestx -u: -h alone makes no client of it (its UD test's both sides otherwise serve); -c does.
+    client_command = [program, *extra, *(["-c"] if program == "dtestx" and ud else []), "-h"]
     if ready and "ofa-v2-uroce-ucm" in extra:
         client_command = lambda said: [program, *extra, *ucm_server_address(said), "-h"]  # noqa: E731
     r = run_again_while(
@@ -977,9 +984,10 @@ def dapl(uroce_run, socket, conf, program, extra):
     r.assert_both_exited_0()
     client = r.client.stdout + r.client.stderr
     server = r.server_out + r.server_err
-    for says in DAPL_PASSED[program]:
+    dtestx_ud = program == "dtestx" and ud
+    for says in DTESTX_UD_PASSED if dtestx_ud else DAPL_PASSED[program]:
         assert says in client, f"client ({what}) did not say {says!r}:\n{client}"
-    for says in DAPL_SERVER_PASSED[program]:
+    for says in DTESTX_UD_PASSED if dtestx_ud else DAPL_SERVER_PASSED[program]:
         assert says in server, f"server ({what}) did not say {says!r}:\n{server}"
     if program == "dtest":
         ping, write = DTEST_PING.search(client), DTEST_WRITE.search(client)
@@ -989,6 +997,10 @@ def dapl(uroce_run, socket, conf, program, extra):
         m = DTESTCM_CONNECTIONS.search(client)
         assert m and int(m.group(3)) == connections, f"not every connection was made ({what}):\n{client}"
         return f"{m.group(3)} connections, {m.group(2)} per second"
+    if dtestx_ud:
+        m = DTESTX_CONNECTED.search(client)
+        assert m, f"no 'Connected!' line ({what}):\n{client}"
+        return f"UD: {m.group(1)} endpoints, memory keys and addresses sent as datagrams and checked on arrival"
     if program == "dtestsrq":
         # It checks each message's length, its sender's connection and number (in order per connection)
         # and whether it is a ping or a pong, and prints the closing line only if all of that held.
@@ -1147,6 +1159,7 @@ class Dapl:
             return []
         return ([("dtest", ["-P", f"ofa-v2-uroce-{p}", "-b", "65536"]) for p in DAPL_PROVIDERS]
                 + [("dtestx", ["-P", f"ofa-v2-uroce-{p}"]) for p in ("cma", "ucm")]
+                + [("dtestx", ["-P", "ofa-v2-uroce-ucm", "-u"]), ("dtestx", ["-P", "ofa-v2-uroce-ucm", "-u", "-m"])]
                 + [("dtestcm", ["-P", f"ofa-v2-uroce-{p}", "-w", "-c", "100"]) for p in ("cma", "ucm")]
                 + [("dtestsrq", ["-P", f"ofa-v2-uroce-{p}", "-c", "10", "-B", "10", "-t", "10"]) for p in DAPL_PROVIDERS]
                 + [("dtestsrq", ["-P", "ofa-v2-uroce-ucm", "-u", "-b", "1024", "-c", "10", "-B", "10", "-t", "10"])]
@@ -1159,6 +1172,10 @@ class Dapl:
         return ([("dtest", ["-P", f"ofa-v2-uroce-{p}"]) for p in DAPL_PROVIDERS]  # 4-MiB messages
                 + [("dtest", ["-P", f"ofa-v2-uroce-{p}", "-b", "65536"]) for p in DAPL_PROVIDERS]
                 + [("dtestx", ["-P", f"ofa-v2-uroce-{p}"]) for p in DAPL_PROVIDERS]
+                # UD on ucm only: cma's refused (docs/daemon.md), and scm's destroys each address handle twice,
+                # once for the application (dat_ib_ud_ah_free) and again when its CM object goes: a segfault
+                # in the second ibv_destroy_ah, as with rdma-core's own library (the AH is freed memory).
+                + [("dtestx", ["-P", "ofa-v2-uroce-ucm", *o]) for o in (["-u"], ["-u", "-m"], ["-U", "64"])]
                 # Not scm: its server says "Error disconnect_eps: DAT_INVALID_HANDLE" (exit status 0) in
                 # most runs of 1000. dtestcm's race, traced with an interposed dat_evd_wait: the client
                 # disconnects its first endpoint once all of its own are established, and scm's CM thread,
