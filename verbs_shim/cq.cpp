@@ -124,10 +124,15 @@ SHIM_EXPORT int ibv_destroy_cq(ibv_cq* cq) {
   Context* c = to_shim(cq->context);
   Cq* q = to_shim(cq);
   if (int rc = guarded("destroy_cq", [&] { c->impl->destroy_cq(*q->impl); })) return rc;
+  uint32_t comp_reported, async_reported;
   {
     std::lock_guard g(*c->objects_lock);
     c->cqs->erase(cq->handle);
+    comp_reported = q->comp_events_reported;
+    async_reported = q->async_events_reported;
   }
+  wait_for_acks(&cq->mutex, &cq->cond, &cq->comp_events_completed, comp_reported);
+  wait_for_acks(&cq->mutex, &cq->cond, &cq->async_events_completed, async_reported);
   if (cq->channel) __atomic_sub_fetch(&cq->channel->refcnt, 1, __ATOMIC_RELAXED);
   pthread_mutex_destroy(&cq->mutex);
   pthread_cond_destroy(&cq->cond);
@@ -165,6 +170,7 @@ SHIM_EXPORT int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** 
     errno = EIO;  // an event for a CQ destroyed meanwhile
     return -1;
   }
+  ++it->second->comp_events_reported;
   *cq = &it->second->cq;
   *cq_context = it->second->cq.cq_context;
   return 0;

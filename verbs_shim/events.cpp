@@ -17,8 +17,10 @@ bool resolve(Context* c, const uroce::emulator::protocol::AsyncEventRecord& r, i
   switch (event->event_type) {
     case IBV_EVENT_CQ_ERR: {
       auto it = c->cqs->find(r.object);
-      event->element.cq = it == c->cqs->end() ? nullptr : &it->second->cq;
-      return event->element.cq != nullptr;
+      if (it == c->cqs->end()) return false;
+      ++it->second->async_events_reported;
+      event->element.cq = &it->second->cq;
+      return true;
     }
     case IBV_EVENT_QP_FATAL:
     case IBV_EVENT_QP_REQ_ERR:
@@ -30,14 +32,18 @@ bool resolve(Context* c, const uroce::emulator::protocol::AsyncEventRecord& r, i
     case IBV_EVENT_QP_LAST_WQE_REACHED: {
       // With several handles on the QP (ibv_open_qp), the oldest: insertion keeps them in order.
       auto [it, last] = c->qps->equal_range(r.object);
-      event->element.qp = it == last ? nullptr : &it->second->qp;
-      return event->element.qp != nullptr;
+      if (it == last) return false;
+      ++it->second->events_reported;
+      event->element.qp = &it->second->qp;
+      return true;
     }
     case IBV_EVENT_SRQ_ERR:
     case IBV_EVENT_SRQ_LIMIT_REACHED: {
       auto it = c->srqs->find(r.object);
-      event->element.srq = it == c->srqs->end() ? nullptr : &it->second->srq;
-      return event->element.srq != nullptr;
+      if (it == c->srqs->end()) return false;
+      ++it->second->events_reported;
+      event->element.srq = &it->second->srq;
+      return true;
     }
     default:
       event->element.port_num = int(r.object);
@@ -65,8 +71,7 @@ SHIM_EXPORT int ibv_get_async_event(ibv_context* context, ibv_async_event* event
   }
 }
 
-// Counting acknowledgements is what lets destroy calls wait for events in flight in rdma-core; uroced
-// resolves events at read time, so the counters only serve applications that look at them.
+// Counting acknowledgements is what lets destroy calls wait for the events handed out (wait_for_acks).
 SHIM_EXPORT void ibv_ack_async_event(ibv_async_event* event) {
   auto bump = [](pthread_mutex_t* m, pthread_cond_t* cv, uint32_t* counter) {
     pthread_mutex_lock(m);

@@ -211,6 +211,7 @@ SHIM_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
   Context* c = to_shim(qp->context);
   Qp* q = to_shim(qp);
   if (int rc = guarded("destroy_qp", [&] { c->impl->destroy_qp(*q->impl); })) return rc;
+  uint32_t reported;
   {
     std::lock_guard g(*c->objects_lock);
     auto [first, last] = c->qps->equal_range(qp->qp_num);
@@ -220,7 +221,9 @@ SHIM_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
         break;
       }
     }
+    reported = q->events_reported;
   }
+  wait_for_acks(&qp->mutex, &qp->cond, &qp->events_completed, reported);
   pthread_mutex_destroy(&qp->mutex);
   pthread_cond_destroy(&qp->cond);
   release_parent(q->parent);
@@ -376,10 +379,13 @@ SHIM_EXPORT int ibv_destroy_srq(ibv_srq* srq) {
   Context* c = to_shim(srq->context);
   Srq* s = to_shim(srq);
   if (int rc = guarded("destroy_srq", [&] { c->impl->destroy_srq(*s->impl); })) return rc;
+  uint32_t reported;
   {
     std::lock_guard g(*c->objects_lock);
     c->srqs->erase(srq->handle);
+    reported = s->events_reported;
   }
+  wait_for_acks(&srq->mutex, &srq->cond, &srq->events_completed, reported);
   pthread_mutex_destroy(&srq->mutex);
   pthread_cond_destroy(&srq->cond);
   release_parent(s->parent);

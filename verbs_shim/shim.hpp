@@ -123,6 +123,8 @@ struct Cq {
   std::mutex arm_lock;  // ibv_req_notify_cq against ibv_resize_cq swapping the ring
   emulator::protocol::CompletionEntry current{};  // the completion the ibv_cq_ex poll stands on
   Pd* parent = nullptr;  // the parent domain it was made with (IBV_CQ_INIT_ATTR_MASK_PD), held
+  // Events handed to the application (under the context's objects_lock): destroy waits for their acks.
+  uint32_t comp_events_reported = 0, async_events_reported = 0;
 };
 
 struct Srq {
@@ -132,6 +134,7 @@ struct Srq {
   bool xrc = false;  // an XRC SRQ: its number (ibv_get_srq_num) is what initiators name
   bool tm = false;   // a tag matching SRQ: ibv_post_srq_ops works on it (tag_matching.cpp)
   Pd* parent = nullptr;  // held when made with a parent domain
+  uint32_t events_reported = 0;  // async events handed out (under objects_lock): destroy waits for their acks
 };
 
 // An XRC domain (ibv_open_xrcd): the ibv_xrcd applications see, then uroced's number for it.
@@ -158,7 +161,18 @@ struct Qp {
   bool sq_sig_all = false;
   std::unique_ptr<WrBuilder, WrBuilderDeleter> wr;  // only on QPs with the ibv_wr_* API
   Pd* parent = nullptr;  // held when made with a parent domain
+  uint32_t events_reported = 0;  // async events handed out (under objects_lock): destroy waits for their acks
 };
+
+// rdma-core's rule (ibv_get_async_event(3), ibv_get_cq_event(3)): destroying a QP, CQ or SRQ waits until
+// every event handed out for it has been acknowledged, so that a thread still handling one (DAPL's async
+// thread runs its callback on the QP's endpoint between get and ack) never meets freed memory. `reported` is
+// read after the object left the context's tables, so no event can be handed out for it any more.
+inline void wait_for_acks(pthread_mutex_t* mutex, pthread_cond_t* cond, const uint32_t* completed, uint32_t reported) {
+  pthread_mutex_lock(mutex);
+  while (*completed != reported) pthread_cond_wait(cond, mutex);
+  pthread_mutex_unlock(mutex);
+}
 
 struct Ah {
   ibv_ah ah;  // handle = uroced's AH number
