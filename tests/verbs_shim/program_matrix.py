@@ -1184,7 +1184,14 @@ class Dapl:
                 # (its check is `!= ESTABLISHED && (ud_test && ...)`), so one endpoint's disconnect is
                 # consumed there and the teardown loop then meets an event it cannot match.
                 + [("dtestcm", ["-P", f"ofa-v2-uroce-{p}", "-w", "-c", "1000"]) for p in ("cma", "ucm")]
-                + [("dtestsrq", ["-P", f"ofa-v2-uroce-{p}", "-c", "100", "-B", "10", "-t", "100"]) for p in DAPL_PROVIDERS]
+                # Not scm at this size: dtestsrq opens its IA with an async EVD of 8 entries and waits there for
+                # each endpoint's LAST_WQE_REACHED (as DAT_ASYNC_ERROR_EP_BROKEN) after its disconnect event. Its
+                # client disconnects endpoint after endpoint without waiting for the server, and scm's server
+                # takes each disconnect in its CM thread: a server main thread more than 8 endpoints behind
+                # overflows that EVD ("overflow event on EVD", disconnect_eps: DAT_INVALID_STATE), exits, and
+                # its closed sockets move every client QP left to the error state (47 overflows there). About
+                # 1 run in 4 at 100 connections; none in 20 at 10 (CI's size).
+                + [("dtestsrq", ["-P", f"ofa-v2-uroce-{p}", "-c", "100", "-B", "10", "-t", "100"]) for p in ("cma", "ucm")]
                 + [("dtestsrq", ["-P", "ofa-v2-uroce-ucm", "-u", "-b", "1024", "-c", "100", "-B", "10", "-t", "100"])]
                 + dapltest_cases(("cma", "scm"), "20000")
                 # every registration the device allows, then its refusal
