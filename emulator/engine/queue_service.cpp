@@ -261,14 +261,29 @@ unsigned QueueService::drain_work(transport::Nanos now) {
   return n;
 }
 
+// Receives go into the transport before sends, and a send only once every receive its client posted
+// before it is in, on any of the session's receive rings: the answer to a SEND can arrive before the next
+// turn, and a receive the application posted first (a NIC has it from its doorbell) must not be missing
+// then, or the answer is RNR-NAKed. So the sends a turn may take are counted first, the receive rings are
+// read after that count, and when a send is waiting they are taken whole, not a burst at a time. That
+// costs no fairness worth keeping: a receive ring holds at most its queue's depth, refilled only as
+// messages use receives up. (Holding the sends back instead while receives wait would starve the sends
+// of a client that reposts more than a burst a turn.)
 unsigned QueueService::drain_session(SessionRings& s, transport::Nanos now) {
   unsigned n = 0;
-  bool more = false;
+  bool more = false, sends_waiting = false;
   for (auto& [qpn, b] : s.qps) {
-    if (b->recv.valid()) n += drain_recv(qpn, *b, more);
-    if (b->send.valid()) n += drain_send(qpn, *b, now, more);  // an XRC target has no send queue
+    b->send_ready = b->send.valid() ? b->send.readable(b->send_consumer) : 0;  // an XRC target has no send queue
+    sends_waiting |= b->send_ready != 0;
   }
-  for (auto& [srqn, b] : s.srqs) n += drain_srq(srqn, *b, more);
+  const uint32_t receive_burst = sends_waiting ? UINT32_MAX : burst;
+  for (auto& [qpn, b] : s.qps) {
+    if (b->recv.valid()) n += drain_recv(qpn, *b, receive_burst, more);
+  }
+  for (auto& [srqn, b] : s.srqs) n += drain_srq(srqn, *b, receive_burst, more);
+  for (auto& [qpn, b] : s.qps) {
+    if (b->send_ready != 0) n += drain_send(qpn, *b, now, more);
+  }
   s.again = more;
   return n;
 }
@@ -349,7 +364,7 @@ void QueueService::reject_send(uint32_t qpn, const SendWr& wr, WcStatus status) 
 unsigned QueueService::drain_send(uint32_t qpn, QpBinding& b, transport::Nanos now, bool& more) {
   unsigned taken = 0;
   SendWr wr;
-  const uint32_t avail = b.send.readable(b.send_consumer);
+  const uint32_t avail = b.send_ready;
   for (; taken < avail && taken < burst; ++taken) {
     const uint8_t* slot = b.send.entry(b.send_consumer);
     // The client just wrote these lines, so reading a slot misses the cache: ask for the next one early.
@@ -403,11 +418,11 @@ bool decode_recv(const uint8_t* slot, uint32_t max_sge, RecvWr& wr) {
 
 }  // namespace
 
-unsigned QueueService::drain_recv(uint32_t qpn, QpBinding& b, bool& more) {
+unsigned QueueService::drain_recv(uint32_t qpn, QpBinding& b, uint32_t limit, bool& more) {
   unsigned taken = 0;
   RecvWr wr;
   const uint32_t avail = b.recv.readable(b.recv_consumer);
-  for (; taken < avail && taken < burst; ++taken) {
+  for (; taken < avail && taken < limit; ++taken) {
     if (taken + 1 < avail) prefetch_slot(b.recv.entry(b.recv_consumer + 1), b.recv.entry_size());
     if (!decode_recv(b.recv.entry(b.recv_consumer), b.queues.max_recv_sge, wr)) {
       ++counters_.malformed_wr;
@@ -439,11 +454,11 @@ void QueueService::publish_srq_room(uint32_t srqn, SrqBinding& b) {
   b.ring.publish_consumer(b.consumer - device_.srq_size(srqn));
 }
 
-unsigned QueueService::drain_srq(uint32_t srqn, SrqBinding& b, bool& more) {
+unsigned QueueService::drain_srq(uint32_t srqn, SrqBinding& b, uint32_t limit, bool& more) {
   unsigned taken = 0;
   RecvWr wr;
   const uint32_t avail = b.ring.readable(b.consumer);
-  for (; taken < avail && taken < burst; ++taken) {
+  for (; taken < avail && taken < limit; ++taken) {
     if (!decode_recv(b.ring.entry(b.consumer), b.queue.max_sge, wr)) {
       ++counters_.malformed_wr;
     } else {

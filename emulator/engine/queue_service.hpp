@@ -121,6 +121,7 @@ class QueueService {
     QpQueues queues;
     protocol::RingView send, recv;
     uint32_t send_consumer = 0, recv_consumer = 0;
+    uint32_t send_ready = 0;  // requests in the send ring when this turn began (drain_session)
   };
   struct CqBinding {
     SessionId session;
@@ -151,12 +152,13 @@ class QueueService {
 
   unsigned drain_session(SessionRings& s, transport::Nanos now);
   unsigned drain_send(uint32_t qpn, QpBinding& b, transport::Nanos now, bool& more);
-  unsigned drain_recv(uint32_t qpn, QpBinding& b, bool& more);
+  // Receive rings: at most `limit` requests this turn (drain_session says how many).
+  unsigned drain_recv(uint32_t qpn, QpBinding& b, uint32_t limit, bool& more);
   // Frees the receive ring's slots of the requests that left the transport's queue: the consumer index the
   // client sees trails what the engine took by what the transport still holds.
   void publish_recv_room(uint32_t qpn, QpBinding& b);
   void publish_srq_room(uint32_t srqn, SrqBinding& b);  // the same for an SRQ's ring
-  unsigned drain_srq(uint32_t srqn, SrqBinding& b, bool& more);
+  unsigned drain_srq(uint32_t srqn, SrqBinding& b, uint32_t limit, bool& more);
   void mark_backlog(uint32_t cqn, CqBinding& b);
   unsigned deliver_to(uint32_t cqn, CqBinding& b);
   void signal(CqBinding& b, uint32_t cqn, bool solicited_or_error);

@@ -138,6 +138,34 @@ void ServedPair::pump() {
   FAIL("the engine never went quiet");
 }
 
+SrqConnection::SrqConnection(ServedPair& s, Side srq_side, uint32_t srq_wr, uint32_t srq_limit) {
+  const bool on_a = srq_side == Side::a;
+  Host& host = on_a ? s.pair.a : s.pair.b;
+  Host& peer = on_a ? s.pair.b : s.pair.a;
+  engine::QueueService& host_queues = on_a ? s.qa : s.qb;
+  engine::QueueService& peer_queues = on_a ? s.qb : s.qa;
+  const engine::SessionId host_session = on_a ? ServedPair::session_a : ServedPair::session_b;
+  const engine::SessionId peer_session = on_a ? ServedPair::session_b : ServedPair::session_a;
+
+  REQUIRE(host.device->create_srq(host.pd, srq_wr, 1, srq_limit, srqn) == 0);
+  srq_qpn = host.create_qp(verbs::QpType::rc, 64, srqn);
+  peer_qpn = peer.create_qp(verbs::QpType::rc, 64);
+  connect(host, srq_qpn, verbs::QpType::rc, peer.address, peer_qpn, 300, 400);
+  connect(peer, peer_qpn, verbs::QpType::rc, host.address, srq_qpn, 400, 300);
+
+  protocol::SharedRegion srq_ring = daemon_ring(srq_wr, protocol::recv_entry_size(1));
+  srq = client_recv_ring(srq_ring, 1);
+  host_queues.attach_srq(host_session, srqn, {std::move(srq_ring), 1});
+  protocol::SharedRegion host_send = daemon_ring(64, protocol::send_entry_size(1, 64));
+  srq_side_sends = client_send_ring(host_send, 1, 64);
+  host_queues.attach_qp(host_session, srq_qpn, {std::move(host_send), {}, 1, 64, 0, host.send_cq});
+  protocol::SharedRegion peer_send = daemon_ring(64, protocol::send_entry_size(1, 64));
+  protocol::SharedRegion peer_recv = daemon_ring(8, protocol::recv_entry_size(1));
+  peer_sends = client_send_ring(peer_send, 1, 64);
+  peer_receives = client_recv_ring(peer_recv, 1);
+  peer_queues.attach_qp(peer_session, peer_qpn, {std::move(peer_send), std::move(peer_recv), 1, 64, 1, peer.send_cq});
+}
+
 ServiceHarness::ServiceHarness(transport::DeviceLimits l) : limits(l) {
   node = net.add_node({.addresses = {address}});
   device = std::make_unique<transport::Device>(net.sink(node), limits);

@@ -109,6 +109,20 @@ struct ServedPair {
   ClientQueues ca, cb;
 };
 
+// A second connection between a ServedPair's hosts, whose QP on one side takes its receives from an SRQ
+// of `srq_wr` requests (one SGE each; limit `srq_limit`) posted on the SRQ's own ring. Both QPs get a send
+// ring of 64 requests (one SGE, 64 bytes inline), the other side's QP a receive ring of 8; the QPs'
+// completions go to their hosts' CQs, as the first connection's.
+struct SrqConnection {
+  enum class Side { a, b };
+  SrqConnection(ServedPair& s, Side srq_side, uint32_t srq_wr, uint32_t srq_limit = 0);
+
+  uint32_t srqn = 0, srq_qpn = 0, peer_qpn = 0;
+  client::RecvRing srq;
+  client::SendRing srq_side_sends, peer_sends;
+  client::RecvRing peer_receives;
+};
+
 // ---- VerbsService with the engine inline
 
 class InlineEngine final : public EngineAccess {

@@ -159,20 +159,7 @@ TEST_CASE("an SRQ limit event goes to the session that owns the SRQ", "[queues][
   ServedPair s;
   Pair& p = s.pair;
   // A second connection between a and b whose b side takes its receives from an SRQ (limit 2).
-  uint32_t srqn = 0;
-  REQUIRE(p.b.device->create_srq(p.b.pd, 16, 2, 2, srqn) == 0);
-  const uint32_t b2 = p.b.create_qp(verbs::QpType::rc, 64, srqn);
-  const uint32_t a2 = p.a.create_qp(verbs::QpType::rc, 64);
-  connect(p.a, a2, verbs::QpType::rc, p.b.address, b2, 300, 400);
-  connect(p.b, b2, verbs::QpType::rc, p.a.address, a2, 400, 300);
-
-  protocol::SharedRegion srq_ring = daemon_ring(16, protocol::recv_entry_size(2));
-  client::RecvRing srq = client_recv_ring(srq_ring, 2);
-  s.qb.attach_srq(ServedPair::session_b, srqn, {std::move(srq_ring), 2});
-  protocol::SharedRegion a2_send = daemon_ring(8, protocol::send_entry_size(1, 64));
-  client::SendRing a2_ring = client_send_ring(a2_send, 1, 64);
-  s.qa.attach_qp(ServedPair::session_a, a2, {std::move(a2_send), {}, 1, 64, 0, p.a.send_cq});
-  s.qb.attach_qp(ServedPair::session_b, b2, {daemon_ring(8, protocol::send_entry_size(1, 0)), {}, 1, 0, 0, p.b.send_cq});
+  SrqConnection c(s, SrqConnection::Side::b, 16, 2);
 
   Pipe events_a, events_b, events_other;
   s.qa.set_event_pipe(ServedPair::session_a, events_a.write_fd);
@@ -181,21 +168,22 @@ TEST_CASE("an SRQ limit event goes to the session that owns the SRQ", "[queues][
 
   for (uint64_t i = 0; i < 3; ++i) {
     const protocol::WireSge r = sge(Pair::b_base + i * 64, 64, p.b_key);
-    REQUIRE(srq.post(50 + i, std::span(&r, 1)) == 0);
+    REQUIRE(c.srq.post(50 + i, std::span(&r, 1)) == 0);
   }
   s.pump();
   CHECK(drain_records<AsyncEventRecord>(events_b.read_fd).empty());  // 3 posted, limit 2: not below yet
 
   const std::vector<uint8_t> data(8, 3);
   for (uint64_t i = 0; i < 2; ++i) {
-    REQUIRE(a2_ring.post(send_entry(i, verbs::WrOpcode::send, verbs::send_signaled | verbs::send_inline), {}, data) == 0);
+    const protocol::SendEntry e = send_entry(i, verbs::WrOpcode::send, verbs::send_signaled | verbs::send_inline);
+    REQUIRE(c.peer_sends.post(e, {}, data) == 0);
   }
   s.pump();
   CHECK(poll_all(s.cb.recv_cq).size() == 2);
   const auto at_b = drain_records<AsyncEventRecord>(events_b.read_fd);
   REQUIRE(at_b.size() == 1);
   CHECK(at_b[0].type == uint32_t(verbs::EventType::srq_limit_reached));
-  CHECK(at_b[0].object == srqn);
+  CHECK(at_b[0].object == c.srqn);
   CHECK(drain_records<AsyncEventRecord>(events_a.read_fd).empty());
   CHECK(drain_records<AsyncEventRecord>(events_other.read_fd).empty());
 }
