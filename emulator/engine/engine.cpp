@@ -179,7 +179,7 @@ void Engine::set_addresses(std::vector<wire::IpAddress> gids, net::Routes routes
 // The control thread's request, run between two turns of the loop: the Device is never touched by two
 // threads. The caller blocks until it ran (or until the engine stopped, which runs what is left first).
 void Engine::run_on_engine(const std::function<void(EngineContext&)>& fn) {
-  Command c{&fn};
+  Command c{&fn, false, nullptr};
   {
     std::lock_guard lock(commands_mutex_);
     if (finished_) throw std::runtime_error("the engine has stopped");

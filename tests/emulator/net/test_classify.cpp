@@ -66,7 +66,6 @@ std::vector<std::pair<const char*, Bytes>> valid_frames() {
 
 TEST_CASE("a port owns its addresses of either family, and a v4-mapped IPv6 address only as IPv4",
           "[classify][addresses]") {
-  const PortAddresses port = test_port();
   CHECK(port.owns(wire::IpAddress::from_v4(our_ip)));
   CHECK(port.owns(wire::IpAddress::from_v4(our_ip2)));
   CHECK(port.owns(wire::IpAddress::from_v6_bytes(our_ip6)));

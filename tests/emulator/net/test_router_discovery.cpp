@@ -148,9 +148,9 @@ TEST_CASE("hostile or invalid advertisements are counted drops with their reason
 
   // Shorter than an advertisement's 16 bytes, checksum right.
   Bytes short_ra{134, 0, 0, 0, 64, 0, 0x07, 0x08, 0, 0, 0, 0};
-  const uint16_t sum = ref_icmpv6_checksum(router_ll, all_nodes_ip6, short_ra);
-  short_ra[2] = uint8_t(sum >> 8);
-  short_ra[3] = uint8_t(sum);
+  const uint16_t short_sum = ref_icmpv6_checksum(router_ll, all_nodes_ip6, short_ra);
+  short_ra[2] = uint8_t(short_sum >> 8);
+  short_ra[3] = uint8_t(short_sum);
   Bytes f = icmpv6_frame(short_ra, router_ll, all_nodes_ip6, mcast_mac(all_nodes_ip6));
   CHECK(reason_of(f) == DropReason::bad_router_advertisement);
   // Cut inside the ICMPv6 header.

@@ -21,9 +21,9 @@ constexpr uid_t owner = 1000;
 class RecordingEngine final : public emulator::EngineAccess {
  public:
   explicit RecordingEngine(ServiceHarness& h) : context_{*h.device, *h.queues, 0} {
-    context_.set_addresses = [this](std::vector<wire::IpAddress> gids, emulator::net::Routes routes, uint32_t g) {
-      this->gids = std::move(gids);
-      this->routes = std::move(routes);
+    context_.set_addresses = [this](std::vector<wire::IpAddress> table, emulator::net::Routes r, uint32_t g) {
+      gids = std::move(table);
+      routes = std::move(r);
       generation = g;
     };
   }
