@@ -312,7 +312,11 @@ json CmService::migrate_id(uint64_t s, const json& r, std::vector<int>&) {
 // range, and a program that binds fixed ports inside the range right after ephemeral ones (DAPL's RSPs,
 // each after its endpoint's ID) meets one of its own ephemeral ports there only if the search started
 // among those fixed ports.
-uint16_t CmService::ephemeral_port(uint16_t port_space) {
+//
+// A port some IDs hold is given to `id` too when it can tell their connections apart, as Linux's
+// cma_port_is_unique: rdma_resolve_addr binds an unbound ID after it has its destination, so a client
+// connecting to many servers is not limited to one connection per port of the range (28,232 by default).
+uint16_t CmService::ephemeral_port(const CmId& id) {
   const PortRange range = read_port_range(port_range_file_);
   const uint32_t size = uint32_t(range.high) - range.low + 1;
   if (next_ephemeral_ < range.low || next_ephemeral_ > range.high) {
@@ -321,15 +325,31 @@ uint16_t CmService::ephemeral_port(uint16_t port_space) {
   for (uint32_t tries = 0; tries < size; ++tries) {
     const uint16_t p = next_ephemeral_;
     next_ephemeral_ = p >= range.high ? range.low : uint16_t(p + 1);
-    if (!ports_.contains({port_space, p})) return p;
+    const auto holders = ports_.find({id.port_space, p});
+    if (holders == ports_.end() || can_share_port(id, holders->second)) return p;
   }
   throw ServiceError(EADDRNOTAVAIL, "no ephemeral port left");
+}
+
+// Two IDs on one port are told apart by a destination port, a source address or a destination address
+// that both have (not "any") and that differ; an ID that has none of the three in common with `id` only
+// through "any" shares nothing safely. A listener (wildcard destination) therefore shares its port only
+// with IDs on another source address.
+bool CmService::can_share_port(const CmId& id, const std::vector<uint32_t>& holders) const {
+  const auto differ = [](const wire::IpAddress& a, const wire::IpAddress& b) {
+    return !is_wildcard(a) && !is_wildcard(b) && a != b;
+  };
+  return std::ranges::all_of(holders, [&](uint32_t n) {
+    const CmId& o = ids_.at(n);
+    return (id.dst_port != 0 && o.dst_port != 0 && id.dst_port != o.dst_port) || differ(id.src, o.src) ||
+           differ(id.dst, o.dst);
+  });
 }
 
 void CmService::take_port(uint32_t n, uint16_t port) {
   CmId& id = ids_.at(n);
   if (port == 0) {
-    port = ephemeral_port(id.port_space);
+    port = ephemeral_port(id);
   } else {
     const auto it = ports_.find({id.port_space, port});
     if (it != ports_.end()) {
@@ -394,6 +414,8 @@ json CmService::resolve_addr(uint64_t s, const json& r, std::vector<int>&) {
     if (!is_wildcard(src) && !is_local(src)) throw ServiceError(EADDRNOTAVAIL, wire::to_string(src) + " is not this port's");
     check_family(src);
     id.src = is_wildcard(src) ? port_.gids[*source] : src;
+    id.dst = dst;  // before the port is taken: IDs with different destinations may share one
+    id.dst_port = uint16_t(r.value("dst_port", 0u));
     take_port(need_field(r, "cm_id"), 0);
   } else if (is_wildcard(id.src)) {
     id.src = port_.gids[*source];

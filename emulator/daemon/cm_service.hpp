@@ -137,8 +137,12 @@ class CmService {
   void destroy(uint32_t id);
   // Takes `port` (0: an ephemeral one) in the ID's port space for `id`; EADDRINUSE if taken.
   void take_port(uint32_t id, uint16_t port);
-  // A free port of the ephemeral range in `port_space`; EADDRNOTAVAIL if none is left.
-  uint16_t ephemeral_port(uint16_t port_space);
+  // A port of the ephemeral range in `id`'s port space that is free or can be shared with `id`;
+  // EADDRNOTAVAIL if none is left.
+  uint16_t ephemeral_port(const CmId& id);
+  // Whether `id` can take a port `holders` hold (cma_port_is_unique): it differs from each of them in
+  // destination port, source address or destination address.
+  bool can_share_port(const CmId& id, const std::vector<uint32_t>& holders) const;
   bool is_local(const wire::IpAddress& a) const;
   uint8_t sgid_index(const wire::IpAddress& a) const;
   uint8_t service_level_of(const CmId& id) const { return cm::service_level_of_tos(id.tos, port_.egress_qos_map); }

@@ -311,6 +311,9 @@ def run_priority_cases(uroced, uroce_run):
 #   - with the range 44000-44009, ten IDs bound to port 0 take exactly those ports and the eleventh fails
 #     with EADDRNOTAVAIL (rdmacm_calls.py --ephemeral);
 #   - the range changed while uroced runs is followed at the next bind;
+#   - with a range of one port, a client connected to one rping server (and still pinging it) connects to a
+#     second rping server on another port as well: rdma_resolve_addr binds after the destination is known,
+#     and, as Linux's cma_port_is_unique, an ID takes a port others hold if its destination differs;
 #   - DAPL's dapltest limit test (dapl2-utils, unmodified, on the cma provider) makes 500 RSPs and 500 PSPs
 #     on its fixed service ports 43414-43913 while the range is 44000-60999. Each RSP's endpoint binds an
 #     rdma_cm ID to port 0 first, so in the default range (32768-60999) one of those IDs can hold a
@@ -348,6 +351,41 @@ def port_range_cases(uroced, uroce_run):
                 assert got == {"ports": [44100], "error": "EADDRNOTAVAIL"}, got
                 return "44100 only, then EADDRNOTAVAIL"
 
+            def shared_source_port():
+                set_range(44200, 44200)
+                first, second = port(), port()
+                servers = [PersistentServer(uroce_run, daemon.socket, ["rping", "-s", "-a", "192.0.2.1", "-p", p,
+                                                                        "-C", "1000000"],
+                                            os.path.join(work, f"rping-server-{p}.log")) for p in (first, second)]
+                holder, log = None, os.path.join(work, "rping-holder.log")
+                try:
+                    # The first client pings until it is stopped (a million pings): it holds port 44200 while
+                    # the second connects. Retried while its server is not listening yet.
+                    deadline = time.time() + 20
+                    while True:
+                        holder = PersistentServer(uroce_run, daemon.socket,
+                                                  ["stdbuf", "-oL", "rping", "-c", "-a", "192.0.2.1", "-p", first,
+                                                   "-C", "1000000", "-v"], log)
+                        while holder.proc.poll() is None and "ping data" not in holder.new_output():
+                            assert time.time() < deadline, "the first rping client never pinged"
+                            time.sleep(0.05)
+                        if holder.proc.poll() is None:
+                            break
+                        assert time.time() < deadline, f"the first rping client failed:\n{open(log).read()[-2000:]}"
+                        time.sleep(0.3)
+                    out = subprocess.run([uroce_run, "--socket", daemon.socket, "rping", "-c", "-a", "192.0.2.1",
+                                          "-p", second, "-C", "10", "-V", "-v"],
+                                         capture_output=True, text=True, timeout=TIMEOUT)
+                    text = out.stdout + out.stderr
+                    pings = text.count("ping data")
+                    assert out.returncode == 0 and pings == 10, f"the second rping client ({pings} pings):\n{text}"
+                    assert holder.proc.poll() is None, f"the first client stopped:\n{open(log).read()[-2000:]}"
+                    return "a second connection from port 44200 while the first pings on"
+                finally:
+                    for p in [holder, *servers]:
+                        if p:
+                            p.stop()
+
             def dapltest_service_points():
                 set_range(44000, 60999)
                 conf = os.path.join(work, "dat.conf")
@@ -367,6 +405,7 @@ def port_range_cases(uroced, uroce_run):
             set_range(44000, 44009)
             daemon = Daemon(uroced, work, "ports", netns=ns)
             for what, case in [("range 44000-44009", ten_ports), ("range changed to 44100", changed_range),
+                               ("one port, two servers", shared_source_port),
                                ("dapltest's service points outside the range", dapltest_service_points)]:
                 try:
                     print(f"PASS ephemeral ports: {what}: {case()}", flush=True)

@@ -212,6 +212,48 @@ TEST_CASE("rdma_cm's ephemeral ports come from the namespace's port range, read 
   rmdir(dir_template);
 }
 
+// rdma_resolve_addr binds an unbound ID once it knows the destination, and Linux's cma_port_is_unique then
+// lets it take a port other IDs hold if each of them has another destination port, source address or
+// destination address: with one port in the range, a client still reaches many servers. An ID bound to port
+// 0 before it has a destination, or one headed where a holder of the port goes, gets no shared port.
+TEST_CASE("rdma_cm's ephemeral port is shared by IDs that go to different destinations", "[cm][address]") {
+  char dir_template[] = "/tmp/uroce-port-range-XXXXXX";
+  REQUIRE(mkdtemp(dir_template) != nullptr);
+  const std::string file = std::string(dir_template) + "/ip_local_port_range";
+  std::ofstream(file) << "44000 44000\n";
+  CmHarness c({ip("10.0.0.1"), ip("fd00::1")}, {}, file);
+  const auto resolve = [&](uint32_t id, const char* dst, uint16_t dst_port) {
+    return c.call({{"op", "cm_resolve_addr"}, {"cm_id", id}, {"dst", dst}, {"dst_port", dst_port}});
+  };
+  const auto resolve_error = [&](uint32_t id, const char* dst, uint16_t dst_port) {
+    return c.error_of({{"op", "cm_resolve_addr"}, {"cm_id", id}, {"dst", dst}, {"dst_port", dst_port}});
+  };
+  // Three servers, and a second service on the first: the one port serves all four.
+  for (const auto& [dst, dst_port] : {std::pair{"10.0.0.2", 7471}, {"10.0.0.3", 7471}, {"10.0.0.4", 7471},
+                                      {"10.0.0.2", 7472}}) {
+    CHECK(resolve(c.new_id(ps_tcp, 2), dst, uint16_t(dst_port)).at("src_port") == 44000);
+  }
+  // The same server and service again: the two connections would have one address and port pair.
+  CHECK(resolve_error(c.new_id(ps_tcp, 2), "10.0.0.3", 7471) == EADDRNOTAVAIL);
+  // No destination port ("any") cannot be told from 7471 or 7472 at 10.0.0.2, but 10.0.0.5 is new.
+  CHECK(resolve_error(c.new_id(ps_tcp, 2), "10.0.0.2", 0) == EADDRNOTAVAIL);
+  CHECK(resolve(c.new_id(ps_tcp, 2), "10.0.0.5", 0).at("src_port") == 44000);
+  // Another source address (the port's IPv6 one) differs from every holder's.
+  CHECK(resolve(c.new_id(ps_tcp, 2), "fd00::2", 7471).at("src_port") == 44000);
+  // rdma_bind_addr to port 0 has no destination yet: only another source address would tell it apart.
+  CHECK(c.error_of({{"op", "cm_bind"}, {"cm_id", c.new_id(ps_tcp, 2)}, {"addr", "10.0.0.1"}, {"port", 0}}) ==
+        EADDRNOTAVAIL);
+  // Once the holders are gone the port is free for anyone again.
+  c.cm->close_session(1);
+  c.channel = c.call({{"op", "cm_create_channel"}}).at("channel");
+  const uint32_t bound = c.new_id(ps_tcp, 2);
+  CHECK(c.call({{"op", "cm_bind"}, {"cm_id", bound}, {"addr", "10.0.0.1"}, {"port", 0}}).at("port") == 44000);
+  // And a bound ID holding it alone, with a specific source, is one a resolving ID cannot be told from.
+  CHECK(resolve_error(c.new_id(ps_tcp, 2), "10.0.0.2", 7471) == EADDRNOTAVAIL);
+  std::remove(file.c_str());
+  rmdir(dir_template);
+}
+
 TEST_CASE("UD rdma_cm requests: bad ones are refused, the QP attributes are the fixed ones", "[cm][ud][bad]") {
   CmHarness c({ip("10.0.0.1")});
   // RDMA_PS_IB is served (XRC connects on it); RDMA_PS_IPOIB is not.
