@@ -984,7 +984,8 @@ def dapl(uroce_run, socket, conf, program, extra):
     # dtestsrq's client starts once its server says it listens; on ucm it then names the server by the LID
     # and QP number the server printed (-l, -q).
     ready = DTESTSRQ_READY if program == "dtestsrq" else None
-    rnr_naks_before = device_counter(uroce_run, socket, "rnr_naks_sent") if program == "dtestsrq" else 0
+    counts_rnr_naks = program == "dtestsrq" and not ud  # (below: why an RC run must draw none)
+    rnr_naks_before = device_counter(uroce_run, socket, "rnr_naks_sent") if counts_rnr_naks else 0
     if ready and "ofa-v2-uroce-ucm" in extra:
         client_command = lambda said: [program, *extra, *ucm_server_address(said), "-h"]  # noqa: E731
     r = run_again_while(
@@ -1019,7 +1020,7 @@ def dapl(uroce_run, socket, conf, program, extra):
         # and whether it is a ping or a pong, and prints its closing line (dapl_says) only if all of that held.
         c, bursts, burst = (extra[extra.index(o) + 1] for o in ("-c", "-t", "-B"))
         transport = "UD" if ud else "RC"
-        if not ud:
+        if counts_rnr_naks:
             # Each side reposts every receive it used before it sends its next burst, and its SRQ holds a
             # receive for every message of a burst: an RNR NAK would mean the daemon let a send out before
             # receives posted ahead of it (86-1125 a run at 100 connections on scm when an SRQ's ring was
