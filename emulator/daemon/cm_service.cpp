@@ -416,7 +416,9 @@ json CmService::resolve_addr(uint64_t s, const json& r, std::vector<int>&) {
     id.src = is_wildcard(src) ? port_.gids[*source] : src;
     id.dst = dst;  // before the port is taken: IDs with different destinations may share one
     id.dst_port = uint16_t(r.value("dst_port", 0u));
-    take_port(need_field(r, "cm_id"), 0);
+    // A source with a port binds to that port, as Linux's cma_bind_addr passes the whole source address to
+    // rdma_bind_addr.
+    take_port(need_field(r, "cm_id"), uint16_t(r.value("src_port", 0u)));
   } else if (is_wildcard(id.src)) {
     id.src = port_.gids[*source];
   } else if (is_loopback(id.src)) {

@@ -5,6 +5,8 @@ that librdmacm.so.1 is uroce's. Prints one PASS line per check and "ALL PASSED";
 - rdma_migrate_id(id, NULL) makes an ID synchronous (librdmacm gives it a channel of its own): its
   rdma_resolve_addr then returns only once ADDR_RESOLVED came, with the event in id->event; migrating a
   synchronous ID to NULL again is EINVAL; migrating it back to a channel delivers its events there.
+- rdma_resolve_addr from a source address with a port binds the ID to that port; a second ID resolved from
+  the same address and port fails with EADDRINUSE.
 - rdma_join_multicast on an ID with no address is EINVAL; rdma_leave_multicast of a group never joined is
   EADDRNOTAVAIL.
 - rdma_get_cm_event blocked on a channel and interrupted by a signal goes on waiting when the handler was
@@ -179,6 +181,22 @@ def main():
     lib.rdma_ack_cm_event(ev)
     print("PASS rdma_migrate_id back to a channel: EINVAL for NULL twice, events on the new channel")
 
+    # A source address with a port binds the ID to that port, as Linux's rdma_resolve_addr does; a second ID
+    # on the same address and port is EADDRINUSE.
+    fixed = new_id(channel)
+    if lib.rdma_resolve_addr(fixed, sockaddr_in(address, 45123), sockaddr_in(address), 2000) != 0:
+        fail("rdma_resolve_addr from port 45123")
+    if lib.rdma_get_cm_event(channel, ctypes.byref(ev)) != 0 or event_type(ev.value) != RDMA_CM_EVENT_ADDR_RESOLVED:
+        fail("ADDR_RESOLVED for the ID resolved from port 45123")
+    lib.rdma_ack_cm_event(ev)
+    if socket.ntohs(lib.rdma_get_src_port(fixed)) != 45123:
+        fail(f"the ID resolved from port 45123 is on port {socket.ntohs(lib.rdma_get_src_port(fixed))}")
+    again = new_id(channel)
+    if lib.rdma_resolve_addr(again, sockaddr_in(address, 45123), sockaddr_in(address), 2000) == 0 or (
+            ctypes.get_errno() != errno.EADDRINUSE):
+        fail("a second ID resolved from the same address and port 45123 is EADDRINUSE")
+    print("PASS rdma_resolve_addr from a source port: bound to it, a second ID on it EADDRINUSE")
+
     ud = new_id(channel, RDMA_PS_UDP)
     if lib.rdma_join_multicast(ud, sockaddr_in("239.1.1.1"), None) == 0 or ctypes.get_errno() != errno.EINVAL:
         fail("rdma_join_multicast with no address is EINVAL")
@@ -186,7 +204,7 @@ def main():
         fail("rdma_leave_multicast of a group never joined is EADDRNOTAVAIL")
     print("PASS rdma_join_multicast before an address: EINVAL; leaving a group never joined: EADDRNOTAVAIL")
 
-    for i in (cm_id, ud):
+    for i in (cm_id, ud, fixed, again):
         if lib.rdma_destroy_id(i) != 0:
             fail("rdma_destroy_id")
     lib.rdma_destroy_event_channel(channel)

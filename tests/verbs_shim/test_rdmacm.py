@@ -15,9 +15,9 @@ answers at the SL its completions report, udaddy_at).
 Cases: rping with data verification (-V -C N), rping to a port nobody listens on (the client must see
 RDMA_CM_EVENT_REJECTED, uroced's CM answers the REQ with a REJ), rping to an address nobody has
 (RDMA_CM_EVENT_ADDR_ERROR -110 after rping's 2 s address timeout: ARP got no answer), librdmacm calls
-no program makes (rdmacm_calls.py: rdma_migrate_id to synchronous and back, multicast errors), ucmatose,
-cmtime (100 connections at once, every step timed), ib_write_bw -R / ib_send_lat -R,
-udaddy (UD), udaddy to nobody (RDMA_CM_EVENT_UNREACHABLE), ib_send_bw -c UD -R, rdma_server/rdma_client
+no program makes (rdmacm_calls.py: rdma_migrate_id to synchronous and back, a source port in
+rdma_resolve_addr, multicast errors), ucmatose, cmtime (100 connections at once, every step timed),
+ib_write_bw -R / ib_send_lat -R, udaddy (UD), udaddy to nobody (RDMA_CM_EVENT_UNREACHABLE), ib_send_bw -c UD -R, rdma_server/rdma_client
 (the synchronous API: rdma_create_ep, rdma_get_request).
 Exits 0 only if every case passed; daemons are stopped by PID.
 

@@ -137,7 +137,10 @@ CMA_EXPORT int rdma_resolve_addr(rdma_cm_id* cm_id, sockaddr* src, sockaddr* dst
     }
     json req = {{"op", "cm_resolve_addr"}, {"cm_id", id->handle}, {"dst", to}, {"dst_port", port_of(dst)},
                 {"timeout_ms", timeout_ms}};
-    if (has_src) req["src"] = ip_text(src);
+    if (has_src) {
+      req["src"] = ip_text(src);
+      req["src_port"] = port_of(src);  // 0: an ephemeral one; else that port, as rdma_bind_addr would take it
+    }
     const json r = call(id, req);
     fill_src(id, r);
     id->bound = true;

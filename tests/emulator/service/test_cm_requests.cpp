@@ -254,6 +254,21 @@ TEST_CASE("rdma_cm's ephemeral port is shared by IDs that go to different destin
   rmdir(dir_template);
 }
 
+// rdma_resolve_addr with a source that has a port binds the ID to that port (Linux's cma_bind_addr hands the
+// whole source to rdma_bind_addr): a second ID on the same address and port is EADDRINUSE, whatever its
+// destination, and a fixed port is taken outside the ephemeral range too.
+TEST_CASE("rdma_resolve_addr binds to the source's port when it names one", "[cm][address]") {
+  CmHarness c({ip("10.0.0.1")});
+  const auto resolve = [&](const char* dst, uint16_t src_port) {
+    return json{{"op", "cm_resolve_addr"}, {"cm_id", c.new_id(ps_tcp, 2)}, {"src", "10.0.0.1"},
+                {"src_port", src_port}, {"dst", dst}, {"dst_port", 7471}};
+  };
+  CHECK(c.call(resolve("10.0.0.2", 2049)).at("src_port") == 2049);
+  CHECK(c.error_of(resolve("10.0.0.3", 2049)) == EADDRINUSE);
+  const uint16_t ephemeral = c.call(resolve("10.0.0.3", 0)).at("src_port");
+  CHECK((ephemeral >= 32768 && ephemeral <= 60999));
+}
+
 TEST_CASE("UD rdma_cm requests: bad ones are refused, the QP attributes are the fixed ones", "[cm][ud][bad]") {
   CmHarness c({ip("10.0.0.1")});
   // RDMA_PS_IB is served (XRC connects on it); RDMA_PS_IPOIB is not.
