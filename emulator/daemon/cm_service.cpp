@@ -332,9 +332,8 @@ uint16_t CmService::ephemeral_port(const CmId& id) {
 }
 
 // Two IDs on one port are told apart by a destination port, a source address or a destination address
-// that both have (not "any") and that differ; an ID that has none of the three in common with `id` only
-// through "any" shares nothing safely. A listener (wildcard destination) therefore shares its port only
-// with IDs on another source address.
+// that both have (neither is "any") and that differ: "any" could be the other's, so it tells nothing
+// apart. A listener (no destination) therefore shares its port only with IDs on another source address.
 bool CmService::can_share_port(const CmId& id, const std::vector<uint32_t>& holders) const {
   const auto differ = [](const wire::IpAddress& a, const wire::IpAddress& b) {
     return !is_wildcard(a) && !is_wildcard(b) && a != b;
