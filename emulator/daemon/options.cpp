@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <sstream>
 #include <stdexcept>
 
@@ -146,6 +147,11 @@ void finish_options(DaemonOptions& o) {
     // A v4-mapped address is how an IPv4 GID is written: take it as that IPv4 address. Multicast and ::
     // can be no interface's address.
     if (a.is_multicast() || a == wire::IpAddress{}) throw std::invalid_argument("--ip " + text + ": not a unicast address");
+    // One address is one GID entry, as a netdev holds an address once (ip addr add: "File exists"); twice
+    // would give two GID indexes for one address and two subnets, possibly different, for one route.
+    if (std::ranges::find(o.addresses, a) != o.addresses.end()) {
+      throw std::invalid_argument("--ip " + text + ": the port has this address already");
+    }
     o.addresses.push_back(a);
     subnets.push_back(*subnet);
   }

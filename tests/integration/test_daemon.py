@@ -198,6 +198,7 @@ class Loopback(DaemonTestCase):
     def test_bad_command_line(self):
         for args in (["--port", "net_af_packet0,iface=nonexistent0", "--ip", "10.0.0.1"],
                      ["--port", "net_bogus0", "--ip", "10.0.0.1"], ["--port", "net_ring0"], ["--ip", "not-an-address"],
+                     ["--ip", "10.0.0.1/24", "--ip", "10.0.0.1/16"], ["--ip", "10.0.0.1", "--ip", "::ffff:10.0.0.1"],
                      ["--bogus"], ["--rx-loss", "2"], ["--config", "/nonexistent.toml"], ["--nap", "doze"],
                      ["--egress-qos-map", "0:3"],  # no --vlan
                      ["--vlan", "100", "--egress-qos-map", "8:3"], ["--vlan", "100", "--egress-qos-map", "0:3x"],
