@@ -34,7 +34,11 @@ bool CaptureReader::open(const std::string& path) {
   char errbuf[PCAP_ERRBUF_SIZE] = {};
   pcap_t* p = pcap_open_offline_with_tstamp_precision(path.c_str(), PCAP_TSTAMP_PRECISION_NANO, errbuf);
   if (p == nullptr) {
-    error_ = errbuf;
+    // libpcap names the file itself when it cannot open it ("PATH: No such file or directory"); the
+    // callers put the path in front of every error already.
+    std::string_view message = errbuf;
+    if (message.starts_with(path + ": ")) message.remove_prefix(path.size() + 2);
+    error_ = message;
     return false;
   }
   handle_.reset(p);

@@ -97,6 +97,8 @@ class DissectCli(unittest.TestCase):
         res = run(self.path("nope.pcap"))
         self.assertEqual(res.returncode, 2)
         self.assertIn("nope.pcap", res.stderr)
+        self.assertEqual(res.stderr.count("nope.pcap"), 1, res.stderr)  # libpcap's own copy of the path dropped
+        self.assertIn("No such file or directory", res.stderr)
 
     def test_empty_file(self):
         out = self.path("empty.pcap")
