@@ -6,25 +6,14 @@ namespace uroce::emulator {
 
 LinkWatch::LinkWatch(boost::asio::io_context& io, std::function<bool()> link_up,
                      std::function<void(bool up)> changed, std::chrono::milliseconds period)
-    : timer_(io), link_up_(std::move(link_up)), changed_(std::move(changed)), period_(period), up_(link_up_()) {
-  arm();
-}
+    : link_up_(std::move(link_up)), changed_(std::move(changed)), up_(link_up_()), poll_(io, period, [this] {
+        if (const bool now = link_up_(); now != up_) {
+          up_ = now;
+          changed_(now);
+        }
+        return true;
+      }) {}
 
-void LinkWatch::stop() {
-  stopped_ = true;
-  timer_.cancel();
-}
-
-void LinkWatch::arm() {
-  timer_.expires_after(period_);
-  timer_.async_wait([this](const boost::system::error_code& ec) {
-    if (ec || stopped_) return;
-    if (const bool now = link_up_(); now != up_) {
-      up_ = now;
-      changed_(now);
-    }
-    arm();
-  });
-}
+void LinkWatch::stop() { poll_.stop(); }
 
 }  // namespace uroce::emulator

@@ -13,7 +13,8 @@
 #include <functional>
 
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/steady_timer.hpp>
+
+#include "emulator/daemon/periodic.hpp"
 
 namespace uroce::emulator {
 
@@ -30,14 +31,10 @@ class LinkWatch {
   bool up() const { return up_; }
 
  private:
-  void arm();
-
-  boost::asio::steady_timer timer_;
   std::function<bool()> link_up_;
   std::function<void(bool)> changed_;
-  std::chrono::milliseconds period_;
   bool up_;
-  bool stopped_ = false;
+  Periodic poll_;  // last: it starts once the rest is set
 };
 
 }  // namespace uroce::emulator
