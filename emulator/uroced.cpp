@@ -21,6 +21,7 @@
 #include "emulator/control/control_server.hpp"
 #include "emulator/daemon/control_adapter.hpp"
 #include "emulator/daemon/device_node.hpp"
+#include "emulator/daemon/autoconf_watch.hpp"
 #include "emulator/daemon/link_watch.hpp"
 #include "emulator/daemon/options.hpp"
 #include "emulator/daemon/verbs_service.hpp"
@@ -52,6 +53,7 @@ int serve(const DaemonOptions& o) {
   config.addresses = o.addresses;
   config.routes = o.routes;
   config.router_discovery = !o.no_router_discovery;
+  config.slaac = !o.no_slaac;
   config.congestion.notify = o.cnp == "on";
   config.congestion.cnp_interval_ns = uint64_t(o.cnp_interval_us) * 1000;
   config.congestion.react = o.dcqcn == "on";
@@ -118,6 +120,13 @@ int serve(const DaemonOptions& o) {
                                       cm_service.set_gids(gids);
                                     });
   adapter.set_port_addresses(&port_addresses);
+  // Addresses SLAAC forms and lets lapse join and leave the table as `uroce address add|del` would.
+  std::optional<AutoconfWatch> autoconf_watch;
+  if (!o.port.empty() && config.router_discovery && config.slaac) {
+    autoconf_watch.emplace(io, engine, [&](const std::vector<uroce::emulator::net::AutoconfAddress>& valid) {
+      port_addresses.follow_autoconf(valid);
+    });
+  }
   control::ControlServer server(io, o.socket, adapter);
   // Port events for the applications; the internal loopback's link never changes.
   std::optional<LinkWatch> link_watch;
@@ -140,6 +149,7 @@ int serve(const DaemonOptions& o) {
     cm_service.announce_removal();  // as RDMA_CM_EVENT_DEVICE_REMOVAL to their rdma_cm IDs,
     server.stop();                // and as a "shutdown" event; then their objects are freed
     if (link_watch) link_watch->stop();
+    if (autoconf_watch) autoconf_watch->stop();
     engine.stop();
   });
   for (const bool v4 : {true, false}) {
@@ -168,6 +178,7 @@ int serve(const DaemonOptions& o) {
     signals.cancel();
     server.stop();
     if (link_watch) link_watch->stop();
+    if (autoconf_watch) autoconf_watch->stop();
   });
   control.join();
   // A memif peer that is still polling can crash in DPDK 22.11's memif driver when our end disappears

@@ -27,7 +27,7 @@ nlohmann::json call(const AddressOptions& o, nlohmann::json request) {
   return reply;
 }
 
-// One line per address: "GID 0  10.0.0.1/24  ::ffff:10.0.0.1".
+// One line per address: "GID 0  10.0.0.1/24  ::ffff:10.0.0.1", "  (SLAAC)" after one autoconfiguration formed.
 int show(const AddressOptions& o) {
   const nlohmann::json reply = call(o, {{"op", "port_addresses"}});
   if (o.json) {
@@ -38,7 +38,7 @@ int show(const AddressOptions& o) {
     std::string text = a.at("address").get<std::string>();
     if (a.contains("prefix_length")) text += "/" + std::to_string(a.at("prefix_length").get<unsigned>());
     std::cout << "GID " << a.at("gid_index").get<unsigned>() << "  " << text << "  " << a.at("gid").get<std::string>()
-              << "\n";
+              << (a.value("autoconf", false) ? "  (SLAAC)" : "") << "\n";
   }
   return 0;
 }

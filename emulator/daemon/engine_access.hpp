@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "emulator/engine/queue_service.hpp"
+#include "emulator/net/address_autoconf.hpp"
 #include "emulator/net/routes.hpp"
 #include "transport/device.hpp"
 #include "transport/wire/address.hpp"
@@ -34,6 +35,11 @@ struct EngineContext {
   // going to the status page (Engine::set_addresses). (Tests' engines keep nothing.)
   std::function<void(std::vector<wire::IpAddress>, net::Routes, uint32_t)> set_addresses =
       [](std::vector<wire::IpAddress>, net::Routes, uint32_t) {};
+  // The addresses stateless autoconfiguration holds valid now (net/address_autoconf.hpp). (Tests' engines
+  // have none.)
+  std::function<std::vector<net::AutoconfAddress>()> autoconf_addresses = [] {
+    return std::vector<net::AutoconfAddress>{};
+  };
 };
 
 class EngineAccess {

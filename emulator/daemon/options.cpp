@@ -38,6 +38,10 @@ void describe_options(CLI::App& app, DaemonOptions& o) {
   app.add_flag("--no-router-discovery", o.no_router_discovery,
                "learn no IPv6 default router or on-link prefix from Router Advertisements (a real port with "
                "a link-local address solicits them at start; a --gateway always wins over a learned router)");
+  app.add_flag("--no-slaac", o.no_slaac,
+               "form no IPv6 address under a prefix a Router Advertisement marks autonomous (SLAAC, RFC 4862: "
+               "by default such an address, the prefix and the port's EUI-64, joins the GID table for the "
+               "prefix's valid lifetime, as the kernel gives a RoCE NIC's netdev one)");
   app.add_flag("--no-link-local", o.no_link_local,
                "do not add the port's IPv6 link-local address (from its MAC) as the last GID");
   app.add_flag("--no-device-node", o.no_device_node,

@@ -28,6 +28,7 @@ struct DaemonOptions {
   std::vector<std::string> gateway_text;
   net::Routes routes;               // the --ip subnets and the --gateway routers
   bool no_router_discovery = false;  // ignore IPv6 Router Advertisements, send no solicitations
+  bool no_slaac = false;             // form no address under an advertised prefix
   bool no_link_local = false;       // a real port gets no fe80:: GID after the configured addresses
   bool no_device_node = false;      // make no /dev/infiniband node (daemon/device_node.hpp)
   unsigned mtu = 0;                 // 0: keep the port's

@@ -44,6 +44,10 @@ net::Routes with_subnets(const net::Routes& routes, std::vector<net::Subnet> sub
   return net::Routes(std::move(subnets), std::move(gateways));
 }
 
+bool has(const std::vector<wire::IpAddress>& list, const wire::IpAddress& ip) {
+  return std::find(list.begin(), list.end(), ip) != list.end();
+}
+
 }  // namespace
 
 PortAddressService::PortAddressService(EngineAccess& engine, std::vector<wire::IpAddress> gids, net::Routes routes,
@@ -71,8 +75,14 @@ json PortAddressService::add(const json& request) {
   const auto subnet = net::parse_subnet(text);
   if (!subnet) throw ServiceError(EINVAL, "\"" + text + "\" is not an address with an optional prefix length");
   check_unicast(subnet->address, text);
-  if (std::find(gids_.begin(), gids_.end(), subnet->address) != gids_.end()) {
-    throw ServiceError(EEXIST, wire::to_string(subnet->address) + " is already the port's");
+  const size_t index = add_subnet(*subnet);
+  spdlog::info("port address {} added: GID {}", net::to_string(*subnet), index);
+  return {{"gid_index", index}};
+}
+
+size_t PortAddressService::add_subnet(const net::Subnet& subnet) {
+  if (std::find(gids_.begin(), gids_.end(), subnet.address) != gids_.end()) {
+    throw ServiceError(EEXIST, wire::to_string(subnet.address) + " is already the port's");
   }
   // The first free entry, as the kernel's GID cache fills its table: empty, and named by no QP or address
   // handle. One still named (its address removed while a QP used it) stays out of use until it is let go,
@@ -86,21 +96,29 @@ json PortAddressService::add(const json& request) {
   while (index < max_gids && !free(index)) ++index;
   if (index == max_gids) throw ServiceError(ENOSPC, "the GID table is full");
   if (index >= gids.size()) gids.resize(index + 1);
-  gids[index] = subnet->address;
+  gids[index] = subnet.address;
   std::vector<net::Subnet> subnets = routes_.subnets();
-  subnets.push_back(*subnet);
+  subnets.push_back(subnet);
   apply(std::move(gids), with_subnets(routes_, std::move(subnets)));  // (a valid prefix: parsed)
-  spdlog::info("port address {} added: GID {}", net::to_string(*subnet), index);
-  return {{"gid_index", index}};
+  return index;
 }
 
 json PortAddressService::del(const json& request) {
   const std::string text = address_text(request);
   const auto ip = wire::parse_ip(text);
   if (!ip) throw ServiceError(EINVAL, "\"" + text + "\" is not an address");
-  const auto entry = std::find(gids_.begin(), gids_.end(), *ip);
-  if (ip->is_zero() || entry == gids_.end()) {
-    throw ServiceError(EADDRNOTAVAIL, wire::to_string(*ip) + " is not the port's");
+  const size_t index = remove_address(*ip);
+  // An address SLAAC formed and the administrator removed comes back only once its prefix has lapsed and
+  // been advertised anew (follow_autoconf).
+  if (std::erase(autoconf_, *ip) != 0) withdrawn_.push_back(*ip);
+  spdlog::info("port address {} removed: GID {} is empty", wire::to_string(*ip), index);
+  return {{"gid_index", index}};
+}
+
+size_t PortAddressService::remove_address(const wire::IpAddress& ip) {
+  const auto entry = std::find(gids_.begin(), gids_.end(), ip);
+  if (ip.is_zero() || entry == gids_.end()) {
+    throw ServiceError(EADDRNOTAVAIL, wire::to_string(ip) + " is not the port's");
   }
   const size_t index = size_t(entry - gids_.begin());
   std::vector<wire::IpAddress> gids = gids_;
@@ -108,18 +126,53 @@ json PortAddressService::del(const json& request) {
   while (!gids.empty() && gids.back().is_zero()) gids.pop_back();  // (an empty entry at the end is no entry)
   std::vector<net::Subnet> subnets;
   for (const net::Subnet& s : routes_.subnets()) {
-    if (s.address != *ip) subnets.push_back(s);
+    if (s.address != ip) subnets.push_back(s);
   }
   std::optional<net::Routes> routes;
   try {
     routes.emplace(with_subnets(routes_, std::move(subnets)));
   } catch (const std::invalid_argument& e) {
     // Linux would drop the route through it; uroced's gateway is configured, not learned: say why.
-    throw ServiceError(EBUSY, wire::to_string(*ip) + " is how the port reaches its gateway (" + e.what() + ")");
+    throw ServiceError(EBUSY, wire::to_string(ip) + " is how the port reaches its gateway (" + e.what() + ")");
   }
   apply(std::move(gids), std::move(*routes));
-  spdlog::info("port address {} removed: GID {} is empty", wire::to_string(*ip), index);
-  return {{"gid_index", index}};
+  return index;
+}
+
+// Addresses SLAAC formed come and go with their prefixes' lifetimes, as the kernel adds and deletes them on
+// a RoCE NIC's netdev (and so in its GID table). One the port already had (configured, or added by hand)
+// stays the administrator's: it is neither added again nor removed when its prefix lapses.
+void PortAddressService::follow_autoconf(const std::vector<net::AutoconfAddress>& valid) {
+  const auto is_valid = [&](const wire::IpAddress& ip) {
+    return std::any_of(valid.begin(), valid.end(),
+                       [&](const net::AutoconfAddress& a) { return a.subnet.address == ip; });
+  };
+  for (auto it = autoconf_.begin(); it != autoconf_.end();) {
+    if (is_valid(*it)) {
+      ++it;
+      continue;
+    }
+    try {
+      const size_t index = remove_address(*it);
+      spdlog::info("SLAAC: address {} expired: GID {} is empty", wire::to_string(*it), index);
+    } catch (const ServiceError& e) {
+      spdlog::warn("SLAAC: address {} expired but stays: {}", wire::to_string(*it), e.what());
+    }
+    it = autoconf_.erase(it);  // (a vector's erase: the next one)
+  }
+  std::erase_if(withdrawn_, [&](const wire::IpAddress& ip) { return !is_valid(ip); });
+  for (const net::AutoconfAddress& a : valid) {
+    const wire::IpAddress& ip = a.subnet.address;
+    if (has(autoconf_, ip) || has(withdrawn_, ip) || has(gids_, ip)) continue;
+    try {
+      const size_t index = add_subnet(a.subnet);
+      autoconf_.push_back(ip);
+      spdlog::info("SLAAC: address {} formed: GID {}", net::to_string(a.subnet), index);
+    } catch (const ServiceError& e) {
+      withdrawn_.push_back(ip);  // (said once; tried again once the prefix has lapsed and come back)
+      spdlog::warn("SLAAC: address {} not added: {}", net::to_string(a.subnet), e.what());
+    }
+  }
 }
 
 json PortAddressService::list() const {
@@ -127,6 +180,7 @@ json PortAddressService::list() const {
   for (size_t i = 0; i < gids_.size(); ++i) {
     if (gids_[i].is_zero()) continue;
     json entry = {{"gid_index", i}, {"address", wire::to_string(gids_[i])}, {"gid", wire::gid_string(gids_[i])}};
+    if (has(autoconf_, gids_[i])) entry["autoconf"] = true;
     for (const net::Subnet& s : routes_.subnets()) {
       if (s.address == gids_[i] && s.prefix_length != 0) entry["prefix_length"] = s.prefix_length;
     }

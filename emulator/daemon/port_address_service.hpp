@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "emulator/daemon/engine_access.hpp"
+#include "emulator/net/address_autoconf.hpp"
 #include "emulator/net/routes.hpp"
 #include "transport/wire/address.hpp"
 
@@ -42,9 +43,17 @@ class PortAddressService {
 
   const std::vector<wire::IpAddress>& gids() const { return gids_; }
 
+  // The addresses stateless autoconfiguration holds valid now (net/address_autoconf.hpp, asked of the
+  // engine by daemon/autoconf_watch.hpp): each new one is added as `uroce address add` would, each one
+  // added so before and no longer valid is removed. Failures are logged, not thrown.
+  void follow_autoconf(const std::vector<net::AutoconfAddress>& valid);
+
  private:
   nlohmann::json add(const nlohmann::json& request);
   nlohmann::json del(const nlohmann::json& request);
+  // Both throw ServiceError; they return the GID index taken or emptied.
+  size_t add_subnet(const net::Subnet& subnet);
+  size_t remove_address(const wire::IpAddress& ip);
   nlohmann::json list() const;
   // Hands the table and routes to the engine, then tells the services and every client.
   void apply(std::vector<wire::IpAddress> gids, net::Routes routes);
@@ -55,6 +64,8 @@ class PortAddressService {
   uid_t owner_;
   OnChange on_change_;
   uint32_t generation_ = 0;
+  std::vector<wire::IpAddress> autoconf_;   // addresses SLAAC added to the table (a few: a vector)
+  std::vector<wire::IpAddress> withdrawn_;  // ones it may not add again while their prefix stays valid
 };
 
 }  // namespace uroce::emulator

@@ -63,6 +63,7 @@ Engine::Engine(port::DpdkPort& port, EngineConfig config)
       igmp_(addresses_, net_counters_),
       mld_(addresses_, net_counters_),
       router_discovery_(addresses_, net_counters_, net::RouterDiscoveryConfig{.enabled = config_.router_discovery}),
+      autoconf_(addresses_.mac, net_counters_, config_.router_discovery && config_.slaac),
       link_pause_(config_.link_bits_per_second),
       loss_rng_(config_.loss_seed),
       back_off_(config_.back_off) {
@@ -227,6 +228,7 @@ unsigned Engine::run_commands(transport::Nanos now) {
   context.neighbour_known = [this, now](const wire::IpAddress& ip) { return neighbour_known(ip, now); };
   context.has_route = [this, now](const wire::IpAddress& ip) { return next_hop(ip, now).has_value(); };
   context.on_link = [this, now](const wire::IpAddress& ip) { return next_hop(ip, now) == ip; };
+  context.autoconf_addresses = [this, now] { return autoconf_.addresses(now); };
   context.set_addresses = [this](std::vector<wire::IpAddress> gids, net::Routes routes, uint32_t generation) {
     set_addresses(std::move(gids), std::move(routes), generation);
   };
@@ -405,6 +407,7 @@ void Engine::handle_frame(std::span<const uint8_t> frame, transport::Nanos now, 
     case net::FrameClass::router_advertisement: {
       const auto before = router_discovery_.default_router(now);
       router_discovery_.on_advertisement(c.ra, now);
+      for (const net::AdvertisedPrefix& p : c.ra.prefixes) autoconf_.on_prefix(p, now);
       if (const auto after = router_discovery_.default_router(now); after != before) {
         spdlog::info("IPv6 default router: {}", after ? wire::to_string(*after) : std::string("none"));
       }

@@ -43,6 +43,7 @@
 #include "emulator/net/nd_cache.hpp"
 #include "emulator/net/nd_responder.hpp"
 #include "emulator/net/port_addresses.hpp"
+#include "emulator/net/address_autoconf.hpp"
 #include "emulator/net/router_discovery.hpp"
 #include "emulator/net/routes.hpp"
 #include "emulator/port/dpdk_port.hpp"
@@ -58,6 +59,7 @@ struct EngineConfig {
   std::vector<wire::IpAddress> addresses;  // the port's IP addresses, GID table order
   net::Routes routes;                      // on-link subnets and gateways (everything on the link by default)
   bool router_discovery = true;            // IPv6 routers and on-link prefixes learned from advertisements
+  bool slaac = true;                       // and addresses formed under their autonomous prefixes
   transport::CongestionConfig congestion;  // CNPs for CE-marked packets
   std::string capture_path;                // empty: no capture
   bool capture_received = true;            // false on the loopback, where what is received was just sent
@@ -185,6 +187,7 @@ class Engine final : public transport::PacketSink, public EngineAccess {
   net::IgmpMembership igmp_;
   net::MldMembership mld_;
   net::RouterDiscovery router_discovery_;
+  net::AddressAutoconf autoconf_;
   net::ArpOutput arp_out_;
   net::NdOutput nd_out_;
   net::IgmpOutput igmp_out_;

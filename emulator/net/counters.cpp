@@ -52,6 +52,8 @@ void for_each_counter(const NetCounters& c, const std::function<void(std::string
   visit("rd_solicitations_sent", c.rd_solicitations_sent);
   visit("rd_advertisements_received", c.rd_advertisements_received);
   visit("rd_ignored", c.rd_ignored);
+  visit("slaac_addresses_formed", c.slaac_addresses_formed);
+  visit("slaac_prefixes_ignored", c.slaac_prefixes_ignored);
   visit("pfc_frames_received", c.pfc_frames_received);
   visit("pause_frames_received", c.pause_frames_received);
   visit("priority_pauses", c.priority_pauses);

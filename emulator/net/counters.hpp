@@ -62,6 +62,8 @@ struct NetCounters {
   uint64_t rd_solicitations_sent = 0;
   uint64_t rd_advertisements_received = 0;
   uint64_t rd_ignored = 0;             // a router or prefix that did not fit the bounded tables
+  uint64_t slaac_addresses_formed = 0; // addresses formed under an advertised prefix (address_autoconf.hpp)
+  uint64_t slaac_prefixes_ignored = 0; // autonomous prefixes that can form no address (length, lifetimes, ...)
   // Link-level flow control (link_pause.hpp, Engine::transmit).
   uint64_t pfc_frames_received = 0;
   uint64_t pause_frames_received = 0;

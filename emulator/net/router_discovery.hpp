@@ -7,8 +7,8 @@
 //     (0 removes it): destinations under it are reached directly, not through the router (§6.3.4).
 // The router's source link-layer option goes to the neighbour cache (the engine does that). Entries expire
 // when their lifetime is over; the tables are bounded, and advertisements beyond them are counted and
-// ignored. Autoconfiguration of our own addresses (SLAAC, RFC 4862) is not done: the port's addresses are
-// the ones it was given.
+// ignored. Addresses of our own under the prefixes marked autonomous (SLAAC, RFC 4862) are
+// address_autoconf.hpp's.
 //
 // A configured gateway (routes.hpp) takes precedence over a learned router, and configured subnets over
 // learned prefixes; the engine asks here only for what its configuration leaves open.

@@ -13,6 +13,7 @@ namespace {
 
 constexpr size_t prefix_option_size = 32;
 constexpr uint8_t prefix_flag_on_link = 0x80;
+constexpr uint8_t prefix_flag_autonomous = 0x40;
 
 // The Prefix Information option at `o` (32 bytes, RFC 4861 §4.6.2); nothing if its prefix length is over
 // 128. Bits past the prefix length are cleared: a router may leave garbage there (§4.6.2 says ignore it).
@@ -21,7 +22,9 @@ std::optional<AdvertisedPrefix> read_prefix(const uint8_t* o) {
   p.length = o[2];
   if (p.length > 128) return std::nullopt;
   p.on_link = o[3] & prefix_flag_on_link;
+  p.autonomous = o[3] & prefix_flag_autonomous;
   p.valid_lifetime = wire::load_be32(o + 4);
+  p.preferred_lifetime = wire::load_be32(o + 8);
   std::array<uint8_t, 16> bytes{};
   std::memcpy(bytes.data(), o + 16, 16);
   for (unsigned bit = p.length; bit < 128; ++bit) bytes[bit / 8] &= uint8_t(~(0x80u >> (bit % 8)));

@@ -29,7 +29,9 @@ struct AdvertisedPrefix {
   wire::IpAddress prefix;      // the prefix's bits, the rest zero
   uint8_t length = 0;          // 0..128
   bool on_link = false;        // the L flag: addresses under it are reached directly, not through a router
+  bool autonomous = false;     // the A flag: hosts may form an address under it (SLAAC, RFC 4862)
   uint32_t valid_lifetime = 0; // seconds; 0xffffffff = forever
+  uint32_t preferred_lifetime = 0;  // seconds an address formed under it stays preferred; 0xffffffff = forever
 };
 
 struct RouterAdvertisement {

@@ -44,6 +44,10 @@ stops them by PID before it reads the captures.
    at B from R's other MAC, and no Neighbor Solicitation for the far side; the next hop is R's link-local
    address, learned with its MAC from the advertisement.
 
+7. SLAAC: R's radvd marks fd81:1::/64 autonomous on A's link (valid lifetime 8 s); A has no IPv6 --ip. A
+   must form fd81:1:: + the EUI-64 of its MAC (its GID table shows it, "(SLAAC)"), B's rping -V must reach
+   it through R, and it must leave A's table once radvd is killed and its lifetime is over.
+
 Prints PASS or FAIL for each case; exits 0 only if every case passed (and prints SKIP and exits 0 when not
 root or when rping, ib_send_bw or tshark is missing, as the other veth tests do).
 
@@ -52,6 +56,7 @@ root or when rping, ib_send_bw or tshark is missing, as the other veth tests do)
 """
 import argparse
 import contextlib
+import ipaddress
 import json
 import os
 import re
@@ -294,27 +299,36 @@ class Routing:
         return (f"{len(marked)} CE-marked frames at B: {len(sent)} CNPs (TOS 0xc2, BECN, PSN 0, to A's QP "
                 f"{sorted(acks)}), all {len(got)} at A through R")
 
-    def case6(self):
-        conf = os.path.join(self.work, "radvd.conf")
+    def start_radvd(self, name, intervals, prefix_options):
+        """radvd (Debian's) in R, advertising R on both links, each side's /64 with `prefix_options(side)`,
+        every `intervals` (min, max) seconds; started once R's link-local addresses are usable (radvd wants
+        their duplicate detection over) and given a second for its first advertisements."""
+        conf = os.path.join(self.work, f"{name}.conf")
         with open(conf, "w") as f:
             for side in SIDES:
                 prefix = SIDES[side][1].rsplit(":", 2)[0] + "::/64"  # fd81:1::1 -> fd81:1::/64
-                # Long periodic intervals: what A and B learn comes from answering their solicitations (or
-                # radvd's first advertisements at its start), not from a steady stream.
-                f.write(f"interface {link('R', side)} {{\n  AdvSendAdvert on;\n  MinRtrAdvInterval 200;\n"
-                        f"  MaxRtrAdvInterval 600;\n  AdvDefaultLifetime 1800;\n"
-                        f"  prefix {prefix} {{ AdvOnLink on; AdvAutonomous off; }};\n}};\n")
+                f.write(f"interface {link('R', side)} {{\n  AdvSendAdvert on;\n"
+                        f"  MinRtrAdvInterval {intervals[0]};\n  MaxRtrAdvInterval {intervals[1]};\n"
+                        f"  AdvDefaultLifetime 1800;\n"
+                        f"  prefix {prefix} {{ AdvOnLink on; {prefix_options(side)} }};\n}};\n")
         r = self.ns["R"]
-        # radvd wants the router's link-local addresses usable (their duplicate detection over).
         deadline = time.time() + 10
         while sh("ip", "-n", r, "-6", "addr", "show", "tentative").stdout.strip() and time.time() < deadline:
             time.sleep(0.2)
+        log = os.path.join(self.work, f"{name}.log")
         radvd = subprocess.Popen(["ip", "netns", "exec", r, "radvd", "--nodaemon", "--config", conf,
-                                  "--pidfile", os.path.join(self.work, "radvd.pid"), "--logmethod", "stderr"],
-                                 stdout=subprocess.DEVNULL, stderr=open(os.path.join(self.work, "radvd.log"), "w"))
+                                  "--pidfile", os.path.join(self.work, f"{name}.pid"), "--logmethod", "stderr"],
+                                 stdout=subprocess.DEVNULL, stderr=open(log, "w"))
+        time.sleep(1)  # its first advertisements go out before the daemons exist
+        if radvd.poll() is not None:
+            raise AssertionError(f"radvd exited {radvd.returncode}: {open(log).read()}")
+        return radvd
+
+    def case6(self):
+        # Long periodic intervals: what A and B learn comes from answering their solicitations (or radvd's
+        # first advertisements at its start), not from a steady stream.
+        radvd = self.start_radvd("radvd", (200, 600), lambda side: "AdvAutonomous off;")
         try:
-            time.sleep(1)  # its first advertisements go out before the daemons exist
-            assert radvd.poll() is None, f"radvd exited {radvd.returncode}: {open(os.path.join(self.work, 'radvd.log')).read()}"
             started = []
             learned = {}
             with self.daemons(started):
@@ -355,6 +369,60 @@ class Routing:
             assert not asked, f"{side} asked its link for the off-link {SIDES[other][1]}: {asked[:3]}"
         return (f"A->B {a_to_b[0]} frames hops 64 at A, {a_to_b[1]} hops 63 from R's MAC at B; "
                 f"B->A {b_to_a[0]}/{b_to_a[1]} likewise; no neighbour query for the far side")
+
+    def case7(self):
+        """SLAAC: R's radvd marks fd81:1::/64 autonomous on A's link, with short lifetimes (valid 8 s,
+        preferred 4 s, sent every 3-4 s). A has no IPv6 --ip: it must form fd81:1:: + the EUI-64 of its MAC
+        and show it in its GID table (uroce address: "(SLAAC)"), B (fd81:2::1, no IPv6 gateway) must rping -V
+        it through R, and once radvd is killed (no goodbye advertisement) the address must leave A's table
+        when its valid lifetime is over."""
+        m = [int(x, 16) for x in self.mac["A"].split(":")]
+        eui64 = [m[0] ^ 2, m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]]
+        formed = str(ipaddress.IPv6Address(bytes([0xfd, 0x81, 0, 1, 0, 0, 0, 0] + eui64)))
+        radvd = self.start_radvd("radvd7", (3, 4), lambda side: "AdvAutonomous on; AdvValidLifetime 8; "
+                                 "AdvPreferredLifetime 4;" if side == "A" else "AdvAutonomous off;")
+        uroce = os.path.join(os.path.dirname(self.uroced), "..", "pcap_tools", "uroce")
+
+        def table(d):
+            out = subprocess.run([uroce, "address", "--socket", d.socket], capture_output=True, text=True,
+                                 timeout=30)
+            assert out.returncode == 0, out.stderr
+            return out.stdout
+
+        try:
+            started = []
+            with self.daemons(started):
+                v4a, _, gw4a, _ = SIDES["A"]
+                v4b, v6b, gw4b, _ = SIDES["B"]
+                started.append(self.daemon("A", 7, [f"{v4a}/{PREFIX[4]}"], [gw4a], link("A", "R")))
+                started.append(self.daemon("B", 7, [f"{v4b}/{PREFIX[4]}", f"{v6b}/{PREFIX[6]}"], [gw4b],
+                                           link("B", "R")))
+                (a, _), (b, _) = started
+                deadline = time.time() + 15
+                while f"{formed}/64" not in table(a) and time.time() < deadline:
+                    time.sleep(0.2)
+                # B reaches fd81:1::/64 through the router its advertisement names: wait for it.
+                while stats(uroce, b.socket)["net"]["rd_advertisements_received"] == 0 and time.time() < deadline:
+                    time.sleep(0.2)
+                shown = table(a)
+                line = next((x for x in shown.splitlines() if f"  {formed}/64  " in x), None)
+                assert line and line.endswith("(SLAAC)"), f"A formed no {formed}/64:\n{shown}"
+                test_rdmacm.rping(self.uroce_run, a.socket, b.socket, formed, None, PINGS, PING_SIZE)
+                radvd.kill()
+                radvd.wait(timeout=10)
+                gone_at = time.time()
+                while formed in table(a) and time.time() < gone_at + 15:
+                    time.sleep(0.2)
+                assert formed not in table(a), f"{formed} outlived its valid lifetime:\n{table(a)}"
+                gone_after = time.time() - gone_at
+                net = stats(uroce, a.socket)["net"]
+                assert net["slaac_addresses_formed"] >= 1, net
+        finally:
+            if radvd.poll() is None:
+                radvd.terminate()
+                radvd.wait(timeout=10)
+        return (f"A formed {formed}/64 (GID {line.split()[1]}), B pinged it {PINGS} times with -V through R, "
+                f"gone {gone_after:.1f} s after radvd was killed")
 
     def case4(self):
         started = []
@@ -417,7 +485,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--uroced", required=True)
     ap.add_argument("--uroce-run", required=True)
-    ap.add_argument("--case", type=int, action="append", choices=[1, 2, 3, 4, 5, 6])
+    ap.add_argument("--case", type=int, action="append", choices=[1, 2, 3, 4, 5, 6, 7])
     ap.add_argument("--workdir", help="keep the captures and daemon logs here (default: a temporary directory)")
     a = ap.parse_args()
     if not is_root():
@@ -430,7 +498,8 @@ def main():
     names = {1: "rping -V over IPv4 through the router", 2: "rping -V over IPv6 through the router",
              3: "ib_send_bw -R through the router", 4: "unroutable destinations",
              5: "a router marking CE: CNPs back to the sender",
-             6: "IPv6 router discovery (radvd) instead of a gateway"}
+             6: "IPv6 router discovery (radvd) instead of a gateway",
+             7: "SLAAC: an address formed under radvd's autonomous prefix, used, and let lapse"}
     failures = 0
     t_all = time.time()
     with contextlib.ExitStack() as stack:
@@ -441,7 +510,7 @@ def main():
             work = stack.enter_context(tempfile.TemporaryDirectory(prefix="uroce-routing-"))
         ns = stack.enter_context(routed_topology())
         t = Routing(a, work, ns)
-        for n in a.case or [1, 2, 3, 4, 5, 6]:
+        for n in a.case or [1, 2, 3, 4, 5, 6, 7]:
             t0 = time.time()
             try:
                 result = getattr(t, f"case{n}")()

@@ -107,6 +107,8 @@ TEST_CASE("a Router Advertisement is read field by field; unknown and malformed 
   CHECK(ra.prefixes[0].length == 64);
   CHECK(ra.prefixes[0].on_link);
   CHECK(ra.prefixes[0].valid_lifetime == 86400);
+  CHECK(ra.prefixes[0].autonomous);  // the A flag and the preferred lifetime, for SLAAC (address_autoconf)
+  CHECK(ra.prefixes[0].preferred_lifetime == 600);
   CHECK_FALSE(ra.prefixes[1].on_link);
   CHECK(ra.prefixes[1].valid_lifetime == 0xffffffff);
 

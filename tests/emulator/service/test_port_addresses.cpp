@@ -184,3 +184,50 @@ TEST_CASE("a GID table change is IBV_EVENT_GID_CHANGE for port 1 on every open c
 }
 
 }  // namespace uroce::test::service
+
+namespace uroce::test::service {
+
+// Addresses SLAAC forms (net/address_autoconf.hpp; the engine's list, handed over by AutoconfWatch) join the
+// table as an added address does, subnet and all, and leave it when they are no longer valid; an address
+// the port has already stays the administrator's, and one the administrator removed is not put back while
+// its prefix stays advertised.
+TEST_CASE("SLAAC's addresses come and go in the GID table with their lifetimes", "[port-addresses][slaac]") {
+  Fixture f;
+  const auto slaac = [](const char* subnet) {
+    return emulator::net::AutoconfAddress{*emulator::net::parse_subnet(subnet), emulator::net::never,
+                                          emulator::net::never};
+  };
+  const auto a = slaac("fd81:1::5054:ff:fe12:3456/64"), b = slaac("fd81:2::5054:ff:fe12:3456/64");
+  f.addresses.follow_autoconf({a, b});
+  CHECK(f.engine.gids ==
+        std::vector<wire::IpAddress>{ip("10.0.0.1"), ip("fe80::1"), a.subnet.address, b.subnet.address});
+  CHECK(f.engine.routes.next_hop(ip("fd81:1::9")) == ip("fd81:1::9"));  // its /64 is on the link
+  const json listed = f.addresses.handle(1234, {{"op", "port_addresses"}}).at("addresses");
+  CHECK(listed.at(2).at("prefix_length") == 64);
+  CHECK(listed.at(2).value("autoconf", false));
+  CHECK_FALSE(listed.at(0).value("autoconf", false));
+  // The same list again changes nothing (and tells nobody).
+  const size_t told = f.told.size();
+  f.addresses.follow_autoconf({a, b});
+  CHECK(f.told.size() == told);
+  // a lapses: its entry empties, its subnet goes.
+  f.addresses.follow_autoconf({b});
+  CHECK(f.engine.gids == std::vector<wire::IpAddress>{ip("10.0.0.1"), ip("fe80::1"), {}, b.subnet.address});
+  CHECK_FALSE(f.engine.routes.next_hop(ip("fd81:1::9")));
+  // Removed by hand, b is not put back while it stays valid; once it has lapsed, it may come again.
+  f.change("port_address_del", "fd81:2::5054:ff:fe12:3456");
+  f.addresses.follow_autoconf({b});
+  CHECK(f.engine.gids == std::vector<wire::IpAddress>{ip("10.0.0.1"), ip("fe80::1")});
+  f.addresses.follow_autoconf({});
+  f.addresses.follow_autoconf({b});
+  CHECK(f.engine.gids == std::vector<wire::IpAddress>{ip("10.0.0.1"), ip("fe80::1"), b.subnet.address});
+  // An address the administrator gave the port first is theirs: not added twice, not removed with SLAAC's.
+  f.change("port_address_add", "fd81:3::5054:ff:fe12:3456/64");
+  const auto c = slaac("fd81:3::5054:ff:fe12:3456/64");
+  f.addresses.follow_autoconf({b, c});
+  f.addresses.follow_autoconf({b});
+  CHECK(f.engine.gids ==
+        std::vector<wire::IpAddress>{ip("10.0.0.1"), ip("fe80::1"), b.subnet.address, c.subnet.address});
+}
+
+}  // namespace uroce::test::service
