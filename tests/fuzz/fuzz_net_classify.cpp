@@ -9,7 +9,8 @@
 //   - every IGMP report and leave we send is well-formed: a member of the group hears a valid IGMP message
 //     that is not a query;
 //   - a Router Advertisement that classify() accepts comes from a link-local address and names at most
-//     max_advertised_prefixes prefixes; RouterDiscovery learns from it within its bounds;
+//     max_advertised_prefixes prefixes; RouterDiscovery learns from it within its bounds, and SLAAC
+//     (AddressAutoconf) forms only unicast /64 addresses with our identifier, within its bound;
 //   - likewise every MLD report and done: a listener of the group hears, behind a valid Hop-by-Hop header,
 //     an MLD message with a good checksum that is not a query, sent with hop limit 1.
 #include <cstdint>
@@ -20,6 +21,7 @@
 #include <initializer_list>
 #include <span>
 
+#include "emulator/net/address_autoconf.hpp"
 #include "emulator/net/arp_cache.hpp"
 #include "emulator/net/arp_responder.hpp"
 #include "emulator/net/classify.hpp"
@@ -27,6 +29,7 @@
 #include "emulator/net/igmp.hpp"
 #include "emulator/net/link_pause.hpp"
 #include "emulator/net/mld.hpp"
+#include "emulator/net/nd_frames.hpp"
 #include "emulator/net/nd_cache.hpp"
 #include "emulator/net/nd_responder.hpp"
 #include "emulator/net/router_discovery.hpp"
@@ -94,6 +97,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return m;
   }();
   static RouterDiscovery router_discovery(port, counters, RouterDiscoveryConfig{.max_routers = 2, .max_prefixes = 4});
+  static AddressAutoconf autoconf(port.mac, counters, true, 3);
   static Nanos now = 0;
   now += milliseconds(100);  // the cache sees time pass, so entries expire and resolutions fail
 
@@ -213,6 +217,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       router_discovery.on_advertisement(c.ra, now);
       check(router_discovery.routers(now) <= 2 && router_discovery.prefixes(now) <= 4);
       if (c.ra.router_lifetime != 0) check(router_discovery.default_router(now).has_value());
+      for (const AdvertisedPrefix& p : c.ra.prefixes) autoconf.on_prefix(p, now);
+      // SLAAC: at most its bound; every address is a unicast IPv6 one under a /64 it was advertised, with
+      // our MAC's identifier, valid now and preferred no longer than valid.
+      for (const AutoconfAddress& a : autoconf.addresses(now)) {
+        const wire::IpAddress& ip = a.subnet.address;
+        check(a.subnet.prefix_length == 64 && !ip.is_v4() && !ip.is_multicast() && !is_link_local(ip) &&
+              std::equal(ip.bytes.begin() + 8, ip.bytes.end(), link_local_from_mac(port.mac).bytes.begin() + 8) &&
+              a.valid_until > now && a.preferred_until <= a.valid_until);
+      }
+      check(autoconf.addresses(now).size() <= 3);
       break;
     case FrameClass::pause: {
       // Untagged, and what the wire parser reads; then each priority the frame names is held exactly its

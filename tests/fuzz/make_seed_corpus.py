@@ -75,4 +75,33 @@ for name, frame in (("erspan-ii", tunnels.erspan_ii(inner, session=100, sequence
 with open(os.path.join(out, "qinq"), "wb") as f:
     f.write(inner[:12] + bytes.fromhex("88a8a0c8" "81006064") + inner[12:])
 n += 1
+# Nor IPv6 router discovery: a Router Advertisement from fe80::2 to all-nodes with its link-layer option, an
+# autonomous /64 (SLAAC forms an address under it) and an on-link-only prefix, its checksum right, so the
+# fuzzers start inside the advertisement's options and SLAAC's rules too.
+
+
+def ones_complement_sum(data):
+    data += bytes(len(data) % 2)
+    total = sum(int.from_bytes(data[i:i + 2], "big") for i in range(0, len(data), 2))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return total
+
+
+def prefix_option(prefix, flags, valid, preferred):
+    return bytes([3, 4, 64, flags]) + valid.to_bytes(4, "big") + preferred.to_bytes(4, "big") + bytes(4) + prefix
+
+
+router, all_nodes = bytes.fromhex("fe800000000000000000000000000002"), bytes.fromhex("ff020000000000000000000000000001")
+message = (bytes([134, 0, 0, 0, 64, 0]) + (1800).to_bytes(2, "big") + bytes(8) +
+           bytes([1, 1]) + bytes.fromhex("020000000002") +
+           prefix_option(bytes.fromhex("fd810001000000000000000000000000"), 0xC0, 86400, 14400) +
+           prefix_option(bytes.fromhex("fd810002000000000000000000000000"), 0x80, 3600, 0))
+pseudo = router + all_nodes + len(message).to_bytes(4, "big") + bytes([0, 0, 0, 58])
+checksum = 0xFFFF - ones_complement_sum(pseudo + message)
+message = message[:2] + checksum.to_bytes(2, "big") + message[4:]
+ipv6 = bytes([0x60, 0, 0, 0]) + len(message).to_bytes(2, "big") + bytes([58, 255]) + router + all_nodes
+with open(os.path.join(out, "router-advertisement"), "wb") as f:
+    f.write(bytes.fromhex("333300000001" "020000000002" "86dd") + ipv6 + message)
+n += 1
 print(f"{n} seed frames in {out}")
