@@ -8,13 +8,8 @@ namespace uroce::emulator::net {
 
 namespace {
 
-constexpr uint32_t infinite_lifetime = 0xffffffff;
 constexpr unsigned interface_identifier_bits = 64;  // an Ethernet interface's (RFC 2464 §4)
 constexpr Nanos two_hours = seconds(2 * 60 * 60);
-
-Nanos until(Nanos now, uint32_t lifetime_seconds) {
-  return lifetime_seconds == infinite_lifetime ? never : now + seconds(lifetime_seconds);
-}
 
 }  // namespace
 
@@ -38,8 +33,9 @@ void AddressAutoconf::on_prefix(const AdvertisedPrefix& p, Nanos now) {
     return;
   }
   std::erase_if(addresses_, [&](const AutoconfAddress& a) { return a.valid_until <= now; });
+  const wire::IpAddress address = address_under(p.prefix);
   auto it = std::find_if(addresses_.begin(), addresses_.end(), [&](const AutoconfAddress& a) {
-    return a.subnet.prefix_length == p.length && a.subnet.address == address_under(p.prefix);
+    return a.subnet.prefix_length == p.length && a.subnet.address == address;
   });
   if (it == addresses_.end()) {  // (d)
     if (p.valid_lifetime == 0) return;
@@ -47,14 +43,14 @@ void AddressAutoconf::on_prefix(const AdvertisedPrefix& p, Nanos now) {
       ++counters_.slaac_prefixes_ignored;
       return;
     }
-    addresses_.push_back({Subnet{address_under(p.prefix), p.length}, until(now, p.valid_lifetime),
-                          until(now, p.preferred_lifetime)});
+    addresses_.push_back({Subnet{address, p.length}, lifetime_end(now, p.valid_lifetime),
+                          lifetime_end(now, p.preferred_lifetime)});
     ++counters_.slaac_addresses_formed;
     return;
   }
   // (e): the preferred lifetime as advertised; the valid one by the two-hours rule.
-  it->preferred_until = until(now, p.preferred_lifetime);
-  const Nanos advertised = until(now, p.valid_lifetime);
+  it->preferred_until = lifetime_end(now, p.preferred_lifetime);
+  const Nanos advertised = lifetime_end(now, p.valid_lifetime);
   const Nanos remaining = it->valid_until - now;  // (> 0: expired entries are gone)
   if (advertised == never || advertised - now > two_hours || advertised > it->valid_until) {
     it->valid_until = advertised;

@@ -9,14 +9,6 @@ namespace uroce::emulator::net {
 
 namespace {
 
-constexpr uint32_t infinite_lifetime = 0xffffffff;
-
-// A lifetime in seconds from `now`; RFC 4861's all-ones valid lifetime is forever.
-Nanos expiry(Nanos now, uint32_t lifetime_seconds) {
-  if (lifetime_seconds == infinite_lifetime) return never;
-  return now + seconds(lifetime_seconds);
-}
-
 std::optional<wire::IpAddress> link_local_of(const PortAddresses& port) {
   for (const wire::IpAddress& a : port.ips) {
     if (!a.is_v4() && is_link_local(a)) return a;
@@ -94,7 +86,7 @@ void RouterDiscovery::learn_prefix(const AdvertisedPrefix& p, Nanos now) {
     return;
   }
   if (it != prefixes_.end()) {
-    it->expires = expiry(now, p.valid_lifetime);
+    it->expires = lifetime_end(now, p.valid_lifetime);
     return;
   }
   std::erase_if(prefixes_, [&](const Prefix& q) { return q.expires <= now; });
@@ -102,7 +94,7 @@ void RouterDiscovery::learn_prefix(const AdvertisedPrefix& p, Nanos now) {
     ++counters_.rd_ignored;
     return;
   }
-  prefixes_.push_back({Subnet{p.prefix, p.length}, expiry(now, p.valid_lifetime)});
+  prefixes_.push_back({Subnet{p.prefix, p.length}, lifetime_end(now, p.valid_lifetime)});
 }
 
 std::optional<wire::IpAddress> RouterDiscovery::default_router(Nanos now) const {
