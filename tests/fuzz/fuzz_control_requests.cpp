@@ -65,8 +65,9 @@ const char* const fields[] = {
     "type", "xrcd", "ah_attr", "attach", "attr", "cap", "create", "doorbell", "exclusive", "file", "gid", "iova",
     "on_demand", "sges", "sq_sig_all", "translation", "write", "qp", "mgid", "comp_vector", "solicited_only",
     "flow", "port", "wq", "wqs", "state", "ind_table", "rx_hash_fields", "rx_hash_key", "tm", "ops",
-    "cm_id", "port_space", "dst", "src", "dst_port", "timeout_ms", "backlog", "name", "value", "private_data",
-    "responder_resources", "initiator_depth", "retry_count", "rnr_retry_count", "mc", "join_flags", "address"};
+    "cm_id", "port_space", "dst", "src", "dst_port", "src_port", "timeout_ms", "backlog", "name", "value",
+    "private_data", "responder_resources", "initiator_depth", "retry_count", "rnr_retry_count", "mc", "join_flags",
+    "address"};
 // ... and inside "attr", "ah_attr" and "cap" (emulator/protocol/verbs_json.cpp), a flow rule's "attr"
 // and its specs (emulator/protocol/flow_json.cpp), create_srq's "tm" and a list operation of post_srq_ops
 // (emulator/protocol/tag_op_json.cpp).
@@ -104,7 +105,7 @@ const OpFields op_fields[] = {{"create_cq", {"cqe"}},
                               {"post_srq_ops", {"srq", "ops"}},
                               {"cm_create_id", {"channel", "port_space", "qp_type"}},
                               {"cm_bind", {"cm_id", "addr", "port"}},
-                              {"cm_resolve_addr", {"cm_id", "dst", "src", "dst_port", "timeout_ms"}},
+                              {"cm_resolve_addr", {"cm_id", "dst", "src", "src_port", "dst_port", "timeout_ms"}},
                               {"cm_listen", {"cm_id", "backlog", "port"}},
                               {"cm_connect", {"cm_id", "qp_num", "qp_type", "private_data", "responder_resources"}},
                               {"cm_accept", {"cm_id", "qp_num", "private_data", "initiator_depth"}},
@@ -220,7 +221,7 @@ json member(Reader& in, int depth, const std::string& name) {
     return addresses[in.byte() % std::size(addresses)];
   }
   if (name == "port_space" && in.byte() % 2 == 0) return port_spaces[in.byte() % std::size(port_spaces)];
-  if ((name == "port" || name == "dst_port") && in.byte() % 2 == 0) return 7000 + in.byte() % 4;
+  if ((name == "port" || name == "dst_port" || name == "src_port") && in.byte() % 2 == 0) return 7000 + in.byte() % 4;
   if (name == "name" && in.byte() % 2 == 0) return words[6 + in.byte() % 7];
   return value(in, depth + 1);
 }
